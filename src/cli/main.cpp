@@ -1,0 +1,28 @@
+// boxlite: the command-line front end over the core library.
+#include <cstdio>
+
+#include "cli/commands.hpp"
+#include "common/error.hpp"
+
+int main(int argc, char** argv) {
+  using namespace boxlite::cli;
+  CLI::App app{"boxlite: sandboxes for AI agents, each box its own microVM", "boxlite"};
+  app.set_version_flag("--version", std::string("boxlite ") + BOXLITE_VERSION);
+  app.require_subcommand(1);
+  GlobalFlags g;
+  app.add_flag("--debug", g.debug, "Verbose diagnostics")->configurable(false);
+  app.add_option("--home", g.home, "Home directory (default $BOXLITE_HOME or ~/.boxlite)")->envname("BOXLITE_HOME");
+  int exit_code = 0;
+  add_run_command(app, g, exit_code);
+  add_info_command(app, g, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  } catch (const boxlite::Error& e) {
+    std::fprintf(stderr, "Error: %s\n", e.what());
+    return kExitRuntimeError;
+  }
+  return exit_code;
+}

@@ -1,0 +1,194 @@
+#include "common/io.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+
+namespace boxlite {
+
+std::string read_file(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) throw_errno(errno == ENOENT ? ErrorCode::NotFound : ErrorCode::Storage, "open " + path);
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_errno(ErrorCode::Storage, "read " + path);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+void write_file_atomic(const std::string& path, std::string_view data, mode_t mode) {
+  std::string tmp = path + ".tmp";
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
+  if (!fd) throw_errno(ErrorCode::Storage, "create " + tmp);
+  write_all(fd.get(), data.data(), data.size());
+  if (::fsync(fd.get()) != 0) throw_errno(ErrorCode::Storage, "fsync " + tmp);
+  fd.reset();
+  if (::rename(tmp.c_str(), path.c_str()) != 0) throw_errno(ErrorCode::Storage, "rename " + tmp + " to " + path);
+}
+
+void write_all(int fd, const void* data, size_t len) {
+  const char* p = static_cast<const char*>(data);
+  while (len > 0) {
+    ssize_t n = ::write(fd, p, len);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_errno(ErrorCode::Internal, "write fd " + std::to_string(fd));
+    }
+    p += n;
+    len -= static_cast<size_t>(n);
+  }
+}
+
+bool read_exact(int fd, void* data, size_t len) {
+  char* p = static_cast<char*>(data);
+  size_t got = 0;
+  while (got < len) {
+    ssize_t n = ::read(fd, p + got, len - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_errno(ErrorCode::Internal, "read fd " + std::to_string(fd));
+    }
+    if (n == 0) {
+      if (got == 0) return false;
+      throw Error(ErrorCode::Internal, "unexpected end of stream on fd " + std::to_string(fd));
+    }
+    got += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+void set_nonblocking(int fd, bool on) {
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0) throw_errno(ErrorCode::Internal, "fcntl F_GETFL");
+  flags = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
+  if (::fcntl(fd, F_SETFL, flags) < 0) throw_errno(ErrorCode::Internal, "fcntl F_SETFL");
+}
+
+void set_cloexec(int fd, bool on) {
+  int flags = ::fcntl(fd, F_GETFD);
+  if (flags < 0) throw_errno(ErrorCode::Internal, "fcntl F_GETFD");
+  flags = on ? (flags | FD_CLOEXEC) : (flags & ~FD_CLOEXEC);
+  if (::fcntl(fd, F_SETFD, flags) < 0) throw_errno(ErrorCode::Internal, "fcntl F_SETFD");
+}
+
+void make_dirs(const std::string& path, mode_t mode) {
+  std::string cur;
+  for (const auto& part : split(path, '/')) {
+    if (part.empty()) {
+      if (cur.empty()) cur = "/";
+      continue;
+    }
+    if (!cur.empty() && cur.back() != '/') cur += '/';
+    cur += part;
+    if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) throw_errno(ErrorCode::Storage, "mkdir " + cur);
+  }
+}
+
+void remove_tree(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+  if (ec) throw Error(ErrorCode::Storage, "remove " + path + ": " + ec.message());
+}
+
+bool path_exists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+std::vector<std::string> split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    size_t pos = s.find(sep, start);
+    out.emplace_back(s.substr(start, pos == std::string_view::npos ? std::string_view::npos : pos - start));
+    if (pos == std::string_view::npos) break;
+    start = pos + 1;
+  }
+  return out;
+}
+
+std::string trim(std::string_view s) {
+  size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string_view::npos) return {};
+  size_t e = s.find_last_not_of(" \t\r\n");
+  return std::string(s.substr(b, e - b + 1));
+}
+
+static sockaddr_un unix_address(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) {
+    throw Error(ErrorCode::Config, "unix socket path is " + std::to_string(path.size()) + " bytes, over the limit of " +
+                                       std::to_string(sizeof(addr.sun_path) - 1) + ": " + path +
+                                       " (use a shorter BOXLITE_HOME)");
+  }
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  return addr;
+}
+
+UniqueFd unix_listen(const std::string& path, int backlog) {
+  sockaddr_un addr = unix_address(path);
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) throw_errno(ErrorCode::Internal, "socket");
+  ::unlink(path.c_str());
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) throw_errno(ErrorCode::Internal, "bind " + path);
+  if (::listen(fd.get(), backlog) != 0) throw_errno(ErrorCode::Internal, "listen " + path);
+  return fd;
+}
+
+UniqueFd unix_connect(const std::string& path) {
+  sockaddr_un addr = unix_address(path);
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) throw_errno(ErrorCode::Internal, "socket");
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    throw_errno(ErrorCode::RpcTransport, "connect " + path);
+  }
+  return fd;
+}
+
+std::string hex_encode(const unsigned char* data, size_t len) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  out.reserve(len * 2);
+  for (size_t i = 0; i < len; ++i) {
+    out += digits[data[i] >> 4];
+    out += digits[data[i] & 15];
+  }
+  return out;
+}
+
+std::string random_hex(size_t bytes) {
+  std::string buf(bytes, '\0');
+  size_t got = 0;
+  while (got < bytes) {
+    ssize_t n = ::getrandom(buf.data() + got, bytes - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_errno(ErrorCode::Internal, "getrandom");
+    }
+    got += static_cast<size_t>(n);
+  }
+  return hex_encode(reinterpret_cast<const unsigned char*>(buf.data()), bytes);
+}
+
+double now_ms() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) * 1000.0 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+}  // namespace boxlite

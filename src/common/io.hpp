@@ -1,0 +1,39 @@
+// Small I/O helpers shared by host and guest code. All throw boxlite::Error with
+// the path or fd they worked on.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.hpp"
+#include "common/fd.hpp"
+
+namespace boxlite {
+
+std::string read_file(const std::string& path);
+// Writes to path.tmp, fsyncs, renames: readers see the old or the new file, never half.
+void write_file_atomic(const std::string& path, std::string_view data, mode_t mode = 0644);
+void write_all(int fd, const void* data, size_t len);
+// Reads exactly len bytes; false on EOF before the first byte, throws on short read.
+bool read_exact(int fd, void* data, size_t len);
+void set_nonblocking(int fd, bool on = true);
+void set_cloexec(int fd, bool on = true);
+// mkdir -p.
+void make_dirs(const std::string& path, mode_t mode = 0755);
+void remove_tree(const std::string& path);
+bool path_exists(const std::string& path);
+std::vector<std::string> split(std::string_view s, char sep);
+std::string trim(std::string_view s);
+// Unix socket helpers; paths longer than sun_path fail with a clear error.
+UniqueFd unix_listen(const std::string& path, int backlog = 64);
+UniqueFd unix_connect(const std::string& path);
+std::string hex_encode(const unsigned char* data, size_t len);
+std::string random_hex(size_t bytes);
+// Monotonic milliseconds.
+double now_ms();
+
+}  // namespace boxlite

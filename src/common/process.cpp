@@ -1,0 +1,166 @@
+#include "common/process.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <ctime>
+
+#include "common/error.hpp"
+#include "common/io.hpp"
+
+extern char** environ;
+
+namespace boxlite {
+
+Child& Child::operator=(Child&& o) noexcept {
+  if (this != &o) {
+    kill_now();
+    pid_ = o.release();
+  }
+  return *this;
+}
+
+Child::~Child() { kill_now(); }
+
+pid_t Child::release() {
+  pid_t p = pid_;
+  pid_ = -1;
+  return p;
+}
+
+std::optional<int> Child::try_wait() {
+  if (pid_ <= 0) return std::nullopt;
+  int status;
+  pid_t r = ::waitpid(pid_, &status, WNOHANG);
+  if (r == pid_) {
+    pid_ = -1;
+    return status;
+  }
+  return std::nullopt;
+}
+
+int Child::wait() {
+  int status = 0;
+  while (pid_ > 0 && ::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
+  return status;
+}
+
+int Child::terminate(int grace_ms) {
+  if (pid_ <= 0) return 0;
+  ::kill(pid_, SIGTERM);
+  for (int waited = 0; waited < grace_ms; waited += 5) {
+    if (auto st = try_wait()) return *st;
+    ::usleep(5000);
+  }
+  ::kill(pid_, SIGKILL);
+  return wait();
+}
+
+void Child::kill_now() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  wait();
+}
+
+Child spawn(const SpawnOptions& opts) {
+  if (opts.argv.empty()) throw Error(ErrorCode::Internal, "spawn: empty argv");
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawnattr_init(&attr);
+  short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+  if (opts.new_session) flags |= POSIX_SPAWN_SETSID;
+  posix_spawnattr_setflags(&attr, flags);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  if (opts.stdin_null) posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  if (!opts.stdout_path.empty()) posix_spawn_file_actions_addopen(&fa, 1, opts.stdout_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (!opts.stderr_path.empty()) posix_spawn_file_actions_addopen(&fa, 2, opts.stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  for (auto [from, to] : opts.fds) {
+    if (from == to) {
+      // dup2 onto itself does not clear CLOEXEC; bounce through a spare number.
+      posix_spawn_file_actions_adddup2(&fa, from, 100 + to);
+      posix_spawn_file_actions_adddup2(&fa, 100 + to, to);
+      posix_spawn_file_actions_addclose(&fa, 100 + to);
+    } else {
+      posix_spawn_file_actions_adddup2(&fa, from, to);
+    }
+  }
+  std::vector<char*> argv;
+  for (const auto& a : opts.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid;
+  int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) throw Error(ErrorCode::Internal, errno_text("spawn " + opts.argv[0], rc));
+  return Child(pid);
+}
+
+bool RunResult::ok() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+
+RunResult run_capture(const std::vector<std::string>& argv) {
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) throw_errno(ErrorCode::Internal, "pipe");
+  UniqueFd out_r(out[0]), out_w(out[1]);
+  if (::pipe2(err, O_CLOEXEC) != 0) throw_errno(ErrorCode::Internal, "pipe");
+  UniqueFd err_r(err[0]), err_w(err[1]);
+  SpawnOptions so;
+  so.argv = argv;
+  so.fds = {{out_w.get(), 1}, {err_w.get(), 2}};
+  Child child = spawn(so);
+  out_w.reset();
+  err_w.reset();
+  RunResult r;
+  pollfd pfd[2] = {{out_r.get(), POLLIN, 0}, {err_r.get(), POLLIN, 0}};
+  int open_count = 2;
+  char buf[65536];
+  while (open_count > 0) {
+    if (::poll(pfd, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      throw_errno(ErrorCode::Internal, "poll");
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (pfd[i].fd < 0 || !(pfd[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t n = ::read(pfd[i].fd, buf, sizeof buf);
+      if (n <= 0) {
+        pfd[i].fd = -1;
+        --open_count;
+        continue;
+      }
+      (i == 0 ? r.out : r.err).append(buf, static_cast<size_t>(n));
+    }
+  }
+  r.status = child.wait();
+  return r;
+}
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("killed by signal ") + strsignal(WTERMSIG(status));
+  return "status " + std::to_string(status);
+}
+
+std::string which(const std::string& name) {
+  if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0 ? name : "";
+  const char* path = ::getenv("PATH");
+  for (const auto& dir : split(path ? path : "/usr/local/bin:/usr/bin:/bin", ':')) {
+    std::string p = (dir.empty() ? "." : dir) + "/" + name;
+    struct stat st;
+    if (::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0) return p;
+  }
+  return "";
+}
+
+}  // namespace boxlite

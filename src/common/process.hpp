@@ -1,0 +1,62 @@
+// Child processes: spawned with posix_spawn (safe from threaded callers), owned
+// by RAII (a Child that goes out of scope unwaited is killed and reaped).
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/fd.hpp"
+
+namespace boxlite {
+
+struct SpawnOptions {
+  std::vector<std::string> argv;
+  // fd in this process -> fd number in the child (all others are closed by CLOEXEC).
+  std::vector<std::pair<int, int>> fds;
+  std::string stdout_path;  // "" = inherit
+  std::string stderr_path;  // "" = inherit
+  bool stdin_null = true;
+  bool new_session = false;
+};
+
+class Child {
+ public:
+  Child() = default;
+  explicit Child(pid_t pid) : pid_(pid) {}
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  Child(Child&& o) noexcept : pid_(o.release()) {}
+  Child& operator=(Child&& o) noexcept;
+  ~Child();
+
+  pid_t pid() const { return pid_; }
+  bool valid() const { return pid_ > 0; }
+  pid_t release();
+  // Non-blocking: the wait status once exited.
+  std::optional<int> try_wait();
+  int wait();
+  // SIGTERM, up to grace_ms, then SIGKILL; always reaps.
+  int terminate(int grace_ms);
+  void kill_now();
+
+ private:
+  pid_t pid_ = -1;
+};
+
+Child spawn(const SpawnOptions& opts);
+
+struct RunResult {
+  int status = 0;  // raw wait status
+  std::string out, err;
+  bool ok() const;
+};
+// Runs a helper tool to completion, capturing its output (no shell).
+RunResult run_capture(const std::vector<std::string>& argv);
+std::string describe_status(int status);
+// Where a binary lives on PATH, or "".
+std::string which(const std::string& name);
+
+}  // namespace boxlite

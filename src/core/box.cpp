@@ -1,0 +1,194 @@
+#include "core/box.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include "common/error.hpp"
+#include "common/io.hpp"
+#include "core/client.hpp"
+#include "core/paths.hpp"
+
+namespace boxlite {
+
+const char* box_state_name(BoxState s) {
+  switch (s) {
+    case BoxState::Created: return "created";
+    case BoxState::Running: return "running";
+    case BoxState::Stopped: return "stopped";
+  }
+  return "unknown";
+}
+
+Box::Box(engine::ShimSpec spec, std::string name, std::vector<std::string> default_argv, bool auto_remove)
+    : spec_(std::move(spec)), name_(std::move(name)), default_argv_(std::move(default_argv)), auto_remove_(auto_remove) {}
+
+Box::~Box() {
+  try {
+    if (auto_remove_) {
+      destroy();
+    } else {
+      stop();
+    }
+  } catch (...) {
+    // A destructor cannot report; the shim dies with its lifeline regardless.
+  }
+}
+
+BoxState Box::state() {
+  std::lock_guard lk(mu_);
+  if (state_ == BoxState::Running && client_ && client_->closed()) state_ = BoxState::Stopped;
+  return state_;
+}
+
+namespace {
+
+struct Pipe {
+  UniqueFd read, write;
+};
+Pipe make_pipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno(ErrorCode::Internal, "pipe");
+  return {UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
+
+std::string read_until_eof(int fd, double timeout_ms) {
+  std::string out;
+  double deadline = now_ms() + timeout_ms;
+  for (;;) {
+    int left = static_cast<int>(deadline - now_ms());
+    if (left <= 0) throw Error(ErrorCode::Engine, "timed out waiting for the box shim to report");
+    pollfd p{fd, POLLIN, 0};
+    int n = ::poll(&p, 1, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) continue;
+    char buf[4096];
+    ssize_t r = ::read(fd, buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return out;
+    out.append(buf, static_cast<size_t>(r));
+  }
+}
+
+}  // namespace
+
+void Box::start() {
+  std::lock_guard lk(mu_);
+  if (state_ == BoxState::Running) {
+    if (client_ && !client_->closed()) return;
+    stop_locked();
+  }
+  Pipe ready = make_pipe();
+  Pipe lifeline = make_pipe();
+  SpawnOptions so;
+  so.argv = {core::libexec_dir() + "/boxlite-shim", spec_.box_dir, "--ready-fd", "3", "--lifeline-fd", "4"};
+  so.fds = {{ready.write.get(), 3}, {lifeline.read.get(), 4}};
+  so.stdout_path = so.stderr_path = engine::shim_log_path(spec_.box_dir);
+  so.new_session = true;
+  Child shim = spawn(so);
+  ready.write.reset();
+  lifeline.read.reset();
+  std::string report = read_until_eof(ready.read.get(), spec_.boot_timeout_secs * 1000 + 15000);
+  if (report.rfind("OK", 0) != 0) {
+    int status = shim.terminate(2000);
+    if (report.rfind("ERR ", 0) == 0) {
+      auto nl = report.find('\n');
+      int code = std::atoi(report.substr(4, nl - 4).c_str());
+      throw Error(code >= 0 && code <= 21 ? static_cast<ErrorCode>(code) : ErrorCode::Engine,
+                  nl == std::string::npos ? report : report.substr(nl + 1));
+    }
+    std::string log;
+    try {
+      log = read_file(engine::shim_log_path(spec_.box_dir));
+    } catch (const Error&) {
+    }
+    throw Error(ErrorCode::Engine, "box " + id() + ": the shim exited during boot (" + describe_status(status) + ")" +
+                                       (log.empty() ? "" : ": " + trim(log)));
+  }
+  client_ = core::ShimClient::connect(engine::shim_socket_path(spec_.box_dir), id());
+  shim_ = std::move(shim);
+  lifeline_ = std::move(lifeline.write);
+  state_ = BoxState::Running;
+}
+
+Execution Box::exec(const ExecOptions& o) {
+  if (o.argv.empty() || o.argv[0].empty()) throw Error(ErrorCode::InvalidArgument, "exec: the command is empty");
+  if (o.timeout_secs < 0) throw Error(ErrorCode::InvalidArgument, "exec: timeout must be >= 0 seconds (0 = none)");
+  for (const auto& [k, v] : o.env) {
+    if (k.empty() || k.find('=') != std::string::npos) throw Error(ErrorCode::InvalidArgument, "exec: invalid environment variable name '" + k + "'");
+  }
+  if (state() != BoxState::Running) start();
+  proto::ExecRequest req;
+  for (const auto& a : o.argv) req.add_argv(a);
+  for (const auto& [k, v] : o.env) req.add_env(k + "=" + v);
+  req.set_cwd(o.cwd);
+  req.set_user(o.user);
+  req.set_tty(o.tty);
+  req.set_rows(o.rows);
+  req.set_cols(o.cols);
+  req.set_timeout_secs(o.timeout_secs);
+  req.set_stdin(o.stdin_open);
+  std::shared_ptr<core::ShimClient> client;
+  {
+    std::lock_guard lk(mu_);
+    client = client_;
+  }
+  if (!client) throw Error(ErrorCode::Stopped, "box " + id() + " is not running");
+  auto stream = client->start_exec(req);
+  return Execution(client, stream);
+}
+
+BufferedResult Box::run(const ExecOptions& opts) {
+  Execution e = exec(opts);
+  BufferedResult r;
+  while (auto chunk = e.next_output()) {
+    bool out = chunk->stream == StreamKind::Stdout;
+    std::string& text = out ? r.stdout_text : r.stderr_text;
+    bool& truncated = out ? r.stdout_truncated : r.stderr_truncated;
+    size_t room = kMaxBufferedOutput - std::min(kMaxBufferedOutput, text.size());
+    if (chunk->data.size() > room) truncated = true;
+    text.append(chunk->data, 0, std::min(room, chunk->data.size()));
+  }
+  ExecResult res = e.wait();
+  r.exit_code = res.exit_code;
+  r.timed_out = res.timed_out;
+  return r;
+}
+
+void Box::stop() {
+  std::lock_guard lk(mu_);
+  stop_locked();
+}
+
+void Box::stop_locked() {
+  if (client_) {
+    try {
+      client_->request_shutdown();
+    } catch (const Error&) {
+      // Already gone.
+    }
+  }
+  if (shim_.valid()) {
+    // The guest powers off; the shim exits when QEMU does (its own deadline is 10 s).
+    double deadline = now_ms() + 15000;
+    while (shim_.valid() && now_ms() < deadline) {
+      if (shim_.try_wait()) break;
+      ::usleep(5000);
+    }
+    shim_.kill_now();
+  }
+  if (client_) {
+    client_->close();
+    client_.reset();
+  }
+  lifeline_.reset();
+  if (state_ == BoxState::Running) state_ = BoxState::Stopped;
+}
+
+void Box::destroy() {
+  std::lock_guard lk(mu_);
+  stop_locked();
+  remove_tree(spec_.box_dir);
+}
+
+}  // namespace boxlite

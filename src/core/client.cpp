@@ -1,0 +1,171 @@
+#include "core/client.hpp"
+
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include "common/io.hpp"
+
+namespace boxlite::core {
+
+using protocol::Frame;
+using protocol::FrameType;
+
+namespace {
+
+Frame read_frame_blocking(int fd, protocol::FrameDecoder& dec, const std::string& box_id) {
+  for (;;) {
+    if (auto f = dec.next()) return std::move(*f);
+    char buf[4096];
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error(ErrorCode::RpcTransport, "box " + box_id + ": shim closed the connection during the handshake");
+    dec.feed(buf, static_cast<size_t>(n));
+  }
+}
+
+Error error_from_reply(const Frame& f) {
+  auto e = protocol::parse_message<proto::ErrorReply>(f);
+  auto code = e.code() <= 21 ? static_cast<ErrorCode>(e.code()) : ErrorCode::Internal;
+  return Error(code, e.message());
+}
+
+}  // namespace
+
+ShimClient::ShimClient(UniqueFd fd, std::string box_id) : fd_(std::move(fd)), box_id_(std::move(box_id)) {}
+
+std::shared_ptr<ShimClient> ShimClient::connect(const std::string& socket_path, const std::string& box_id) {
+  UniqueFd fd = unix_connect(socket_path);
+  timeval tv{10, 0};
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  proto::Hello hello;
+  hello.set_version(protocol::kProtocolVersion);
+  hello.set_peer("client");
+  std::string out = protocol::encode_message(0, FrameType::Hello, hello);
+  write_all(fd.get(), out.data(), out.size());
+  protocol::FrameDecoder dec;
+  Frame reply = read_frame_blocking(fd.get(), dec, box_id);
+  if (reply.type == FrameType::Error) throw error_from_reply(reply);
+  if (reply.type != FrameType::Hello) throw Error(ErrorCode::Rpc, "box " + box_id + ": shim answered the handshake with " + protocol::frame_type_name(reply.type));
+  auto theirs = protocol::parse_message<proto::Hello>(reply);
+  if (theirs.version() != protocol::kProtocolVersion) {
+    throw Error(ErrorCode::Rpc, "box " + box_id + ": protocol version mismatch (shim " + std::to_string(theirs.version()) +
+                                    ", client " + std::to_string(protocol::kProtocolVersion) + ")");
+  }
+  timeval none{0, 0};
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
+  std::shared_ptr<ShimClient> c(new ShimClient(std::move(fd), box_id));
+  if (dec.buffered() > 0) throw Error(ErrorCode::Rpc, "box " + box_id + ": unexpected data after the handshake");
+  c->reader_ = std::thread([raw = c.get()] { raw->reader_loop(); });
+  return c;
+}
+
+ShimClient::~ShimClient() { close(); }
+
+void ShimClient::close() {
+  {
+    std::lock_guard lk(mu_);
+    if (fd_) ::shutdown(fd_.get(), SHUT_RDWR);
+  }
+  if (reader_.joinable()) reader_.join();
+}
+
+bool ShimClient::closed() {
+  std::lock_guard lk(mu_);
+  return closed_;
+}
+
+void ShimClient::send(uint32_t stream, FrameType type, std::string_view payload) {
+  std::string out = protocol::encode_frame(stream, type, payload);
+  std::lock_guard lk(write_mu_);
+  ssize_t off = 0;
+  while (static_cast<size_t>(off) < out.size()) {
+    ssize_t n = ::send(fd_.get(), out.data() + off, out.size() - static_cast<size_t>(off), MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw Error(ErrorCode::Stopped, errno_text("box " + box_id_ + " is not reachable (send to shim)"));
+    }
+    off += n;
+  }
+}
+
+std::shared_ptr<ExecStream> ShimClient::start_exec(const proto::ExecRequest& req) {
+  auto s = std::make_shared<ExecStream>();
+  {
+    std::lock_guard lk(mu_);
+    if (closed_) throw Error(ErrorCode::Stopped, "box " + box_id_ + " is stopped");
+    s->id = next_stream_++;
+    streams_[s->id] = s;
+  }
+  send(s->id, FrameType::Exec, req.SerializeAsString());
+  std::unique_lock lk(mu_);
+  s->cv.wait(lk, [&] { return s->started || s->error; });
+  if (!s->started) throw *s->error;
+  return s;
+}
+
+void ShimClient::request_shutdown() { send(0, FrameType::Shutdown, proto::Shutdown{}.SerializeAsString()); }
+
+void ShimClient::fail_all(const Error& why) {
+  std::lock_guard lk(mu_);
+  closed_ = true;
+  for (auto& [id, s] : streams_) {
+    if (!s->finished()) s->error = why;
+    s->cv.notify_all();
+  }
+  streams_.clear();
+}
+
+void ShimClient::reader_loop() {
+  protocol::FrameDecoder dec;
+  std::optional<Error> last_error;
+  char buf[65536];
+  try {
+    for (;;) {
+      ssize_t n = ::recv(fd_.get(), buf, sizeof buf, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      dec.feed(buf, static_cast<size_t>(n));
+      while (auto f = dec.next()) {
+        if (f->stream == 0) {
+          if (f->type == FrameType::Error) last_error = error_from_reply(*f);
+          continue;
+        }
+        std::lock_guard lk(mu_);
+        auto it = streams_.find(f->stream);
+        if (it == streams_.end()) continue;
+        auto keep = it->second;  // erase() below must not free it under us
+        ExecStream& s = *keep;
+        switch (f->type) {
+          case FrameType::Started:
+            s.started = true;
+            s.pid = protocol::parse_message<proto::ExecStarted>(*f).pid();
+            break;
+          case FrameType::Stdout:
+          case FrameType::Stderr:
+            s.output.push_back(OutputChunk{f->type == FrameType::Stdout ? StreamKind::Stdout : StreamKind::Stderr, std::move(f->payload)});
+            break;
+          case FrameType::Credit: {
+            auto c = protocol::parse_message<proto::Credit>(*f);
+            if (c.channel() == proto::STDIN) s.stdin_credit += c.bytes();
+            break;
+          }
+          case FrameType::Exit:
+            s.exit = protocol::parse_message<proto::ExecExit>(*f);
+            streams_.erase(it);
+            break;
+          case FrameType::Error:
+            s.error = error_from_reply(*f);
+            streams_.erase(it);
+            break;
+          default: break;
+        }
+        s.cv.notify_all();
+      }
+    }
+  } catch (const Error& e) {
+    last_error = e;
+  }
+  fail_all(last_error ? *last_error : Error(ErrorCode::Stopped, "box " + box_id_ + " stopped"));
+}
+
+}  // namespace boxlite::core

@@ -1,0 +1,67 @@
+// A host client's connection to one box's shim: framing, the handshake, and a
+// reader thread that hands each exec stream its frames.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "boxlite.pb.h"
+#include "common/error.hpp"
+#include "common/fd.hpp"
+#include "core/options.hpp"
+#include "protocol/frame.hpp"
+
+namespace boxlite::core {
+
+struct ExecStream {
+  uint32_t id = 0;
+  std::condition_variable cv;
+  bool started = false;
+  int pid = -1;
+  std::optional<Error> error;
+  std::optional<proto::ExecExit> exit;
+  std::deque<OutputChunk> output;
+  uint64_t stdin_credit = protocol::kInitialWindow;
+  bool stdin_closed = false;
+  bool finished() const { return exit.has_value() || error.has_value(); }
+};
+
+class ShimClient {
+ public:
+  // Connects and handshakes; throws Error(RpcTransport/Rpc) naming the box.
+  static std::shared_ptr<ShimClient> connect(const std::string& socket_path, const std::string& box_id);
+  ~ShimClient();
+  ShimClient(const ShimClient&) = delete;
+  ShimClient& operator=(const ShimClient&) = delete;
+
+  // Sends Exec and waits for Started (returns the stream) or Error (throws it).
+  std::shared_ptr<ExecStream> start_exec(const proto::ExecRequest& req);
+  void send(uint32_t stream, protocol::FrameType type, std::string_view payload);
+  void request_shutdown();
+  void close();
+
+  std::mutex& mutex() { return mu_; }
+  bool closed();
+
+ private:
+  ShimClient(UniqueFd fd, std::string box_id);
+  void reader_loop();
+  void fail_all(const Error& why);
+
+  UniqueFd fd_;
+  std::string box_id_;
+  std::thread reader_;
+  std::mutex write_mu_;
+  std::mutex mu_;
+  std::map<uint32_t, std::shared_ptr<ExecStream>> streams_;
+  uint32_t next_stream_ = 1;
+  bool closed_ = false;
+};
+
+}  // namespace boxlite::core

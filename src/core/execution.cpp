@@ -1,0 +1,99 @@
+#include "core/execution.hpp"
+
+#include <signal.h>
+
+#include "core/client.hpp"
+
+namespace boxlite {
+
+using protocol::FrameType;
+
+Execution::Execution(std::shared_ptr<core::ShimClient> client, std::shared_ptr<core::ExecStream> stream)
+    : client_(std::move(client)), stream_(std::move(stream)) {}
+Execution::Execution(Execution&&) noexcept = default;
+Execution& Execution::operator=(Execution&&) noexcept = default;
+Execution::~Execution() = default;
+
+std::string Execution::id() const { return std::to_string(stream_->id); }
+int Execution::pid() const { return stream_->pid; }
+
+std::optional<OutputChunk> Execution::next_output() {
+  OutputChunk chunk;
+  {
+    std::unique_lock lk(client_->mutex());
+    stream_->cv.wait(lk, [&] { return !stream_->output.empty() || stream_->finished(); });
+    if (stream_->output.empty()) return std::nullopt;
+    chunk = std::move(stream_->output.front());
+    stream_->output.pop_front();
+    if (stream_->finished()) return chunk;  // no credit needed any more
+  }
+  proto::Credit c;
+  c.set_channel(chunk.stream == StreamKind::Stdout ? proto::STDOUT : proto::STDERR);
+  c.set_bytes(static_cast<uint32_t>(chunk.data.size()));
+  try {
+    client_->send(stream_->id, FrameType::Credit, c.SerializeAsString());
+  } catch (const Error&) {
+    // The box went away; the remaining output is already here or lost with it.
+  }
+  return chunk;
+}
+
+void Execution::write_stdin(std::string_view data) {
+  while (!data.empty()) {
+    size_t n = std::min(data.size(), protocol::kMaxChunk);
+    {
+      std::unique_lock lk(client_->mutex());
+      stream_->cv.wait(lk, [&] { return stream_->stdin_credit >= n || stream_->finished(); });
+      if (stream_->finished()) throw Error(ErrorCode::InvalidState, "cannot write stdin: the process has exited");
+      if (stream_->stdin_closed) throw Error(ErrorCode::InvalidState, "cannot write stdin: it was closed");
+      stream_->stdin_credit -= n;
+    }
+    client_->send(stream_->id, FrameType::Stdin, data.substr(0, n));
+    data.remove_prefix(n);
+  }
+}
+
+void Execution::close_stdin() {
+  {
+    std::lock_guard lk(client_->mutex());
+    if (stream_->stdin_closed || stream_->finished()) return;
+    stream_->stdin_closed = true;
+  }
+  client_->send(stream_->id, FrameType::StdinEof, {});
+}
+
+void Execution::signal(int signo) {
+  if (signo <= 0 || signo >= NSIG) throw Error(ErrorCode::InvalidArgument, "invalid signal number " + std::to_string(signo));
+  {
+    std::lock_guard lk(client_->mutex());
+    if (stream_->finished()) return;
+  }
+  proto::Signal s;
+  s.set_signo(signo);
+  client_->send(stream_->id, FrameType::Signal, s.SerializeAsString());
+}
+
+void Execution::kill() { signal(SIGKILL); }
+
+void Execution::resize(unsigned rows, unsigned cols) {
+  if (rows == 0 || cols == 0 || rows > 65535 || cols > 65535) {
+    throw Error(ErrorCode::InvalidArgument, "invalid terminal size " + std::to_string(rows) + "x" + std::to_string(cols));
+  }
+  proto::Resize r;
+  r.set_rows(rows);
+  r.set_cols(cols);
+  client_->send(stream_->id, FrameType::Resize, r.SerializeAsString());
+}
+
+ExecResult Execution::wait() {
+  while (next_output()) {
+  }
+  std::lock_guard lk(client_->mutex());
+  if (stream_->error) throw *stream_->error;
+  ExecResult r;
+  r.exit_code = stream_->exit->exit_code();
+  r.timed_out = stream_->exit->timed_out();
+  return r;
+}
+
+}  // namespace boxlite

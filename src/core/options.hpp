@@ -1,0 +1,70 @@
+// Options of the runtime, a box, and an exec: the C++ face of the documented BoxOptions.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace boxlite {
+
+using EnvList = std::vector<std::pair<std::string, std::string>>;
+
+struct RuntimeOptions {
+  std::string home_dir;  // "" = $BOXLITE_HOME or ~/.boxlite
+};
+
+struct BoxOptions {
+  std::string image;        // an image reference; for now an OCI layout path or oci:DIR[:TAG]
+  std::string rootfs_path;  // a local OCI image layout directory
+  std::optional<int> cpus;        // default 1
+  std::optional<int> memory_mib;  // default 1024
+  EnvList env;
+  std::string working_dir;
+  std::string user;
+  std::vector<std::string> entrypoint;  // overrides the image's when non-empty
+  std::vector<std::string> cmd;         // overrides the image's when non-empty
+  std::string engine;  // "" = $BOXLITE_ENGINE or "vm"
+  std::string accel;   // "auto" | "kvm" | "tcg"; "" = $BOXLITE_ACCEL or auto
+  std::string kernel;  // "" = the minimal kernel; "debian"; or a path (file, or a dpkg -x tree)
+  bool auto_remove = true;
+  double boot_timeout_secs = 60;
+};
+
+struct ExecOptions {
+  std::vector<std::string> argv;  // command then args; never a shell string
+  EnvList env;
+  std::string cwd;
+  std::string user;
+  bool tty = false;
+  unsigned rows = 24, cols = 80;
+  double timeout_secs = 0;  // 0 = none
+  bool stdin_open = false;
+};
+
+enum class StreamKind { Stdout, Stderr };
+
+struct OutputChunk {
+  StreamKind stream;
+  std::string data;
+};
+
+struct ExecResult {
+  int exit_code = 0;  // negative: killed by that signal
+  bool timed_out = false;
+};
+
+// The buffered result (SimpleBox-style). Each stream keeps at most
+// kMaxBufferedOutput bytes; the rest is dropped and *_truncated is set.
+struct BufferedResult {
+  int exit_code = 0;
+  bool timed_out = false;
+  std::string stdout_text, stderr_text;
+  bool stdout_truncated = false, stderr_truncated = false;
+};
+inline constexpr size_t kMaxBufferedOutput = 16u << 20;
+
+// Validates BoxOptions; throws Error(InvalidArgument) naming the bad field.
+void validate_box_options(const BoxOptions& o);
+
+}  // namespace boxlite

@@ -1,0 +1,40 @@
+#include "core/paths.hpp"
+
+#include <pwd.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "common/error.hpp"
+#include "common/io.hpp"
+
+namespace boxlite::core {
+
+std::string default_home() {
+  if (const char* h = std::getenv("BOXLITE_HOME"); h && *h) return h;
+  const char* home = std::getenv("HOME");
+  if (!home || !*home) {
+    passwd* pw = ::getpwuid(::getuid());
+    if (!pw) throw Error(ErrorCode::Config, "cannot find the home directory: set BOXLITE_HOME");
+    home = pw->pw_dir;
+  }
+  return std::string(home) + "/.boxlite";
+}
+
+void HomeLayout::create() const {
+  for (const auto& d : {root, boxes(), images(), kernel_cache(), tmp(), locks()}) make_dirs(d, 0700);
+}
+
+std::string libexec_dir() {
+  if (const char* d = std::getenv("BOXLITE_LIBEXEC_DIR"); d && *d) return d;
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n > 0) {
+    std::string exe(buf, static_cast<size_t>(n));
+    std::string dir = exe.substr(0, exe.rfind('/'));
+    if (path_exists(dir + "/boxlite-shim")) return dir;
+  }
+  return BOXLITE_BUILD_DIR;
+}
+
+}  // namespace boxlite::core

@@ -1,0 +1,27 @@
+// Where things live: the home directory layout and the runtime's own binaries.
+#pragma once
+
+#include <string>
+
+namespace boxlite::core {
+
+// $BOXLITE_HOME, else ~/.boxlite.
+std::string default_home();
+
+struct HomeLayout {
+  std::string root;
+  std::string boxes() const { return root + "/boxes"; }
+  std::string box_dir(const std::string& id) const { return boxes() + "/" + id; }
+  std::string images() const { return root + "/images"; }
+  std::string kernel_cache() const { return root + "/kernel"; }
+  std::string tmp() const { return root + "/tmp"; }
+  std::string locks() const { return root + "/locks"; }
+  void create() const;
+};
+
+// Directory of boxlite-shim, boxlite-guest and kernel/: $BOXLITE_LIBEXEC_DIR,
+// else the directory of the running executable when it holds boxlite-shim,
+// else the build tree this library was compiled in.
+std::string libexec_dir();
+
+}  // namespace boxlite::core

@@ -1,0 +1,277 @@
+#include "core/runtime.hpp"
+
+#include <dirent.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+
+#include "common/error.hpp"
+#include "common/io.hpp"
+#include "common/process.hpp"
+#include "engine/vm/qemu.hpp"
+#include "image/oci_layout.hpp"
+#include "rootfs/rootfs.hpp"
+
+namespace boxlite {
+
+namespace {
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+std::string new_box_id() {
+  static const char* alphabet = "0123456789abcdefghijklmnopqrstuvwxyz";
+  std::string hex = random_hex(12);
+  std::string id;
+  for (size_t i = 0; i < 12; ++i) id += alphabet[std::stoul(hex.substr(i * 2, 2), nullptr, 16) % 36];
+  return id;
+}
+
+struct KernelChoice {
+  std::string kernel;
+  std::string modules_dir;  // "" when everything is built in
+};
+
+// A dpkg -x tree of a Debian linux-image package: boot/vmlinuz-* and lib/modules/<ver>.
+KernelChoice kernel_from_tree(const std::string& dir) {
+  KernelChoice k;
+  std::unique_ptr<DIR, int (*)(DIR*)> boot(::opendir((dir + "/boot").c_str()), ::closedir);
+  if (boot) {
+    while (auto* e = ::readdir(boot.get())) {
+      std::string n = e->d_name;
+      if (n.rfind("vmlinuz-", 0) == 0) {
+        k.kernel = dir + "/boot/" + n;
+        k.modules_dir = dir + "/lib/modules/" + n.substr(8);
+      }
+    }
+  }
+  if (k.kernel.empty()) throw Error(ErrorCode::Config, "kernel directory " + dir + " has no boot/vmlinuz-*: expected a `dpkg -x` tree of a Debian linux-image package");
+  if (!path_exists(k.modules_dir)) throw Error(ErrorCode::Config, "kernel directory " + dir + " has no " + k.modules_dir);
+  return k;
+}
+
+KernelChoice resolve_kernel(const std::string& requested) {
+  std::string lib = core::libexec_dir();
+  std::string want = requested.empty() ? env_or("BOXLITE_KERNEL", "") : requested;
+  if (want.empty()) {
+    std::string k = lib + "/kernel/vmlinux";
+    if (!path_exists(k)) throw Error(ErrorCode::Config, "guest kernel not found at " + k + ": run ./scripts/setup to build it");
+    return {k, ""};
+  }
+  if (want == "debian") {
+    std::string dir = lib + "/kernel/debian";
+    if (!path_exists(dir)) throw Error(ErrorCode::Config, "the Debian kernel is not installed at " + dir + ": run ./scripts/setup");
+    return kernel_from_tree(dir);
+  }
+  struct stat st;
+  if (::stat(want.c_str(), &st) != 0) throw Error(ErrorCode::Config, "kernel " + want + " does not exist");
+  if (S_ISDIR(st.st_mode)) return kernel_from_tree(want);
+  return {want, ""};
+}
+
+std::vector<std::string> env_list(const std::vector<std::string>& image_env, const EnvList& box_env) {
+  std::vector<std::string> out = image_env;
+  for (const auto& [k, v] : box_env) {
+    std::string kv = k + "=" + v;
+    bool replaced = false;
+    for (auto& e : out) {
+      if (e.compare(0, k.size() + 1, k + "=") == 0) {
+        e = kv;
+        replaced = true;
+      }
+    }
+    if (!replaced) out.push_back(kv);
+  }
+  return out;
+}
+
+// Removes a half-made box directory unless committed.
+struct DirGuard {
+  std::string path;
+  bool committed = false;
+  ~DirGuard() {
+    if (!committed) {
+      try {
+        remove_tree(path);
+      } catch (...) {
+      }
+    }
+  }
+};
+
+using ProbeVerdict = std::pair<bool, std::string>;
+
+std::string host_boot_id() {
+  try {
+    return trim(read_file("/proc/sys/kernel/random/boot_id"));
+  } catch (const Error&) {
+    return "unknown";
+  }
+}
+
+std::optional<ProbeVerdict> load_probe_verdict(const std::string& path) {
+  std::string text;
+  try {
+    text = read_file(path);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  auto lines = split(text, '\n');
+  if (lines.size() < 3 || lines[0] != host_boot_id()) return std::nullopt;
+  return ProbeVerdict{lines[1] == "usable", lines[2]};
+}
+
+void save_probe_verdict(const std::string& path, const ProbeVerdict& v) {
+  try {
+    write_file_atomic(path, host_boot_id() + "\n" + (v.first ? "usable" : "unusable") + "\n" + v.second + "\n");
+  } catch (const Error&) {
+    // Only a cache.
+  }
+}
+
+ProbeVerdict run_kvm_probe(const std::string& log_path) {
+  SpawnOptions so;
+  so.argv = {core::libexec_dir() + "/boxlite-shim", "--probe-kvm"};
+  so.stdout_path = log_path;
+  ::unlink(log_path.c_str());
+  Child probe = spawn(so);
+  double deadline = now_ms() + 1000;
+  std::optional<int> st;
+  while (!(st = probe.try_wait()) && now_ms() < deadline) ::usleep(2000);
+  if (!st) {
+    probe.kill_now();
+    return {false, "the KVM probe guest did not finish within 1 s"};
+  }
+  std::string out;
+  try {
+    out = trim(read_file(log_path));
+  } catch (const Error&) {
+  }
+  bool usable = WIFEXITED(*st) && WEXITSTATUS(*st) == 0;
+  auto sp = out.find(' ', out.find(' ') + 1);
+  return {usable, sp == std::string::npos ? out : out.substr(sp + 1)};
+}
+
+}  // namespace
+
+void validate_box_options(const BoxOptions& o) {
+  if (o.image.empty() && o.rootfs_path.empty()) throw Error(ErrorCode::InvalidArgument, "Either 'image' or 'rootfs_path' must be provided");
+  if (o.cpus && (*o.cpus < 1 || *o.cpus > 255)) throw Error(ErrorCode::InvalidArgument, "cpus must be between 1 and 255, got " + std::to_string(*o.cpus));
+  if (o.memory_mib && (*o.memory_mib < 64 || *o.memory_mib > 1048576)) {
+    throw Error(ErrorCode::InvalidArgument, "memory_mib must be between 64 and 1048576 MiB, got " + std::to_string(*o.memory_mib));
+  }
+  if (!o.engine.empty() && o.engine != "vm" && o.engine != "jail") {
+    throw Error(ErrorCode::InvalidArgument, "unknown engine '" + o.engine + "': expected 'vm' or 'jail'");
+  }
+  if (!o.accel.empty() && o.accel != "auto" && o.accel != "kvm" && o.accel != "tcg") {
+    throw Error(ErrorCode::InvalidArgument, "unknown accel '" + o.accel + "': expected 'auto', 'kvm' or 'tcg'");
+  }
+  if (!o.working_dir.empty() && o.working_dir[0] != '/') {
+    throw Error(ErrorCode::InvalidArgument, "working_dir must be an absolute path, got '" + o.working_dir + "'");
+  }
+  if (o.boot_timeout_secs <= 0) throw Error(ErrorCode::InvalidArgument, "boot timeout must be positive");
+  for (const auto& [k, v] : o.env) {
+    if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos) {
+      throw Error(ErrorCode::InvalidArgument, "invalid environment variable name '" + k + "'");
+    }
+  }
+}
+
+Runtime::Runtime(RuntimeOptions opts) {
+  layout_.root = opts.home_dir.empty() ? core::default_home() : opts.home_dir;
+  if (layout_.root.empty() || layout_.root[0] != '/') {
+    throw Error(ErrorCode::InvalidArgument, "home directory must be an absolute path, got '" + layout_.root + "'");
+  }
+  layout_.create();
+}
+
+void Runtime::warn(const std::string& msg) const {
+  if (warn_) {
+    warn_(msg);
+  } else {
+    std::fprintf(stderr, "boxlite: warning: %s\n", msg.c_str());
+  }
+}
+
+std::string Runtime::resolve_accel(const std::string& requested) {
+  std::string want = requested.empty() ? env_or("BOXLITE_ACCEL", "auto") : requested;
+  if (want == "tcg") return "tcg";
+  // The probe runs in a child with a deadline (a broken KVM can hang KVM_RUN) and
+  // its verdict is kept per host boot, so only the first box after a boot pays it.
+  static std::mutex mu;
+  static std::optional<std::pair<bool, std::string>> cached;
+  std::lock_guard lk(mu);
+  if (!cached) cached = load_probe_verdict(layout_.tmp() + "/kvm-probe");
+  if (!cached) {
+    cached = run_kvm_probe(layout_.tmp() + "/kvm-probe.log");
+    save_probe_verdict(layout_.tmp() + "/kvm-probe", *cached);
+  }
+  if (cached->first) return "kvm";
+  if (want == "kvm") throw Error(ErrorCode::UnsupportedEngine, "accel=kvm requested but KVM is not usable: " + cached->second);
+  warn("KVM is not usable (" + cached->second + "); using QEMU TCG software emulation: the same VM isolation, slower");
+  return "tcg";
+}
+
+std::shared_ptr<Box> Runtime::create(const BoxOptions& opts, const std::string& name) {
+  validate_box_options(opts);
+  std::string engine = opts.engine.empty() ? env_or("BOXLITE_ENGINE", "vm") : opts.engine;
+  if (engine != "vm" && engine != "jail") throw Error(ErrorCode::InvalidArgument, "unknown engine '" + engine + "' (from BOXLITE_ENGINE): expected 'vm' or 'jail'");
+  if (engine == "jail") throw Error(ErrorCode::Unsupported, "the jail engine is not available in this build yet");
+
+  std::string source = opts.rootfs_path.empty() ? opts.image : opts.rootfs_path;
+  struct stat st;
+  bool is_layout = source.rfind("oci:", 0) == 0 || ::stat(source.c_str(), &st) == 0 || !opts.rootfs_path.empty() ||
+                   source[0] == '/' || source[0] == '.';
+  if (!is_layout) {
+    throw Error(ErrorCode::Image, "cannot use image '" + source + "': pulling from registries is not implemented yet; pass an OCI image layout directory (a path, or oci:DIR[:TAG])");
+  }
+  image::LocalImage img = image::open_oci_layout(image::parse_layout_ref(source));
+
+  std::string qemu = which("qemu-system-x86_64");
+  if (qemu.empty()) throw Error(ErrorCode::Engine, "qemu-system-x86_64 not found: install it with `apt-get install qemu-system-x86 qemu-utils` (or run ./scripts/setup)");
+  if (which("qemu-img").empty()) throw Error(ErrorCode::Engine, "qemu-img not found: install it with `apt-get install qemu-utils`");
+  KernelChoice kernel = resolve_kernel(opts.kernel);
+  std::string guest = core::libexec_dir() + "/boxlite-guest";
+  if (!path_exists(guest)) throw Error(ErrorCode::Config, "guest agent not found at " + guest + ": build the project first");
+  std::string initramfs = engine::vm::ensure_initramfs(layout_.kernel_cache(), guest, kernel.modules_dir);
+  std::string base = rootfs::ensure_base_ext4(layout_.root, img);
+  std::string accel = resolve_accel(opts.accel);
+
+  engine::ShimSpec spec;
+  spec.box_id = new_box_id();
+  spec.box_dir = layout_.box_dir(spec.box_id);
+  DirGuard guard{spec.box_dir};
+  if (::mkdir(spec.box_dir.c_str(), 0700) != 0) throw_errno(ErrorCode::Storage, "create box directory " + spec.box_dir);
+  spec.engine = engine;
+  spec.accel = accel;
+  spec.qemu = qemu;
+  spec.kernel = kernel.kernel;
+  spec.initramfs = initramfs;
+  spec.disk = spec.box_dir + "/disk.qcow2";
+  spec.cpus = opts.cpus.value_or(1);
+  spec.memory_mib = opts.memory_mib.value_or(1024);
+  spec.boot_timeout_secs = opts.boot_timeout_secs;
+  spec.hostname = spec.box_id;
+  spec.env = env_list(img.config.env, opts.env);
+  spec.working_dir = opts.working_dir.empty() ? img.config.working_dir : opts.working_dir;
+  spec.user = opts.user.empty() ? img.config.user : opts.user;
+  rootfs::create_overlay(base, spec.disk);
+  write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600);
+
+  std::vector<std::string> argv = opts.entrypoint.empty() ? img.config.entrypoint : opts.entrypoint;
+  const auto& cmd = opts.cmd.empty() && opts.entrypoint.empty() ? img.config.cmd : opts.cmd;
+  argv.insert(argv.end(), cmd.begin(), cmd.end());
+  if (argv.empty()) argv = {"sh"};
+  guard.committed = true;
+  return std::make_shared<Box>(spec, name, argv, opts.auto_remove);
+}
+
+}  // namespace boxlite

@@ -1,0 +1,33 @@
+// The runtime: owns a home directory and creates, finds and removes boxes.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/box.hpp"
+#include "core/options.hpp"
+#include "core/paths.hpp"
+
+namespace boxlite {
+
+class Runtime {
+ public:
+  explicit Runtime(RuntimeOptions opts = {});
+  const std::string& home() const { return layout_.root; }
+
+  // Prepares a box (image, root disk, engine settings) without booting it.
+  std::shared_ptr<Box> create(const BoxOptions& opts, const std::string& name = "");
+
+  // Warnings (such as falling back to TCG) go here; default: stderr.
+  void set_warning_sink(std::function<void(const std::string&)> sink) { warn_ = std::move(sink); }
+
+ private:
+  std::string resolve_accel(const std::string& requested);
+  void warn(const std::string& msg) const;
+
+  core::HomeLayout layout_;
+  std::function<void(const std::string&)> warn_;
+};
+
+}  // namespace boxlite

@@ -1,0 +1,47 @@
+#include "engine/spec.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.hpp"
+
+namespace boxlite::engine {
+
+std::string spec_to_json(const ShimSpec& s) {
+  nlohmann::json j = {
+      {"box_id", s.box_id}, {"box_dir", s.box_dir}, {"engine", s.engine}, {"accel", s.accel},
+      {"qemu", s.qemu}, {"kernel", s.kernel}, {"initramfs", s.initramfs},
+      {"kernel_cmdline_extra", s.kernel_cmdline_extra}, {"disk", s.disk}, {"rootfs_dir", s.rootfs_dir},
+      {"cpus", s.cpus}, {"memory_mib", s.memory_mib}, {"boot_timeout_secs", s.boot_timeout_secs},
+      {"hostname", s.hostname}, {"env", s.env}, {"working_dir", s.working_dir}, {"user", s.user},
+  };
+  return j.dump(2);
+}
+
+ShimSpec spec_from_json(const std::string& text) {
+  try {
+    auto j = nlohmann::json::parse(text);
+    ShimSpec s;
+    s.box_id = j.at("box_id");
+    s.box_dir = j.at("box_dir");
+    s.engine = j.at("engine");
+    s.accel = j.at("accel");
+    s.qemu = j.at("qemu");
+    s.kernel = j.at("kernel");
+    s.initramfs = j.at("initramfs");
+    s.kernel_cmdline_extra = j.at("kernel_cmdline_extra");
+    s.disk = j.at("disk");
+    s.rootfs_dir = j.at("rootfs_dir");
+    s.cpus = j.at("cpus");
+    s.memory_mib = j.at("memory_mib");
+    s.boot_timeout_secs = j.at("boot_timeout_secs");
+    s.hostname = j.at("hostname");
+    s.env = j.at("env").get<std::vector<std::string>>();
+    s.working_dir = j.at("working_dir");
+    s.user = j.at("user");
+    return s;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(ErrorCode::Config, std::string("invalid shim spec: ") + e.what());
+  }
+}
+
+}  // namespace boxlite::engine

@@ -1,0 +1,41 @@
+// ShimSpec: everything a shim needs to run one box, written by the runtime to
+// <box_dir>/shim.json. The shim knows nothing else about the runtime.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace boxlite::engine {
+
+struct ShimSpec {
+  std::string box_id;
+  std::string box_dir;
+  std::string engine = "vm";        // "vm" | "jail"
+  std::string accel = "tcg";        // resolved: "kvm" | "tcg"
+  std::string qemu = "qemu-system-x86_64";
+  std::string kernel;               // vmlinux / bzImage
+  std::string initramfs;
+  std::string kernel_cmdline_extra;
+  std::string disk;                 // qcow2 overlay (vm)
+  std::string rootfs_dir;           // jail: unpacked root
+  int cpus = 1;
+  int memory_mib = 1024;
+  double boot_timeout_secs = 60;
+  // Phase-2 configuration.
+  std::string hostname;
+  std::vector<std::string> env;
+  std::string working_dir;
+  std::string user;
+};
+
+std::string spec_to_json(const ShimSpec& s);
+ShimSpec spec_from_json(const std::string& text);
+
+// Paths inside a box directory; kept short because unix socket paths are limited.
+inline std::string shim_socket_path(const std::string& box_dir) { return box_dir + "/shim.sock"; }
+inline std::string agent_socket_path(const std::string& box_dir) { return box_dir + "/agent.sock"; }
+inline std::string console_log_path(const std::string& box_dir) { return box_dir + "/console.log"; }
+inline std::string shim_log_path(const std::string& box_dir) { return box_dir + "/shim.log"; }
+
+}  // namespace boxlite::engine

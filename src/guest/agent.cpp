@@ -1,0 +1,471 @@
+#include "guest/agent.hpp"
+
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "common/error.hpp"
+#include "common/io.hpp"
+#include "guest/spawn.hpp"
+
+namespace boxlite::guest {
+
+using protocol::FrameType;
+using protocol::kInitialWindow;
+using protocol::kMaxChunk;
+
+namespace {
+// Past this much unsent data toward the host, stop reading process output: the
+// channel itself is the bottleneck and must not grow a buffer without bound.
+constexpr size_t kChannelHighWater = 4u << 20;
+constexpr uint32_t kCreditBatch = 32u << 10;
+constexpr uint32_t kMaxCredit = 64u << 20;
+constexpr int kTermGraceSecs = 2;
+
+uint64_t key(uint32_t src, uint32_t stream) { return (uint64_t{src} << 32) | stream; }
+}  // namespace
+
+struct Exec {
+  uint32_t stream = 0;
+  pid_t pid = -1;
+  bool tty = false;
+  UniqueFd in, out, err, timer;
+  uint32_t out_credit = kInitialWindow;
+  uint32_t err_credit = kInitialWindow;
+  uint32_t out_events = 0, err_events = 0, in_events = 0;
+  std::string stdin_buf;
+  bool stdin_eof = false;
+  bool stdin_gone = false;  // the process closed its stdin; further input is dropped
+  uint32_t stdin_unacked = 0;
+  bool reaped = false;
+  int status = 0;
+  bool timed_out = false;
+  int kill_stage = 0;
+};
+
+Agent::Agent(UniqueFd channel, std::function<void(const proto::BoxConfig&)> configure, std::function<void()> power_off)
+    : channel_(std::move(channel)), configure_(std::move(configure)), power_off_(std::move(power_off)) {
+  epoll_ = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll_) throw_errno(ErrorCode::Internal, "epoll_create1");
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGCHLD);
+  if (::sigprocmask(SIG_BLOCK, &mask, nullptr) != 0) throw_errno(ErrorCode::Internal, "sigprocmask");
+  sigfd_ = UniqueFd(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
+  if (!sigfd_) throw_errno(ErrorCode::Internal, "signalfd");
+  ::signal(SIGPIPE, SIG_IGN);
+  set_nonblocking(channel_.get());
+  watch(channel_.get(), kChannel, 0, EPOLLIN);
+  watch(sigfd_.get(), kSignal, 0, EPOLLIN);
+}
+
+Agent::~Agent() = default;
+
+void Agent::watch(int fd, Source src, uint32_t stream, uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = key(src, stream);
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) throw_errno(ErrorCode::Internal, "epoll_ctl add");
+}
+
+void Agent::rewatch(int fd, Source src, uint32_t stream, uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = key(src, stream);
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, fd, &ev) != 0) throw_errno(ErrorCode::Internal, "epoll_ctl mod");
+}
+
+void Agent::unwatch(int fd) { ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr); }
+
+void Agent::run() {
+  proto::Hello hello;
+  hello.set_version(protocol::kProtocolVersion);
+  hello.set_peer("guest");
+  hello.set_agent_version(BOXLITE_VERSION);
+  send_msg(0, FrameType::Hello, hello);
+
+  epoll_event events[64];
+  while (running_) {
+    int n = ::epoll_wait(epoll_.get(), events, 64, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_errno(ErrorCode::Internal, "epoll_wait");
+    }
+    for (int i = 0; i < n && running_; ++i) {
+      auto src = static_cast<Source>(events[i].data.u64 >> 32);
+      auto stream = static_cast<uint32_t>(events[i].data.u64);
+      if (src == kChannel) {
+        if (events[i].events & EPOLLOUT) on_channel_writable();
+        if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) on_channel_readable();
+        continue;
+      }
+      if (src == kSignal) {
+        on_sigchld();
+        continue;
+      }
+      auto it = execs_.find(stream);
+      if (it == execs_.end()) continue;  // finished earlier in this batch
+      Exec& e = *it->second;
+      switch (src) {
+        case kStdout:
+        case kStderr: on_output(e, src); break;
+        case kStdin: on_stdin_writable(e); break;
+        case kTimer: on_timer(e); break;
+        default: break;
+      }
+    }
+  }
+}
+
+void Agent::send(uint32_t stream, FrameType type, std::string_view payload) {
+  bool was_high = outbuf_.size() > kChannelHighWater;
+  protocol::append_frame(outbuf_, stream, type, payload);
+  on_channel_writable();
+  if (!was_high && outbuf_.size() > kChannelHighWater) {
+    for (auto& [id, e] : execs_) update_output_interest(*e);
+  }
+}
+
+void Agent::send_error(uint32_t stream, int code, const std::string& message) {
+  proto::ErrorReply err;
+  err.set_code(static_cast<uint32_t>(code));
+  err.set_message(message);
+  send_msg(stream, FrameType::Error, err);
+}
+
+void Agent::on_channel_writable() {
+  bool was_high = outbuf_.size() > kChannelHighWater;
+  while (!outbuf_.empty()) {
+    ssize_t n = ::write(channel_.get(), outbuf_.data(), outbuf_.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) break;
+      running_ = false;  // host gone
+      return;
+    }
+    outbuf_.erase(0, static_cast<size_t>(n));
+  }
+  update_channel_interest();
+  if (was_high && outbuf_.size() <= kChannelHighWater) {
+    for (auto& [id, e] : execs_) update_output_interest(*e);
+  }
+}
+
+void Agent::update_channel_interest() {
+  bool want = !outbuf_.empty();
+  if (want == channel_wants_out_) return;
+  channel_wants_out_ = want;
+  rewatch(channel_.get(), kChannel, 0, EPOLLIN | (want ? uint32_t{EPOLLOUT} : 0u));
+}
+
+void Agent::on_channel_readable() {
+  char buf[65536];
+  ssize_t n = ::read(channel_.get(), buf, sizeof buf);
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EINTR) return;
+    std::fprintf(stderr, "boxlite-guest: channel read failed: %s\n", std::strerror(errno));
+    running_ = false;
+    return;
+  }
+  if (n == 0) {
+    std::fprintf(stderr, "boxlite-guest: host closed the channel\n");
+    running_ = false;
+    return;
+  }
+  decoder_.feed(buf, static_cast<size_t>(n));
+  while (running_) {
+    auto frame = decoder_.next();
+    if (!frame) break;
+    dispatch(*frame);
+  }
+}
+
+void Agent::dispatch(const protocol::Frame& f) {
+  try {
+    if (f.type == FrameType::Hello) return handle_hello(f);
+    if (!hello_done_) throw Error(ErrorCode::Rpc, "expected Hello first");
+    if (f.stream == 0) {
+      switch (f.type) {
+        case FrameType::Configure: return handle_configure(f);
+        case FrameType::Ping: return send(0, FrameType::Pong, {});
+        case FrameType::Shutdown:
+          for (auto& [id, e] : execs_) ::kill(-e->pid, SIGKILL);
+          power_off_();
+          running_ = false;
+          return;
+        default: throw Error(ErrorCode::Rpc, std::string("unexpected ") + protocol::frame_type_name(f.type) + " on stream 0");
+      }
+    }
+    if (f.type == FrameType::Exec) return handle_exec(f);
+    auto it = execs_.find(f.stream);
+    if (it == execs_.end()) return;  // late frame for a finished exec
+    Exec& e = *it->second;
+    switch (f.type) {
+      case FrameType::Stdin: return handle_stdin(e, f);
+      case FrameType::StdinEof: return handle_stdin_eof(e);
+      case FrameType::Credit: return handle_credit(e, f);
+      case FrameType::Signal: return handle_signal(e, f);
+      case FrameType::Resize: return handle_resize(e, f);
+      default: throw Error(ErrorCode::Rpc, std::string("unexpected ") + protocol::frame_type_name(f.type));
+    }
+  } catch (const Error& err) {
+    send_error(f.stream, static_cast<int>(err.code()), err.what());
+  }
+}
+
+void Agent::handle_hello(const protocol::Frame& f) {
+  auto hello = protocol::parse_message<proto::Hello>(f);
+  if (hello.version() != protocol::kProtocolVersion) {
+    send_error(0, static_cast<int>(ErrorCode::Rpc),
+               "protocol version mismatch: guest speaks " + std::to_string(protocol::kProtocolVersion) + ", host speaks " +
+                   std::to_string(hello.version()));
+    return;
+  }
+  hello_done_ = true;
+}
+
+void Agent::handle_configure(const protocol::Frame& f) {
+  if (configured_) throw Error(ErrorCode::InvalidState, "box is already configured");
+  config_ = protocol::parse_message<proto::BoxConfig>(f);
+  configure_(config_);
+  configured_ = true;
+  send_msg(0, FrameType::Configured, proto::Configured{});
+}
+
+void Agent::handle_exec(const protocol::Frame& f) {
+  if (!configured_) throw Error(ErrorCode::InvalidState, "box is not configured yet");
+  if (execs_.count(f.stream)) throw Error(ErrorCode::Rpc, "stream " + std::to_string(f.stream) + " is already in use");
+  auto req = protocol::parse_message<proto::ExecRequest>(f);
+  SpawnRequest sr;
+  sr.argv.assign(req.argv().begin(), req.argv().end());
+  sr.env = env_merge({config_.env().begin(), config_.env().end()}, {req.env().begin(), req.env().end()});
+  sr.cwd = req.cwd().empty() ? config_.working_dir() : req.cwd();
+  sr.user = req.user().empty() ? config_.user() : req.user();
+  sr.tty = req.tty();
+  sr.rows = req.rows();
+  sr.cols = req.cols();
+  sr.stdin_open = req.stdin();
+  Spawned sp = spawn_process(sr);
+
+  auto e = std::make_unique<Exec>();
+  e->stream = f.stream;
+  e->pid = sp.pid;
+  e->tty = sr.tty;
+  e->in = std::move(sp.stdin_fd);
+  e->out = std::move(sp.stdout_fd);
+  e->err = std::move(sp.stderr_fd);
+  for (int fd : {e->in.get(), e->out.get(), e->err.get()}) {
+    if (fd >= 0) set_nonblocking(fd);
+  }
+  if (e->out) watch(e->out.get(), kStdout, f.stream, 0);
+  if (e->err) watch(e->err.get(), kStderr, f.stream, 0);
+  if (e->in) watch(e->in.get(), kStdin, f.stream, 0);
+  if (req.timeout_secs() > 0) {
+    e->timer = UniqueFd(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+    if (!e->timer) throw_errno(ErrorCode::Internal, "timerfd_create");
+    itimerspec its{};
+    auto ns = static_cast<long long>(req.timeout_secs() * 1e9);
+    its.it_value.tv_sec = ns / 1000000000;
+    its.it_value.tv_nsec = ns % 1000000000;
+    if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0) its.it_value.tv_nsec = 1;
+    ::timerfd_settime(e->timer.get(), 0, &its, nullptr);
+    watch(e->timer.get(), kTimer, f.stream, EPOLLIN);
+  }
+  pids_[e->pid] = f.stream;
+  Exec& ref = *e;
+  execs_[f.stream] = std::move(e);
+  proto::ExecStarted started;
+  started.set_pid(ref.pid);
+  send_msg(f.stream, FrameType::Started, started);
+  update_output_interest(ref);
+}
+
+void Agent::update_output_interest(Exec& e) {
+  bool channel_ok = outbuf_.size() <= kChannelHighWater;
+  auto update = [&](UniqueFd& fd, Source src, uint32_t credit, uint32_t& current) {
+    if (!fd) return;
+    uint32_t want = (channel_ok && credit > 0) ? uint32_t{EPOLLIN} : 0u;
+    if (want == current) return;
+    current = want;
+    rewatch(fd.get(), src, e.stream, want);
+  };
+  update(e.out, kStdout, e.out_credit, e.out_events);
+  update(e.err, kStderr, e.err_credit, e.err_events);
+}
+
+void Agent::on_output(Exec& e, Source src) {
+  UniqueFd& fd = src == kStdout ? e.out : e.err;
+  uint32_t& credit = src == kStdout ? e.out_credit : e.err_credit;
+  if (!fd || credit == 0) return;
+  char buf[kMaxChunk];
+  size_t want = std::min<size_t>(credit, sizeof buf);
+  ssize_t n = ::read(fd.get(), buf, want);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (n <= 0) {  // EOF, or EIO from a PTY whose last slave closed
+    unwatch(fd.get());
+    if (e.tty && e.in) {
+      unwatch(e.in.get());
+      e.in.reset();
+    }
+    fd.reset();
+    maybe_finish(e);
+    return;
+  }
+  credit -= static_cast<uint32_t>(n);
+  send(e.stream, src == kStdout ? FrameType::Stdout : FrameType::Stderr, std::string_view(buf, static_cast<size_t>(n)));
+  update_output_interest(e);
+}
+
+void Agent::handle_credit(Exec& e, const protocol::Frame& f) {
+  auto c = protocol::parse_message<proto::Credit>(f);
+  auto add = [](uint32_t& credit, uint32_t bytes) { credit = std::min<uint64_t>(uint64_t{credit} + bytes, kMaxCredit); };
+  if (c.channel() == proto::STDOUT) add(e.out_credit, c.bytes());
+  if (c.channel() == proto::STDERR) add(e.err_credit, c.bytes());
+  update_output_interest(e);
+}
+
+void Agent::handle_stdin(Exec& e, const protocol::Frame& f) {
+  if (!e.in || e.stdin_gone || e.stdin_eof) {
+    // Nobody will read it: hand the credit straight back so the host never stalls.
+    proto::Credit c;
+    c.set_channel(proto::STDIN);
+    c.set_bytes(static_cast<uint32_t>(f.payload.size()));
+    send_msg(e.stream, FrameType::Credit, c);
+    return;
+  }
+  if (e.stdin_buf.size() + f.payload.size() > 2 * size_t{kInitialWindow}) {
+    throw Error(ErrorCode::Rpc, "stdin sent beyond the granted window on stream " + std::to_string(e.stream));
+  }
+  e.stdin_buf += f.payload;
+  on_stdin_writable(e);
+}
+
+void Agent::handle_stdin_eof(Exec& e) {
+  e.stdin_eof = true;
+  if (e.stdin_buf.empty()) close_stdin(e);
+}
+
+void Agent::close_stdin(Exec& e) {
+  if (!e.in) return;
+  if (e.tty) {
+    char eot = 4;  // a PTY has no half-close: send the terminal's EOF character
+    (void)!::write(e.in.get(), &eot, 1);
+  }
+  unwatch(e.in.get());
+  e.in.reset();
+}
+
+void Agent::on_stdin_writable(Exec& e) {
+  if (!e.in) return;
+  while (!e.stdin_buf.empty()) {
+    ssize_t n = ::write(e.in.get(), e.stdin_buf.data(), e.stdin_buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) break;
+      // EPIPE: the process closed stdin. Drop what is queued; keep the host unblocked.
+      e.stdin_unacked += static_cast<uint32_t>(e.stdin_buf.size());
+      e.stdin_buf.clear();
+      e.stdin_gone = true;
+      unwatch(e.in.get());
+      e.in.reset();
+      break;
+    }
+    e.stdin_buf.erase(0, static_cast<size_t>(n));
+    e.stdin_unacked += static_cast<uint32_t>(n);
+  }
+  if (e.stdin_unacked >= kCreditBatch || (e.stdin_buf.empty() && e.stdin_unacked > 0)) {
+    proto::Credit c;
+    c.set_channel(proto::STDIN);
+    c.set_bytes(e.stdin_unacked);
+    e.stdin_unacked = 0;
+    send_msg(e.stream, FrameType::Credit, c);
+  }
+  if (!e.in) return;
+  if (e.stdin_buf.empty() && e.stdin_eof) {
+    close_stdin(e);
+    return;
+  }
+  uint32_t want = e.stdin_buf.empty() ? 0u : uint32_t{EPOLLOUT};
+  if (want != e.in_events) {
+    e.in_events = want;
+    rewatch(e.in.get(), kStdin, e.stream, want);
+  }
+}
+
+void Agent::handle_signal(Exec& e, const protocol::Frame& f) {
+  auto s = protocol::parse_message<proto::Signal>(f);
+  if (s.signo() <= 0 || s.signo() >= NSIG) throw Error(ErrorCode::InvalidArgument, "invalid signal " + std::to_string(s.signo()));
+  if (e.reaped && s.signo() != SIGKILL) return;
+  // SIGKILL takes the whole process group, so nothing the exec started survives.
+  ::kill(s.signo() == SIGKILL ? -e.pid : e.pid, s.signo());
+}
+
+void Agent::handle_resize(Exec& e, const protocol::Frame& f) {
+  auto r = protocol::parse_message<proto::Resize>(f);
+  if (!e.tty || !e.out) return;
+  winsize ws{};
+  ws.ws_row = static_cast<unsigned short>(r.rows());
+  ws.ws_col = static_cast<unsigned short>(r.cols());
+  ::ioctl(e.out.get(), TIOCSWINSZ, &ws);
+}
+
+void Agent::on_timer(Exec& e) {
+  uint64_t expirations;
+  (void)!::read(e.timer.get(), &expirations, sizeof expirations);
+  if (e.kill_stage == 0) {
+    e.timed_out = true;
+    e.kill_stage = 1;
+    ::kill(-e.pid, SIGTERM);
+    itimerspec its{};
+    its.it_value.tv_sec = kTermGraceSecs;
+    ::timerfd_settime(e.timer.get(), 0, &its, nullptr);
+  } else {
+    ::kill(-e.pid, SIGKILL);
+  }
+}
+
+void Agent::on_sigchld() {
+  signalfd_siginfo si;
+  while (::read(sigfd_.get(), &si, sizeof si) == sizeof si) {
+  }
+  for (;;) {
+    int status;
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) break;
+    auto it = pids_.find(pid);
+    if (it == pids_.end()) continue;  // an orphan we reaped as init
+    auto eit = execs_.find(it->second);
+    pids_.erase(it);
+    if (eit == execs_.end()) continue;
+    eit->second->reaped = true;
+    eit->second->status = status;
+    maybe_finish(*eit->second);
+  }
+}
+
+void Agent::maybe_finish(Exec& e) {
+  if (!e.reaped || e.out || e.err) return;
+  if (e.timed_out) ::kill(-e.pid, SIGKILL);  // stragglers in the group
+  proto::ExecExit ex;
+  if (WIFEXITED(e.status)) {
+    ex.set_exit_code(WEXITSTATUS(e.status));
+  } else if (WIFSIGNALED(e.status)) {
+    ex.set_exit_code(-WTERMSIG(e.status));
+    ex.set_signal(WTERMSIG(e.status));
+  }
+  ex.set_timed_out(e.timed_out);
+  uint32_t stream = e.stream;
+  if (e.in) unwatch(e.in.get());
+  if (e.timer) unwatch(e.timer.get());
+  execs_.erase(stream);  // e is gone from here on
+  send_msg(stream, FrameType::Exit, ex);
+}
+
+}  // namespace boxlite::guest

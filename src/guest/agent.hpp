@@ -1,0 +1,81 @@
+// The guest agent's event loop: one thread, one epoll set. It serves the host on
+// one channel (virtio-serial port in a VM, an inherited socket in a jail) and runs
+// each exec's process, moving its stdio under per-stream credit.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "boxlite.pb.h"
+#include "common/fd.hpp"
+#include "protocol/frame.hpp"
+
+namespace boxlite::guest {
+
+struct Exec;
+
+class Agent {
+ public:
+  // configure: runs phase 2 for this engine when the host sends BoxConfig.
+  Agent(UniqueFd channel, std::function<void(const proto::BoxConfig&)> configure,
+        std::function<void()> power_off);
+  ~Agent();
+  // Returns when the host asks for shutdown or the channel closes.
+  void run();
+
+ private:
+  enum Source : uint32_t { kChannel = 1, kSignal, kStdin, kStdout, kStderr, kTimer };
+
+  void watch(int fd, Source src, uint32_t stream, uint32_t events);
+  void rewatch(int fd, Source src, uint32_t stream, uint32_t events);
+  void unwatch(int fd);
+
+  void on_channel_readable();
+  void on_channel_writable();
+  void dispatch(const protocol::Frame& f);
+  void send(uint32_t stream, protocol::FrameType type, std::string_view payload);
+  template <typename Msg>
+  void send_msg(uint32_t stream, protocol::FrameType type, const Msg& m) {
+    send(stream, type, m.SerializeAsString());
+  }
+  void send_error(uint32_t stream, int code, const std::string& message);
+  void update_channel_interest();
+
+  void handle_hello(const protocol::Frame& f);
+  void handle_configure(const protocol::Frame& f);
+  void handle_exec(const protocol::Frame& f);
+  void handle_stdin(Exec& e, const protocol::Frame& f);
+  void handle_stdin_eof(Exec& e);
+  void handle_credit(Exec& e, const protocol::Frame& f);
+  void handle_signal(Exec& e, const protocol::Frame& f);
+  void handle_resize(Exec& e, const protocol::Frame& f);
+
+  void on_output(Exec& e, Source src);
+  void on_stdin_writable(Exec& e);
+  void on_timer(Exec& e);
+  void on_sigchld();
+  void update_output_interest(Exec& e);
+  void close_stdin(Exec& e);
+  void maybe_finish(Exec& e);
+
+  UniqueFd epoll_;
+  UniqueFd channel_;
+  UniqueFd sigfd_;
+  protocol::FrameDecoder decoder_;
+  std::string outbuf_;
+  bool channel_wants_out_ = false;
+  bool hello_done_ = false;
+  bool configured_ = false;
+  bool running_ = true;
+  proto::BoxConfig config_;
+  std::map<uint32_t, std::unique_ptr<Exec>> execs_;
+  std::map<pid_t, uint32_t> pids_;
+  std::function<void(const proto::BoxConfig&)> configure_;
+  std::function<void()> power_off_;
+};
+
+}  // namespace boxlite::guest

@@ -1,0 +1,146 @@
+#include "guest/container.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/random.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/reboot.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "common/error.hpp"
+#include "common/io.hpp"
+
+namespace boxlite::guest {
+namespace {
+
+void mount_or_throw(const char* src, const std::string& target, const char* type, unsigned long flags,
+                    const char* data = nullptr) {
+  ::mkdir(target.c_str(), 0755);
+  if (::mount(src, target.c_str(), type, flags, data) != 0) {
+    throw_errno(ErrorCode::Engine, std::string("mount ") + type + " on " + target);
+  }
+}
+
+void load_modules() {
+  std::string list;
+  try {
+    list = read_file("/modules/load.list");
+  } catch (const Error&) {
+    return;  // built-in kernel: nothing to load
+  }
+  for (const auto& line : split(list, '\n')) {
+    if (line.empty()) continue;
+    UniqueFd fd(::open(line.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) throw_errno(ErrorCode::Engine, "open module " + line);
+    if (::syscall(SYS_finit_module, fd.get(), "", 0) != 0 && errno != EEXIST) {
+      throw_errno(ErrorCode::Engine, "load module " + line);
+    }
+  }
+}
+
+struct DirCloser {
+  void operator()(DIR* d) const { ::closedir(d); }
+};
+
+std::string find_disk_by_serial(const std::string& serial) {
+  std::unique_ptr<DIR, DirCloser> dir(::opendir("/sys/block"));
+  if (!dir) throw_errno(ErrorCode::Engine, "open /sys/block");
+  std::string seen;
+  while (auto* e = ::readdir(dir.get())) {
+    std::string name = e->d_name;
+    if (name.rfind("vd", 0) != 0) continue;
+    std::string s;
+    try {
+      s = trim(read_file("/sys/block/" + name + "/serial"));
+    } catch (const Error&) {
+      continue;
+    }
+    if (s == serial) return "/dev/" + name;
+    seen += " " + name + "(" + s + ")";
+  }
+  throw Error(ErrorCode::Engine, "root disk with serial '" + serial + "' not found; disks:" + (seen.empty() ? " none" : seen));
+}
+
+}  // namespace
+
+void init_vm_phase1() {
+  mount_or_throw("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
+  mount_or_throw("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
+  mount_or_throw("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC);
+  load_modules();
+}
+
+std::string find_virtio_port(const std::string& name) {
+  // Ports can appear a moment after the driver binds; poll briefly.
+  for (int attempt = 0; attempt < 500; ++attempt) {
+    std::unique_ptr<DIR, DirCloser> dir(::opendir("/sys/class/virtio-ports"));
+    if (dir) {
+      while (auto* e = ::readdir(dir.get())) {
+        if (e->d_name[0] == '.') continue;
+        std::string port = e->d_name;
+        try {
+          if (trim(read_file("/sys/class/virtio-ports/" + port + "/name")) == name) return "/dev/" + port;
+        } catch (const Error&) {
+        }
+      }
+    }
+    ::usleep(10000);
+  }
+  throw Error(ErrorCode::Engine, "virtio-serial port '" + name + "' not found under /sys/class/virtio-ports");
+}
+
+void setup_vm_root(const proto::BoxConfig& cfg) {
+  const std::string root = "/newroot";
+  std::string disk = find_disk_by_serial(cfg.root_disk_serial());
+  mount_or_throw(disk.c_str(), root, "ext4", MS_NOATIME);
+  mount_or_throw("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
+  mount_or_throw("sysfs", root + "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC);
+  mount_or_throw("devtmpfs", root + "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
+  mount_or_throw("devpts", root + "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,gid=5");
+  // /dev/ptmx must reach this devpts instance.
+  ::unlink((root + "/dev/ptmx").c_str());
+  if (::symlink("pts/ptmx", (root + "/dev/ptmx").c_str()) != 0) throw_errno(ErrorCode::Engine, "symlink /dev/ptmx");
+  mount_or_throw("shm", root + "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+  mount_or_throw("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+  if (::chdir(root.c_str()) != 0) throw_errno(ErrorCode::Engine, "chdir " + root);
+  if (::mount(".", "/", nullptr, MS_MOVE, nullptr) != 0) throw_errno(ErrorCode::Engine, "move " + root + " to /");
+  if (::chroot(".") != 0) throw_errno(ErrorCode::Engine, "chroot " + root);
+  if (::chdir("/") != 0) throw_errno(ErrorCode::Engine, "chdir /");
+}
+
+void apply_box_identity(const proto::BoxConfig& cfg) {
+  if (!cfg.hostname().empty() && ::sethostname(cfg.hostname().data(), cfg.hostname().size()) != 0) {
+    throw_errno(ErrorCode::Engine, "sethostname " + cfg.hostname());
+  }
+  if (cfg.clock_unix_ns() > 0) {
+    timespec ts{static_cast<time_t>(cfg.clock_unix_ns() / 1000000000), static_cast<long>(cfg.clock_unix_ns() % 1000000000)};
+    ::clock_settime(CLOCK_REALTIME, &ts);  // best effort: a jail cannot set the clock
+  }
+  if (!cfg.entropy().empty()) {
+    // Credit the host's entropy so a box restored from a snapshot never shares RNG state.
+    std::string buf(sizeof(rand_pool_info) + cfg.entropy().size(), '\0');
+    auto* info = reinterpret_cast<rand_pool_info*>(buf.data());
+    info->entropy_count = static_cast<int>(cfg.entropy().size() * 8);
+    info->buf_size = static_cast<int>(cfg.entropy().size());
+    std::memcpy(info->buf, cfg.entropy().data(), cfg.entropy().size());
+    UniqueFd fd(::open("/dev/urandom", O_WRONLY | O_CLOEXEC));
+    if (fd) ::ioctl(fd.get(), RNDADDENTROPY, info);
+  }
+}
+
+void vm_power_off() {
+  ::kill(-1, SIGKILL);
+  ::sync();
+  ::reboot(RB_AUTOBOOT);
+  for (;;) ::pause();
+}
+
+}  // namespace boxlite::guest

@@ -1,0 +1,70 @@
+// boxlite-guest: the agent inside every box. In a VM it is /init of the
+// initramfs; in a jail it is PID 1 of the box's PID namespace, given its channel
+// as an inherited fd (--channel-fd N).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "common/error.hpp"
+#include "guest/agent.hpp"
+#include "guest/container.hpp"
+
+using namespace boxlite;
+
+namespace {
+
+constexpr const char* kPortName = "boxlite.agent";
+
+int run_vm() {
+  try {
+    guest::init_vm_phase1();
+    std::string port = guest::find_virtio_port(kPortName);
+    UniqueFd channel(::open(port.c_str(), O_RDWR | O_CLOEXEC));
+    if (!channel) throw_errno(ErrorCode::Engine, "open " + port);
+    guest::Agent agent(
+        std::move(channel),
+        [](const proto::BoxConfig& cfg) {
+          guest::setup_vm_root(cfg);
+          guest::apply_box_identity(cfg);
+        },
+        [] { guest::vm_power_off(); });
+    agent.run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "boxlite-guest: fatal: %s\n", e.what());
+  }
+  guest::vm_power_off();
+}
+
+int run_jail(int channel_fd) {
+  try {
+    guest::Agent agent(
+        UniqueFd(channel_fd), [](const proto::BoxConfig& cfg) { guest::apply_box_identity(cfg); },
+        [] { std::_Exit(0); });
+    agent.run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "boxlite-guest: fatal: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--channel-fd") == 0) return run_jail(std::atoi(argv[i + 1]));
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--version") == 0) {
+    std::printf("boxlite-guest %s\n", BOXLITE_VERSION);
+    return 0;
+  }
+  if (::getpid() != 1) {
+    std::fprintf(stderr, "boxlite-guest: must run as PID 1 of a box (or with --channel-fd N)\n");
+    return 2;
+  }
+  return run_vm();
+}

@@ -1,0 +1,221 @@
+#include "guest/spawn.hpp"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "common/error.hpp"
+#include "common/io.hpp"
+#include "guest/users.hpp"
+
+namespace boxlite::guest {
+namespace {
+
+[[noreturn]] void spawn_failed(const std::string& why) { throw Error(ErrorCode::Execution, "spawn_failed: " + why); }
+
+bool is_executable_file(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111) != 0;
+}
+
+struct Pipe {
+  UniqueFd read, write;
+  static Pipe make() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno(ErrorCode::Execution, "spawn_failed: pipe");
+    return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
+  }
+};
+
+struct Pty {
+  UniqueFd master, slave;
+};
+
+Pty open_pty(unsigned rows, unsigned cols) {
+  UniqueFd master(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!master) throw_errno(ErrorCode::Execution, "spawn_failed: open /dev/ptmx");
+  if (::grantpt(master.get()) != 0 || ::unlockpt(master.get()) != 0) throw_errno(ErrorCode::Execution, "spawn_failed: unlockpt");
+  char name[128];
+  if (::ptsname_r(master.get(), name, sizeof name) != 0) throw_errno(ErrorCode::Execution, "spawn_failed: ptsname");
+  UniqueFd slave(::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!slave) throw_errno(ErrorCode::Execution, std::string("spawn_failed: open ") + name);
+  winsize ws{};
+  ws.ws_row = static_cast<unsigned short>(rows ? rows : 24);
+  ws.ws_col = static_cast<unsigned short>(cols ? cols : 80);
+  ::ioctl(master.get(), TIOCSWINSZ, &ws);
+  return Pty{std::move(master), std::move(slave)};
+}
+
+// Everything the child needs, prepared before fork so the child only makes syscalls.
+struct ChildPlan {
+  std::string path;
+  std::vector<char*> argv, envp;
+  Identity id;
+  std::string cwd;
+  int in = -1, out = -1, err = -1, ctty = -1, report = -1;
+};
+
+[[noreturn]] void child_fail(int report, int stage) {
+  int msg[2] = {stage, errno};
+  (void)!::write(report, msg, sizeof msg);
+  ::_exit(127);
+}
+
+[[noreturn]] void run_child(const ChildPlan& p) {
+  sigset_t all;
+  sigemptyset(&all);
+  ::sigprocmask(SIG_SETMASK, &all, nullptr);
+  for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
+  if (::setsid() < 0) child_fail(p.report, 1);
+  if (p.ctty >= 0 && ::ioctl(p.ctty, TIOCSCTTY, 0) != 0) child_fail(p.report, 2);
+  if (::dup2(p.in, 0) < 0 || ::dup2(p.out, 1) < 0 || ::dup2(p.err, 2) < 0) child_fail(p.report, 3);
+  if (::setgroups(p.id.groups.size(), p.id.groups.data()) != 0) child_fail(p.report, 4);
+  if (::setgid(p.id.gid) != 0) child_fail(p.report, 5);
+  if (::setuid(p.id.uid) != 0) child_fail(p.report, 6);
+  if (::chdir(p.cwd.c_str()) != 0) child_fail(p.report, 7);
+  ::execve(p.path.c_str(), p.argv.data(), p.envp.data());
+  child_fail(p.report, 8);
+}
+
+const char* stage_name(int stage) {
+  switch (stage) {
+    case 1: return "setsid";
+    case 2: return "set controlling terminal";
+    case 3: return "set up stdio";
+    case 4: return "setgroups";
+    case 5: return "setgid";
+    case 6: return "setuid";
+    case 7: return "chdir";
+    default: return "exec";
+  }
+}
+
+}  // namespace
+
+const std::string* env_lookup(const std::vector<std::string>& env, const std::string& key) {
+  for (auto it = env.rbegin(); it != env.rend(); ++it) {
+    if (it->size() > key.size() && it->compare(0, key.size(), key) == 0 && (*it)[key.size()] == '=') return &*it;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> env_merge(const std::vector<std::string>& base, const std::vector<std::string>& over) {
+  std::vector<std::string> out = base;
+  for (const auto& kv : over) {
+    auto eq = kv.find('=');
+    std::string key = kv.substr(0, eq);
+    bool replaced = false;
+    for (auto& existing : out) {
+      if (existing.compare(0, key.size(), key) == 0 && existing.size() > key.size() && existing[key.size()] == '=') {
+        existing = kv;
+        replaced = true;
+      }
+    }
+    if (!replaced) out.push_back(kv);
+  }
+  return out;
+}
+
+std::string find_in_path(const std::string& file, const std::string& path_var) {
+  if (file.find('/') != std::string::npos) return is_executable_file(file) ? file : "";
+  for (auto dir : split(path_var, ':')) {
+    if (dir.empty()) dir = ".";
+    std::string candidate = dir + "/" + file;
+    if (is_executable_file(candidate)) return candidate;
+  }
+  return "";
+}
+
+Spawned spawn_process(const SpawnRequest& req) {
+  if (req.argv.empty() || req.argv[0].empty()) spawn_failed("empty command");
+  ChildPlan plan;
+  try {
+    plan.id = resolve_identity(req.user);
+  } catch (const Error& e) {
+    spawn_failed(e.what());
+  }
+  std::vector<std::string> env = req.env;
+  if (!env_lookup(env, "PATH")) env.emplace_back("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+  if (!env_lookup(env, "HOME")) env.push_back("HOME=" + plan.id.home);
+  if (req.tty && !env_lookup(env, "TERM")) env.emplace_back("TERM=xterm");
+  const std::string* path_kv = env_lookup(env, "PATH");
+  plan.path = find_in_path(req.argv[0], path_kv->substr(5));
+  if (plan.path.empty()) {
+    if (req.argv[0].find('/') != std::string::npos) {
+      spawn_failed("executable file not found: " + req.argv[0] + " (no such file or not executable)");
+    }
+    spawn_failed("executable file '" + req.argv[0] + "' not found in $PATH");
+  }
+  plan.cwd = req.cwd.empty() ? "/" : req.cwd;
+  struct stat st;
+  if (::stat(plan.cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    spawn_failed("working directory '" + plan.cwd + "' does not exist or is not a directory");
+  }
+
+  std::vector<std::string> argv_store = req.argv;
+  for (auto& a : argv_store) plan.argv.push_back(a.data());
+  plan.argv.push_back(nullptr);
+  for (auto& e : env) plan.envp.push_back(e.data());
+  plan.envp.push_back(nullptr);
+
+  Spawned out;
+  UniqueFd devnull(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  Pty pty;
+  Pipe in_pipe, out_pipe, err_pipe;
+  if (req.tty) {
+    pty = open_pty(req.rows, req.cols);
+    plan.in = plan.out = plan.err = plan.ctty = pty.slave.get();
+    if (!req.stdin_open) plan.in = devnull.get();
+  } else {
+    out_pipe = Pipe::make();
+    err_pipe = Pipe::make();
+    plan.out = out_pipe.write.get();
+    plan.err = err_pipe.write.get();
+    if (req.stdin_open) {
+      in_pipe = Pipe::make();
+      plan.in = in_pipe.read.get();
+    } else {
+      plan.in = devnull.get();
+    }
+  }
+  if (plan.in < 0) throw_errno(ErrorCode::Execution, "spawn_failed: open /dev/null");
+  Pipe report = Pipe::make();
+  plan.report = report.write.get();
+
+  pid_t pid = ::fork();
+  if (pid < 0) throw_errno(ErrorCode::Execution, "spawn_failed: fork");
+  if (pid == 0) run_child(plan);
+  report.write.reset();
+  int msg[2];
+  ssize_t n;
+  do {
+    n = ::read(report.read.get(), msg, sizeof msg);
+  } while (n < 0 && errno == EINTR);
+  if (n == static_cast<ssize_t>(sizeof msg)) {
+    int status;
+    ::waitpid(pid, &status, 0);
+    spawn_failed(errno_text(std::string(stage_name(msg[0])) + " " + plan.path, msg[1]));
+  }
+  out.pid = pid;
+  if (req.tty) {
+    if (req.stdin_open) {
+      out.stdin_fd = UniqueFd(::fcntl(pty.master.get(), F_DUPFD_CLOEXEC, 0));
+    }
+    out.stdout_fd = std::move(pty.master);
+  } else {
+    out.stdin_fd = std::move(in_pipe.write);
+    out.stdout_fd = std::move(out_pipe.read);
+    out.stderr_fd = std::move(err_pipe.read);
+  }
+  return out;
+}
+
+}  // namespace boxlite::guest

@@ -1,0 +1,42 @@
+// Starting one exec's process: path lookup, identity, stdio (pipes or a PTY).
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "common/fd.hpp"
+
+namespace boxlite::guest {
+
+struct SpawnRequest {
+  std::vector<std::string> argv;
+  std::vector<std::string> env;  // final K=V list
+  std::string cwd;
+  std::string user;              // "" = root
+  bool tty = false;
+  unsigned rows = 24, cols = 80;
+  bool stdin_open = false;
+};
+
+struct Spawned {
+  pid_t pid = -1;
+  UniqueFd stdin_fd;   // write end (or the PTY master), invalid when stdin is closed
+  UniqueFd stdout_fd;  // read end (or the PTY master)
+  UniqueFd stderr_fd;  // read end; invalid with a PTY (merged into stdout)
+};
+
+// Throws Error(Execution) whose message starts "spawn_failed:" when the process
+// cannot be started (missing binary, bad cwd, unknown user, exec failure).
+Spawned spawn_process(const SpawnRequest& req);
+
+// PATH lookup the way execvp does it, without executing; "" when not found.
+std::string find_in_path(const std::string& file, const std::string& path_var);
+
+// Looks up K in a K=V list.
+const std::string* env_lookup(const std::vector<std::string>& env, const std::string& key);
+// Merges `over` onto `base` (later keys replace earlier ones, order kept).
+std::vector<std::string> env_merge(const std::vector<std::string>& base, const std::vector<std::string>& over);
+
+}  // namespace boxlite::guest

@@ -1,0 +1,103 @@
+#include "guest/users.hpp"
+
+#include <charconv>
+#include <optional>
+
+#include "common/error.hpp"
+#include "common/io.hpp"
+
+namespace boxlite::guest {
+namespace {
+
+std::optional<unsigned long> parse_id(const std::string& s) {
+  unsigned long v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || s.empty() || v > 0xfffffffeUL) return std::nullopt;
+  return v;
+}
+
+std::vector<std::vector<std::string>> read_db(const std::string& path) {
+  std::vector<std::vector<std::string>> rows;
+  std::string text;
+  try {
+    text = read_file(path);
+  } catch (const Error&) {
+    return rows;  // an image without /etc/passwd still runs numeric users
+  }
+  for (const auto& line : split(text, '\n')) {
+    if (line.empty() || line[0] == '#') continue;
+    rows.push_back(split(line, ':'));
+  }
+  return rows;
+}
+
+}  // namespace
+
+Identity resolve_identity(const std::string& spec, const std::string& passwd_path, const std::string& group_path) {
+  Identity id;
+  std::string user = spec, group;
+  if (auto colon = spec.find(':'); colon != std::string::npos) {
+    user = spec.substr(0, colon);
+    group = spec.substr(colon + 1);
+  }
+  if (user.empty()) user = "0";
+  auto passwd = read_db(passwd_path);
+  auto groups = read_db(group_path);
+
+  bool found = false;
+  auto numeric_user = parse_id(user);
+  for (const auto& row : passwd) {
+    if (row.size() < 7) continue;
+    bool match = numeric_user ? (parse_id(row[2]) == numeric_user) : (row[0] == user);
+    if (!match) continue;
+    auto uid = parse_id(row[2]);
+    auto gid = parse_id(row[3]);
+    if (!uid || !gid) continue;
+    id.uid = static_cast<uid_t>(*uid);
+    id.gid = static_cast<gid_t>(*gid);
+    id.home = row[5].empty() ? "/" : row[5];
+    id.name = row[0];
+    found = true;
+    break;
+  }
+  if (!found) {
+    if (!numeric_user) {
+      throw Error(ErrorCode::InvalidArgument, "unable to find user " + user + ": no matching entries in passwd file");
+    }
+    id.uid = static_cast<uid_t>(*numeric_user);
+    id.gid = id.uid;
+  }
+  if (!group.empty()) {
+    auto numeric_group = parse_id(group);
+    bool gfound = false;
+    for (const auto& row : groups) {
+      if (row.size() < 3) continue;
+      if (numeric_group ? parse_id(row[2]) == numeric_group : row[0] == group) {
+        if (auto gid = parse_id(row[2])) {
+          id.gid = static_cast<gid_t>(*gid);
+          gfound = true;
+          break;
+        }
+      }
+    }
+    if (!gfound) {
+      if (!numeric_group) {
+        throw Error(ErrorCode::InvalidArgument, "unable to find group " + group + ": no matching entries in group file");
+      }
+      id.gid = static_cast<gid_t>(*numeric_group);
+    }
+  }
+  id.groups.push_back(id.gid);
+  if (!id.name.empty()) {
+    for (const auto& row : groups) {
+      if (row.size() < 4) continue;
+      for (const auto& member : split(row[3], ',')) {
+        if (member != id.name) continue;
+        if (auto gid = parse_id(row[2]); gid && static_cast<gid_t>(*gid) != id.gid) id.groups.push_back(static_cast<gid_t>(*gid));
+      }
+    }
+  }
+  return id;
+}
+
+}  // namespace boxlite::guest

@@ -1,0 +1,18 @@
+// Internal to boxlite_image: sha256 digests of blobs.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace boxlite::image::detail {
+
+// The hex part of "sha256:<64 lowercase hex>". Anything else (other algorithms,
+// "../" tricks, upper case) throws an Image error that names `where`; a digest is
+// only ever turned into a path after this check.
+std::string digest_hex(const std::string& digest, const std::string& where);
+
+// "sha256:<hex>" of a byte string / of a file read in chunks.
+std::string sha256_of(std::string_view data);
+std::string sha256_file(const std::string& path);
+
+}  // namespace boxlite::image::detail

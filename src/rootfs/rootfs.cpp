@@ -1,0 +1,216 @@
+#include "rootfs/rootfs.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "common/error.hpp"
+#include "common/fd.hpp"
+#include "common/io.hpp"
+#include "common/process.hpp"
+#include "image/unpack.hpp"
+
+namespace boxlite::rootfs {
+
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+constexpr uint64_t kFsBlock = 4096;
+
+[[noreturn]] void storage_fail(const std::string& msg) { throw Error(ErrorCode::Storage, msg); }
+
+// A scratch directory removed with everything in it when the scope ends, error or not.
+class TempDir {
+ public:
+  TempDir(const std::string& parent, const std::string& prefix) {
+    std::string tmpl = parent + "/" + prefix + "-XXXXXX";
+    if (!::mkdtemp(tmpl.data())) throw_errno(ErrorCode::Storage, "create temp dir in " + parent);
+    path_ = tmpl;
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    try {
+      remove_tree(path_);
+    } catch (...) {  // nothing sane to do in a destructor; a stale dir under tmp/ is harmless
+    }
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// A file that is unlinked when the scope ends unless commit() was called.
+class PendingFile {
+ public:
+  explicit PendingFile(std::string path) : path_(std::move(path)) {}
+  PendingFile(const PendingFile&) = delete;
+  PendingFile& operator=(const PendingFile&) = delete;
+  ~PendingFile() {
+    if (!committed_) ::unlink(path_.c_str());
+  }
+  const std::string& path() const { return path_; }
+  void commit() { committed_ = true; }
+
+ private:
+  std::string path_;
+  bool committed_ = false;
+};
+
+// An exclusive flock held for the scope; closing the fd releases it, also when the
+// process dies, so a crashed builder never blocks the next one.
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (!fd_) throw_errno(ErrorCode::Storage, "open lock file " + path);
+    while (::flock(fd_.get(), LOCK_EX) != 0) {
+      if (errno != EINTR) throw_errno(ErrorCode::Storage, "lock " + path);
+    }
+  }
+
+ private:
+  UniqueFd fd_;
+};
+
+// e2fsprogs and qemu-utils live in sbin/bin dirs that an unprivileged user's PATH may lack.
+std::string find_tool(const std::string& name, const std::string& package) {
+  std::string p = which(name);
+  if (!p.empty()) return p;
+  for (const char* dir : {"/usr/sbin", "/sbin", "/usr/local/sbin", "/usr/bin", "/bin"}) {
+    std::string candidate = std::string(dir) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  storage_fail(name + " not found (install " + package + ")");
+}
+
+std::string tool_failure(const RunResult& r) {
+  std::string err = trim(r.err.empty() ? r.out : r.err);
+  if (err.size() > 4096) err = err.substr(0, 4096) + "...";
+  return describe_status(r.status) + (err.empty() ? "" : ": " + err);
+}
+
+RunResult run_tool(const std::vector<std::string>& argv) {
+  try {
+    return run_capture(argv);
+  } catch (const Error& e) {
+    storage_fail(std::string("cannot run ") + argv[0] + ": " + e.what());
+  }
+}
+
+std::string manifest_hex(const image::LocalImage& img) {
+  const std::string& d = img.manifest_digest;
+  bool ok = d.starts_with("sha256:") && d.size() == 71 &&
+            d.find_first_not_of("0123456789abcdef", 7) == std::string::npos;
+  if (!ok) throw Error(ErrorCode::Image, "malformed manifest digest '" + d + "' for image " + img.layout_dir);
+  return d.substr(7);
+}
+
+// Disk space the tree will take in ext4: every inode costs at least a 4 KiB block,
+// which also leaves room in the inode table for trees of many tiny files.
+uint64_t tree_bytes(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  uint64_t total = 0;
+  for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
+       !ec && it != end; it.increment(ec)) {
+    struct stat st;
+    if (::lstat(it->path().c_str(), &st) != 0) continue;
+    uint64_t sz = S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0;
+    total += std::max(kFsBlock, (sz + kFsBlock - 1) / kFsBlock * kFsBlock);
+  }
+  if (ec) storage_fail("measure unpacked image " + dir + ": " + ec.message());
+  return total;
+}
+
+uint64_t ext4_size_for(uint64_t content) {
+  uint64_t size = content + content / 4 + 256 * kMiB;
+  return (size + kMiB - 1) / kMiB * kMiB;
+}
+
+void make_sparse_file(const std::string& path, uint64_t size) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (!fd) throw_errno(ErrorCode::Storage, "create " + path);
+  if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) throw_errno(ErrorCode::Storage, "size " + path);
+}
+
+void run_mkfs(const std::string& tree, const std::string& file, uint64_t size, const std::string& digest) {
+  std::string mkfs = find_tool("mkfs.ext4", "e2fsprogs");
+  RunResult r = run_tool({mkfs, "-q", "-F", "-L", "rootfs", "-E", "root_owner=0:0", "-d", tree, file,
+                          std::to_string(size / kMiB) + "M"});
+  if (!r.ok()) storage_fail("mkfs.ext4 failed building " + file + " for image " + digest + ": " + tool_failure(r));
+}
+
+std::string metadata_json(const image::LocalImage& img, uint64_t size) {
+  nlohmann::json j;
+  j["manifest_digest"] = img.manifest_digest;
+  j["tag"] = img.tag;
+  j["size_bytes"] = size;
+  j["config"] = {{"Env", img.config.env},
+                 {"Entrypoint", img.config.entrypoint},
+                 {"Cmd", img.config.cmd},
+                 {"WorkingDir", img.config.working_dir},
+                 {"User", img.config.user}};
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& l : img.layers) layers.push_back(l.digest);
+  j["layers"] = layers;
+  return j.dump(2) + "\n";
+}
+
+void build_base(const std::string& home, const image::LocalImage& img, const std::string& hex, const std::string& final_path) {
+  for (const auto& layer : img.layers) image::verify_blob(layer.blob_path, layer.digest);
+  TempDir tree(home + "/tmp", "unpack-" + hex.substr(0, 12));
+  // mkdtemp makes 0700; mkfs copies the mode to the guest's "/".
+  if (::chmod(tree.path().c_str(), 0755) != 0) throw_errno(ErrorCode::Storage, "chmod " + tree.path());
+  for (const auto& layer : img.layers) image::apply_layer(tree.path(), layer.blob_path);
+
+  uint64_t size = ext4_size_for(tree_bytes(tree.path()));
+  std::string dir = home + "/images/disk-images";
+  PendingFile out(dir + "/." + hex + ".ext4.tmp-" + random_hex(4));
+  make_sparse_file(out.path(), size);
+  run_mkfs(tree.path(), out.path(), size, img.manifest_digest);
+  // The json first: whoever sees the .ext4 also finds its metadata.
+  write_file_atomic(dir + "/" + hex + ".json", metadata_json(img, size));
+  if (::rename(out.path().c_str(), final_path.c_str()) != 0) {
+    throw_errno(ErrorCode::Storage, "rename " + out.path() + " to " + final_path);
+  }
+  out.commit();
+}
+
+}  // namespace
+
+std::string ensure_base_ext4(const std::string& home, const image::LocalImage& img) {
+  std::string hex = manifest_hex(img);
+  std::string dir = home + "/images/disk-images";
+  std::string final_path = dir + "/" + hex + ".ext4";
+  if (path_exists(final_path)) return final_path;  // complete: it only appears by rename
+  make_dirs(dir);
+  make_dirs(home + "/locks");
+  make_dirs(home + "/tmp");
+  FileLock lock(home + "/locks/image-" + hex + ".lock");
+  if (path_exists(final_path)) return final_path;  // built while we waited for the lock
+  build_base(home, img, hex, final_path);
+  return final_path;
+}
+
+void create_overlay(const std::string& base, const std::string& overlay, uint64_t size_bytes) {
+  struct stat st;
+  if (::stat(base.c_str(), &st) != 0) throw_errno(ErrorCode::Storage, "overlay base image " + base);
+  // qemu-img resolves a relative backing path against the overlay's directory.
+  std::string abs_base = std::filesystem::absolute(base).lexically_normal().string();
+  PendingFile tmp(overlay + ".tmp-" + random_hex(4));
+  std::vector<std::string> argv = {find_tool("qemu-img", "qemu-utils"), "create", "-q", "-f", "qcow2",
+                                   "-F", "raw", "-b", abs_base, tmp.path()};
+  if (size_bytes > static_cast<uint64_t>(st.st_size)) argv.push_back(std::to_string(size_bytes));
+  RunResult r = run_tool(argv);
+  if (!r.ok()) storage_fail("qemu-img create " + overlay + " (backing " + abs_base + ") failed: " + tool_failure(r));
+  if (::rename(tmp.path().c_str(), overlay.c_str()) != 0) throw_errno(ErrorCode::Storage, "rename " + tmp.path() + " to " + overlay);
+  tmp.commit();
+}
+
+}  // namespace boxlite::rootfs

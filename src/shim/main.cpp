@@ -1,0 +1,69 @@
+// boxlite-shim: one process per box. Usage:
+//   boxlite-shim BOX_DIR [--ready-fd N] [--lifeline-fd N]
+//   boxlite-shim --probe-kvm
+// It reads BOX_DIR/shim.json, boots the box, writes "OK\n" (or "ERR <code>\n<message>")
+// to the ready fd, then serves BOX_DIR/shim.sock until the box stops.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "common/error.hpp"
+#include "common/io.hpp"
+#include "engine/vm/qemu.hpp"
+#include "shim/shim.hpp"
+
+using namespace boxlite;
+
+namespace {
+
+void report(int fd, const std::string& text) {
+  if (fd < 0) return;
+  try {
+    write_all(fd, text.data(), text.size());
+  } catch (const Error&) {
+  }
+  ::close(fd);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "--probe-kvm") == 0) {
+    auto r = engine::vm::probe_kvm_inprocess();
+    std::printf("%s %.1f %s\n", r.usable ? "usable" : "unusable", r.probe_ms, r.reason.c_str());
+    return r.usable ? 0 : 1;
+  }
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: boxlite-shim BOX_DIR [--ready-fd N] [--lifeline-fd N]\n");
+    return 2;
+  }
+  std::string box_dir = argv[1];
+  int ready_fd = -1, lifeline_fd = -1;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--ready-fd") == 0) ready_fd = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--lifeline-fd") == 0) lifeline_fd = std::atoi(argv[i + 1]);
+  }
+  try {
+    // QEMU must not inherit these: the runtime waits for EOF on the ready pipe.
+    if (ready_fd >= 0) set_cloexec(ready_fd);
+    if (lifeline_fd >= 0) set_cloexec(lifeline_fd);
+    shim::Shim s(engine::spec_from_json(read_file(box_dir + "/shim.json")));
+    s.boot();
+    s.listen();
+    report(ready_fd, "OK\n");
+    ready_fd = -1;
+    s.serve(lifeline_fd);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "boxlite-shim: %s\n", e.what());
+    report(ready_fd, "ERR " + std::to_string(static_cast<int>(e.code())) + "\n" + e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "boxlite-shim: %s\n", e.what());
+    report(ready_fd, std::string("ERR 1\n") + e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,500 @@
+#include "shim/shim.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "common/error.hpp"
+#include "common/io.hpp"
+#include "engine/vm/qemu.hpp"
+
+namespace boxlite::shim {
+
+using protocol::Frame;
+using protocol::FrameType;
+
+namespace {
+constexpr uint64_t kGuestKey = 1, kListenKey = 2, kSignalKey = 3, kLifelineKey = 4, kFirstClient = 16;
+// A client that lets this much pile up unread is dropped rather than buffered further.
+constexpr size_t kClientOutLimit = 64u << 20;
+constexpr double kStopTimeoutMs = 10000;
+
+std::string tail_lines(const std::string& path, size_t lines, size_t max_bytes = 4096) {
+  std::string text;
+  try {
+    text = read_file(path);
+  } catch (const Error&) {
+    return "";
+  }
+  if (text.size() > max_bytes) text = text.substr(text.size() - max_bytes);
+  size_t pos = text.size();
+  while (pos > 0 && lines > 0) {
+    pos = text.rfind('\n', pos - 1);
+    if (pos == std::string::npos) {
+      pos = 0;
+      break;
+    }
+    --lines;
+  }
+  return trim(text.substr(pos));
+}
+
+// fork+exec with PDEATHSIG: the engine must die with the shim, however the shim dies.
+// The shim is single-threaded, so forking here is safe.
+Child spawn_engine(const std::vector<std::string>& argv, const std::string& log_path) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) throw_errno(ErrorCode::Engine, "fork for " + argv[0]);
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    int null = ::open("/dev/null", O_RDONLY);
+    int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (null < 0 || log < 0) ::_exit(127);
+    ::dup2(null, 0);
+    ::dup2(log, 1);
+    ::dup2(log, 2);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execvp(args[0], args.data());
+    std::fprintf(stderr, "exec %s: %s\n", args[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  return Child(pid);
+}
+
+int64_t wall_clock_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+struct Shim::Client {
+  uint64_t id = 0;
+  UniqueFd fd;
+  protocol::FrameDecoder decoder;
+  std::string out;
+  bool hello = false;
+  bool wants_out = false;
+  std::map<uint32_t, uint32_t> streams;  // client stream -> guest stream
+};
+
+Shim::Shim(engine::ShimSpec spec) : spec_(std::move(spec)) {}
+
+Shim::~Shim() {
+  if (engine_.valid()) engine_.kill_now();
+  ::unlink(engine::shim_socket_path(spec_.box_dir).c_str());
+  ::unlink(engine::agent_socket_path(spec_.box_dir).c_str());
+}
+
+void Shim::boot_failed(const std::string& stage, const std::string& why) {
+  if (engine_.valid()) engine_.kill_now();
+  std::string msg = "box " + spec_.box_id + " failed to boot: " + stage + ": " + why;
+  std::string qemu_tail = tail_lines(spec_.box_dir + "/qemu.log", 10);
+  if (!qemu_tail.empty()) msg += "\n--- qemu ---\n" + qemu_tail;
+  std::string console = tail_lines(engine::console_log_path(spec_.box_dir), 20);
+  msg += "\n--- console tail (" + engine::console_log_path(spec_.box_dir) + ") ---\n" + (console.empty() ? "(empty)" : console);
+  throw Error(ErrorCode::Engine, msg);
+}
+
+Frame Shim::read_guest_frame_blocking(double deadline_ms, const std::string& stage) {
+  for (;;) {
+    if (auto f = guest_decoder_.next()) return std::move(*f);
+    if (auto st = engine_.try_wait()) boot_failed(stage, "QEMU exited (" + describe_status(*st) + ")");
+    if (now_ms() > deadline_ms) boot_failed(stage, "timed out after " + std::to_string(static_cast<int>(spec_.boot_timeout_secs)) + " s");
+    pollfd p{guest_.get(), POLLIN, 0};
+    int n = ::poll(&p, 1, 50);
+    if (n <= 0) continue;
+    char buf[65536];
+    ssize_t r = ::read(guest_.get(), buf, sizeof buf);
+    if (r == 0) boot_failed(stage, "the guest closed its channel");
+    if (r < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      boot_failed(stage, errno_text("read guest channel"));
+    }
+    guest_decoder_.feed(buf, static_cast<size_t>(r));
+  }
+}
+
+void Shim::boot() {
+  if (spec_.engine != "vm") throw Error(ErrorCode::Unsupported, "engine '" + spec_.engine + "' is not supported by this shim");
+  double deadline = now_ms() + spec_.boot_timeout_secs * 1000;
+  agent_listen_ = unix_listen(engine::agent_socket_path(spec_.box_dir), 1);
+  {
+    UniqueFd truncate(::open(engine::console_log_path(spec_.box_dir).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  }
+  engine_ = spawn_engine(engine::vm::qemu_argv(spec_), spec_.box_dir + "/qemu.log");
+
+  const std::string stage_connect = "start QEMU";
+  for (;;) {
+    pollfd p{agent_listen_.get(), POLLIN, 0};
+    if (::poll(&p, 1, 50) > 0) break;
+    if (auto st = engine_.try_wait()) boot_failed(stage_connect, "QEMU exited (" + describe_status(*st) + ")");
+    if (now_ms() > deadline) boot_failed(stage_connect, "QEMU did not connect the agent channel");
+  }
+  guest_ = UniqueFd(::accept4(agent_listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  if (!guest_) boot_failed(stage_connect, errno_text("accept agent channel"));
+  agent_listen_.reset();
+
+  Frame hello_frame = read_guest_frame_blocking(deadline, "boot kernel and start the guest agent");
+  if (hello_frame.type != FrameType::Hello || hello_frame.stream != 0) {
+    boot_failed("handshake", std::string("expected Hello, got ") + protocol::frame_type_name(hello_frame.type));
+  }
+  auto hello = protocol::parse_message<proto::Hello>(hello_frame);
+  if (hello.version() != protocol::kProtocolVersion) {
+    boot_failed("handshake", "guest agent speaks protocol version " + std::to_string(hello.version()) + ", this host speaks " +
+                                 std::to_string(protocol::kProtocolVersion) + " (rebuild the initramfs: remove the cached one)");
+  }
+  proto::Hello ours;
+  ours.set_version(protocol::kProtocolVersion);
+  ours.set_peer("shim");
+  send_guest(0, FrameType::Hello, ours.SerializeAsString());
+
+  proto::BoxConfig cfg;
+  cfg.set_hostname(spec_.hostname);
+  cfg.set_root_disk_serial(engine::vm::kRootDiskSerial);
+  for (const auto& e : spec_.env) cfg.add_env(e);
+  cfg.set_working_dir(spec_.working_dir);
+  cfg.set_user(spec_.user);
+  cfg.set_clock_unix_ns(wall_clock_ns());
+  std::string entropy(32, '\0');
+  if (::getrandom(entropy.data(), entropy.size(), 0) == static_cast<ssize_t>(entropy.size())) cfg.set_entropy(entropy);
+  send_guest(0, FrameType::Configure, cfg.SerializeAsString());
+  flush_guest();
+
+  Frame reply = read_guest_frame_blocking(deadline, "configure the box (phase 2)");
+  if (reply.type == FrameType::Error) {
+    auto err = protocol::parse_message<proto::ErrorReply>(reply);
+    boot_failed("configure the box (phase 2)", err.message());
+  }
+  if (reply.type != FrameType::Configured) {
+    boot_failed("configure the box (phase 2)", std::string("unexpected ") + protocol::frame_type_name(reply.type));
+  }
+}
+
+void Shim::send_guest(uint32_t stream, FrameType type, std::string_view payload) {
+  protocol::append_frame(guest_out_, stream, type, payload);
+}
+
+void Shim::flush_guest() {
+  while (!guest_out_.empty()) {
+    ssize_t n = ::write(guest_.get(), guest_out_.data(), guest_out_.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) return;
+      begin_stop(errno_text("write guest channel"));
+      guest_out_.clear();
+      return;
+    }
+    guest_out_.erase(0, static_cast<size_t>(n));
+  }
+}
+
+void Shim::send_client(Client& c, uint32_t stream, FrameType type, std::string_view payload) {
+  protocol::append_frame(c.out, stream, type, payload);
+}
+
+void Shim::flush_client(Client& c) {
+  while (!c.out.empty()) {
+    ssize_t n = ::send(c.fd.get(), c.out.data(), c.out.size(), MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) break;
+      c.out.clear();
+      return;
+    }
+    c.out.erase(0, static_cast<size_t>(n));
+  }
+}
+
+void Shim::update_interest() {
+  epoll_event ev{};
+  ev.events = EPOLLIN | (guest_out_.empty() ? 0u : uint32_t{EPOLLOUT});
+  ev.data.u64 = kGuestKey;
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, guest_.get(), &ev);
+  for (auto& [id, c] : clients_) {
+    bool want = !c->out.empty();
+    if (want == c->wants_out) continue;
+    c->wants_out = want;
+    epoll_event cev{};
+    cev.events = EPOLLIN | (want ? uint32_t{EPOLLOUT} : 0u);
+    cev.data.u64 = id;
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, c->fd.get(), &cev);
+  }
+}
+
+void Shim::begin_stop(const std::string& why) {
+  if (stopping_) return;
+  stopping_ = true;
+  stop_reason_ = why;
+  stop_deadline_ms_ = now_ms() + kStopTimeoutMs;
+  if (guest_) {
+    proto::Shutdown s;
+    send_guest(0, FrameType::Shutdown, s.SerializeAsString());
+    flush_guest();
+  }
+}
+
+void Shim::stop_engine() {
+  if (engine_.valid()) engine_.kill_now();
+}
+
+void Shim::drop_client(uint64_t id) {
+  auto it = clients_.find(id);
+  if (it == clients_.end()) return;
+  for (auto [cs, gs] : it->second->streams) {
+    auto r = routes_.find(gs);
+    if (r == routes_.end()) continue;
+    r->second.client = 0;
+    // The exec's owner is gone: nobody can read its output, so end it.
+    proto::Signal sig;
+    sig.set_signo(SIGKILL);
+    send_guest(gs, FrameType::Signal, sig.SerializeAsString());
+  }
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, it->second->fd.get(), nullptr);
+  clients_.erase(it);
+}
+
+void Shim::on_guest_readable() {
+  char buf[65536];
+  ssize_t n = ::read(guest_.get(), buf, sizeof buf);
+  if (n < 0) {
+    if (errno == EINTR || errno == EAGAIN) return;
+    begin_stop(errno_text("read guest channel"));
+    return;
+  }
+  if (n == 0) {
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, guest_.get(), nullptr);
+    guest_.reset();
+    begin_stop("the guest closed its channel");
+    return;
+  }
+  guest_decoder_.feed(buf, static_cast<size_t>(n));
+  try {
+    while (auto f = guest_decoder_.next()) on_guest_frame(*f);
+  } catch (const Error& e) {
+    // A hostile or broken guest: stop listening to it and stop the box.
+    std::fprintf(stderr, "boxlite-shim: %s\n", e.what());
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, guest_.get(), nullptr);
+    guest_.reset();
+    stopping_ = true;
+    stop_reason_ = std::string("guest protocol violation: ") + e.what();
+    stop_engine();
+  }
+}
+
+void Shim::on_guest_frame(Frame& f) {
+  if (f.stream == 0) {
+    if (f.type == FrameType::Error) {
+      auto e = protocol::parse_message<proto::ErrorReply>(f);
+      std::fprintf(stderr, "boxlite-shim: guest error: %s\n", e.message().c_str());
+    }
+    return;  // Pong and anything else on the control stream
+  }
+  auto r = routes_.find(f.stream);
+  if (r == routes_.end()) throw Error(ErrorCode::Rpc, "guest sent " + std::string(protocol::frame_type_name(f.type)) + " on unknown stream " + std::to_string(f.stream));
+  Route& route = r->second;
+  if (f.type == FrameType::Stdout || f.type == FrameType::Stderr) {
+    uint64_t& credit = f.type == FrameType::Stdout ? route.out_credit : route.err_credit;
+    if (f.payload.size() > credit) throw Error(ErrorCode::Rpc, "guest sent output beyond its credit on stream " + std::to_string(f.stream));
+    credit -= f.payload.size();
+  }
+  bool closes = f.type == FrameType::Exit || f.type == FrameType::Error;
+  if (route.client != 0) {
+    auto c = clients_.find(route.client);
+    if (c != clients_.end()) {
+      send_client(*c->second, route.client_stream, f.type, f.payload);
+      if (closes) c->second->streams.erase(route.client_stream);
+    }
+  }
+  if (closes) routes_.erase(r);
+}
+
+void Shim::on_client_readable(Client& c) {
+  char buf[65536];
+  ssize_t n = ::recv(c.fd.get(), buf, sizeof buf, 0);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  if (n <= 0) {
+    drop_client(c.id);
+    return;
+  }
+  c.decoder.feed(buf, static_cast<size_t>(n));
+  uint64_t id = c.id;
+  try {
+    while (clients_.count(id)) {
+      auto f = c.decoder.next();
+      if (!f) break;
+      on_client_frame(c, *f);
+    }
+  } catch (const Error& e) {
+    proto::ErrorReply err;
+    err.set_code(static_cast<uint32_t>(e.code()));
+    err.set_message(e.what());
+    send_client(c, 0, FrameType::Error, err.SerializeAsString());
+    flush_client(c);
+    drop_client(id);
+  }
+}
+
+void Shim::on_client_frame(Client& c, Frame& f) {
+  if (!c.hello) {
+    if (f.type != FrameType::Hello) throw Error(ErrorCode::Rpc, "expected Hello first");
+    auto h = protocol::parse_message<proto::Hello>(f);
+    if (h.version() != protocol::kProtocolVersion) {
+      throw Error(ErrorCode::Rpc, "protocol version mismatch: client speaks " + std::to_string(h.version()) + ", shim speaks " +
+                                      std::to_string(protocol::kProtocolVersion));
+    }
+    c.hello = true;
+    proto::Hello ours;
+    ours.set_version(protocol::kProtocolVersion);
+    ours.set_peer("shim");
+    send_client(c, 0, FrameType::Hello, ours.SerializeAsString());
+    return;
+  }
+  if (f.stream == 0) {
+    switch (f.type) {
+      case FrameType::Ping: send_client(c, 0, FrameType::Pong, {}); return;
+      case FrameType::Shutdown: begin_stop("stop requested"); return;
+      default: throw Error(ErrorCode::Rpc, std::string("unexpected ") + protocol::frame_type_name(f.type) + " on stream 0");
+    }
+  }
+  if (f.type == FrameType::Exec) {
+    if (c.streams.count(f.stream)) throw Error(ErrorCode::Rpc, "stream " + std::to_string(f.stream) + " already in use");
+    if (stopping_ || !guest_) {
+      proto::ErrorReply err;
+      err.set_code(static_cast<uint32_t>(ErrorCode::Stopped));
+      err.set_message("box " + spec_.box_id + " is stopping");
+      send_client(c, f.stream, FrameType::Error, err.SerializeAsString());
+      return;
+    }
+    uint32_t gs = next_stream_++;
+    if (next_stream_ == 0) next_stream_ = 1;
+    routes_[gs] = Route{c.id, f.stream, protocol::kInitialWindow, protocol::kInitialWindow};
+    c.streams[f.stream] = gs;
+    send_guest(gs, FrameType::Exec, f.payload);
+    return;
+  }
+  auto s = c.streams.find(f.stream);
+  if (s == c.streams.end()) return;  // the exec already ended
+  if (f.type == FrameType::Credit) {
+    auto credit = protocol::parse_message<proto::Credit>(f);
+    Route& r = routes_[s->second];
+    if (credit.channel() == proto::STDOUT) r.out_credit += credit.bytes();
+    if (credit.channel() == proto::STDERR) r.err_credit += credit.bytes();
+  }
+  switch (f.type) {
+    case FrameType::Stdin:
+    case FrameType::StdinEof:
+    case FrameType::Credit:
+    case FrameType::Signal:
+    case FrameType::Resize: send_guest(s->second, f.type, f.payload); return;
+    default: throw Error(ErrorCode::Rpc, std::string("unexpected ") + protocol::frame_type_name(f.type) + " from client");
+  }
+}
+
+void Shim::listen() {
+  std::string sock = engine::shim_socket_path(spec_.box_dir);
+  listen_ = unix_listen(sock);
+  ::chmod(sock.c_str(), 0600);
+  set_nonblocking(listen_.get());
+}
+
+void Shim::serve(int lifeline_fd) {
+  epoll_ = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll_) throw_errno(ErrorCode::Internal, "epoll_create1");
+  if (!listen_) listen();
+  set_nonblocking(guest_.get());
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&mask, s);
+  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
+  sigfd_ = UniqueFd(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
+  auto add = [&](int fd, uint64_t key) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = key;
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) throw_errno(ErrorCode::Internal, "epoll_ctl");
+  };
+  add(guest_.get(), kGuestKey);
+  add(listen_.get(), kListenKey);
+  add(sigfd_.get(), kSignalKey);
+  if (lifeline_fd >= 0) add(lifeline_fd, kLifelineKey);
+
+  while (engine_.valid()) {
+    flush_guest();
+    for (auto& [id, c] : clients_) flush_client(*c);
+    for (auto it = clients_.begin(); it != clients_.end();) {
+      auto next = std::next(it);
+      if (it->second->out.size() > kClientOutLimit) drop_client(it->first);
+      it = next;
+    }
+    if (guest_) update_interest();
+    int timeout = stopping_ ? 100 : -1;
+    epoll_event events[64];
+    int n = ::epoll_wait(epoll_.get(), events, 64, timeout);
+    if (n < 0 && errno != EINTR) throw_errno(ErrorCode::Internal, "epoll_wait");
+    for (int i = 0; i < n; ++i) {
+      uint64_t k = events[i].data.u64;
+      if (k == kGuestKey) {
+        if (!guest_) continue;
+        if (events[i].events & EPOLLOUT) flush_guest();
+        if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) on_guest_readable();
+      } else if (k == kListenKey) {
+        UniqueFd fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+        if (!fd) continue;
+        auto c = std::make_unique<Client>();
+        c->id = kFirstClient + next_client_++;
+        c->fd = std::move(fd);
+        add(c->fd.get(), c->id);
+        clients_[c->id] = std::move(c);
+      } else if (k == kSignalKey) {
+        signalfd_siginfo si;
+        while (::read(sigfd_.get(), &si, sizeof si) == sizeof si) {
+          if (si.ssi_signo != SIGCHLD) begin_stop(std::string("shim received ") + strsignal(static_cast<int>(si.ssi_signo)));
+        }
+        if (engine_.try_wait()) break;
+      } else if (k == kLifelineKey) {
+        // The process that owns this (non-detached) box died or let go of it.
+        ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, lifeline_fd, nullptr);
+        begin_stop("the owning process exited");
+        stop_deadline_ms_ = now_ms() + 2000;
+      } else {
+        auto it = clients_.find(k);
+        if (it == clients_.end()) continue;
+        if (events[i].events & EPOLLOUT) flush_client(*it->second);
+        if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) on_client_readable(*it->second);
+      }
+    }
+    if (!engine_.valid()) break;
+    if (engine_.try_wait()) break;
+    if (stopping_ && now_ms() > stop_deadline_ms_) stop_engine();
+  }
+  // The box is down: tell every client, then go.
+  proto::ErrorReply err;
+  err.set_code(static_cast<uint32_t>(ErrorCode::Stopped));
+  err.set_message("box " + spec_.box_id + " stopped" + (stop_reason_.empty() ? "" : ": " + stop_reason_));
+  for (auto& [id, c] : clients_) {
+    for (auto [cs, gs] : c->streams) send_client(*c, cs, FrameType::Error, err.SerializeAsString());
+    send_client(*c, 0, FrameType::Error, err.SerializeAsString());
+    set_nonblocking(c->fd.get(), false);
+    flush_client(*c);
+  }
+  clients_.clear();
+}
+
+}  // namespace boxlite::shim

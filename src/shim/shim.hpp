@@ -1,0 +1,69 @@
+// The per-box shim: owns the engine process (QEMU), the one channel to the
+// guest agent, and fans it out to any number of host clients on shim.sock.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "common/fd.hpp"
+#include "common/process.hpp"
+#include "engine/spec.hpp"
+#include "protocol/frame.hpp"
+
+namespace boxlite::shim {
+
+class Shim {
+ public:
+  explicit Shim(engine::ShimSpec spec);
+  ~Shim();
+  // Boots the box through phase 2. Throws Error naming the failed stage, with
+  // the console tail, when it does not come up.
+  void boot();
+  // Binds shim.sock; done before reporting ready so a client can connect at once.
+  void listen();
+  // Serves clients until the box stops. lifeline: EOF on it stops the box (-1: none).
+  void serve(int lifeline_fd);
+
+ private:
+  struct Client;
+  struct Route {
+    uint64_t client = 0;       // 0: the client is gone, frames are dropped
+    uint32_t client_stream = 0;
+    uint64_t out_credit = 0, err_credit = 0;  // what the guest may still send
+  };
+
+  [[noreturn]] void boot_failed(const std::string& stage, const std::string& why);
+  protocol::Frame read_guest_frame_blocking(double deadline_ms, const std::string& stage);
+  void send_guest(uint32_t stream, protocol::FrameType type, std::string_view payload);
+  void flush_guest();
+  void flush_client(Client& c);
+  void on_guest_readable();
+  void on_guest_frame(protocol::Frame& f);
+  void on_client_readable(Client& c);
+  void on_client_frame(Client& c, protocol::Frame& f);
+  void send_client(Client& c, uint32_t stream, protocol::FrameType type, std::string_view payload);
+  void drop_client(uint64_t id);
+  void update_interest();
+  void begin_stop(const std::string& why);
+  void stop_engine();
+
+  engine::ShimSpec spec_;
+  Child engine_;
+  UniqueFd agent_listen_;
+  UniqueFd guest_;
+  UniqueFd listen_;
+  UniqueFd epoll_;
+  UniqueFd sigfd_;
+  protocol::FrameDecoder guest_decoder_;
+  std::string guest_out_;
+  std::map<uint64_t, std::unique_ptr<Client>> clients_;
+  std::map<uint32_t, Route> routes_;  // guest stream -> client stream
+  uint64_t next_client_ = 1;
+  uint32_t next_stream_ = 1;
+  bool stopping_ = false;
+  double stop_deadline_ms_ = 0;
+  std::string stop_reason_;
+};
+
+}  // namespace boxlite::shim
