@@ -38,6 +38,8 @@ std::string new_box_id() {
 struct KernelChoice {
   std::string kernel;
   std::string modules_dir;  // "" when everything is built in
+  bool acpi = false;
+  std::string tcg_cpu = "max";
 };
 
 // A dpkg -x tree of a Debian linux-image package: boot/vmlinuz-* and lib/modules/<ver>.
@@ -55,6 +57,15 @@ KernelChoice kernel_from_tree(const std::string& dir) {
   }
   if (k.kernel.empty()) throw Error(ErrorCode::Config, "kernel directory " + dir + " has no boot/vmlinuz-*: expected a `dpkg -x` tree of a Debian linux-image package");
   if (!path_exists(k.modules_dir)) throw Error(ErrorCode::Config, "kernel directory " + dir + " has no " + k.modules_dir);
+  // Without virtio_mmio command-line devices (Debian's build) the kernel finds
+  // the devices through ACPI only.
+  std::string config_path = dir + "/boot/config-" + k.kernel.substr(k.kernel.rfind("vmlinuz-") + 8);
+  try {
+    k.acpi = read_file(config_path).find("CONFIG_VIRTIO_MMIO_CMDLINE_DEVICES=y") == std::string::npos;
+  } catch (const Error&) {
+    k.acpi = true;
+  }
+  k.tcg_cpu = "qemu64";
   return k;
 }
 
@@ -254,6 +265,8 @@ std::shared_ptr<Box> Runtime::create(const BoxOptions& opts, const std::string& 
   spec.accel = accel;
   spec.qemu = qemu;
   spec.kernel = kernel.kernel;
+  spec.acpi = kernel.acpi;
+  spec.tcg_cpu = kernel.tcg_cpu;
   spec.initramfs = initramfs;
   spec.disk = spec.box_dir + "/disk.qcow2";
   spec.cpus = opts.cpus.value_or(1);

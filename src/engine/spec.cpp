@@ -10,7 +10,7 @@ std::string spec_to_json(const ShimSpec& s) {
   nlohmann::json j = {
       {"box_id", s.box_id}, {"box_dir", s.box_dir}, {"engine", s.engine}, {"accel", s.accel},
       {"qemu", s.qemu}, {"kernel", s.kernel}, {"initramfs", s.initramfs},
-      {"kernel_cmdline_extra", s.kernel_cmdline_extra}, {"disk", s.disk}, {"rootfs_dir", s.rootfs_dir},
+      {"kernel_cmdline_extra", s.kernel_cmdline_extra}, {"acpi", s.acpi}, {"tcg_cpu", s.tcg_cpu}, {"disk", s.disk}, {"rootfs_dir", s.rootfs_dir},
       {"cpus", s.cpus}, {"memory_mib", s.memory_mib}, {"boot_timeout_secs", s.boot_timeout_secs},
       {"hostname", s.hostname}, {"env", s.env}, {"working_dir", s.working_dir}, {"user", s.user},
   };
@@ -29,6 +29,8 @@ ShimSpec spec_from_json(const std::string& text) {
     s.kernel = j.at("kernel");
     s.initramfs = j.at("initramfs");
     s.kernel_cmdline_extra = j.at("kernel_cmdline_extra");
+    s.acpi = j.at("acpi");
+    s.tcg_cpu = j.at("tcg_cpu");
     s.disk = j.at("disk");
     s.rootfs_dir = j.at("rootfs_dir");
     s.cpus = j.at("cpus");

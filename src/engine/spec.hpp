@@ -17,6 +17,12 @@ struct ShimSpec {
   std::string kernel;               // vmlinux / bzImage
   std::string initramfs;
   std::string kernel_cmdline_extra;
+  // Describe devices through ACPI (kernels without virtio_mmio cmdline devices,
+  // such as Debian's) instead of virtio_mmio.device= on the command line.
+  bool acpi = false;
+  // QEMU -cpu under TCG. Debian's kernel stalls early with `max` (its clock never
+  // advances) and boots with `qemu64`; the minimal kernel is measured with `max`.
+  std::string tcg_cpu = "max";
   std::string disk;                 // qcow2 overlay (vm)
   std::string rootfs_dir;           // jail: unpacked root
   int cpus = 1;

@@ -29,7 +29,26 @@ void mount_or_throw(const char* src, const std::string& target, const char* type
   }
 }
 
+// Boot-time parameters of a loadable module ("virtio_mmio.device=..." that QEMU
+// appends) are not applied by the kernel; modprobe reads them from /proc/cmdline,
+// and so do we.
+std::string module_params(const std::string& cmdline, const std::string& module) {
+  std::string params;
+  for (const auto& tok : split(trim(cmdline), ' ')) {
+    if (tok.size() > module.size() + 1 && tok.compare(0, module.size() + 1, module + ".") == 0) {
+      if (!params.empty()) params += ' ';
+      params += tok.substr(module.size() + 1);
+    }
+  }
+  return params;
+}
+
 void load_modules() {
+  std::string cmdline;
+  try {
+    cmdline = read_file("/proc/cmdline");
+  } catch (const Error&) {
+  }
   std::string list;
   try {
     list = read_file("/modules/load.list");
@@ -40,7 +59,12 @@ void load_modules() {
     if (line.empty()) continue;
     UniqueFd fd(::open(line.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd) throw_errno(ErrorCode::Engine, "open module " + line);
-    if (::syscall(SYS_finit_module, fd.get(), "", 0) != 0 && errno != EEXIST) {
+    // /modules/<n>-<name>.ko
+    std::string name = line.substr(line.find('-') + 1);
+    name = name.substr(0, name.find(".ko"));
+    for (auto& ch : name) ch = ch == '-' ? '_' : ch;
+    std::string params = module_params(cmdline, name);
+    if (::syscall(SYS_finit_module, fd.get(), params.c_str(), 0) != 0 && errno != EEXIST) {
       throw_errno(ErrorCode::Engine, "load module " + line);
     }
   }
@@ -94,7 +118,19 @@ std::string find_virtio_port(const std::string& name) {
     }
     ::usleep(10000);
   }
-  throw Error(ErrorCode::Engine, "virtio-serial port '" + name + "' not found under /sys/class/virtio-ports");
+  std::string devices;
+  try {
+    std::fprintf(stderr, "boxlite-guest: kernel command line: %s\n", read_file("/proc/cmdline").c_str());
+  } catch (const Error&) {
+  }
+  std::unique_ptr<DIR, DirCloser> dir(::opendir("/sys/bus/virtio/devices"));
+  while (dir && (true)) {
+    auto* e = ::readdir(dir.get());
+    if (!e) break;
+    if (e->d_name[0] != '.') devices += std::string(" ") + e->d_name;
+  }
+  throw Error(ErrorCode::Engine, "virtio-serial port '" + name + "' not found under /sys/class/virtio-ports (virtio devices:" +
+                                     (devices.empty() ? std::string(" none") : devices) + ")");
 }
 
 void setup_vm_root(const proto::BoxConfig& cfg) {

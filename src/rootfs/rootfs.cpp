@@ -24,6 +24,23 @@ constexpr uint64_t kFsBlock = 4096;
 
 [[noreturn]] void storage_fail(const std::string& msg) { throw Error(ErrorCode::Storage, msg); }
 
+// An unprivileged builder cannot empty directories the image made read-only
+// (e.g. 0555); give their owner (us) write access back, then remove.
+void force_remove_tree(const std::string& path) {
+  namespace fs = std::filesystem;
+  try {
+    remove_tree(path);
+    return;
+  } catch (const Error&) {
+  }
+  std::error_code ec;
+  ::chmod(path.c_str(), 0700);
+  for (fs::recursive_directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_directory(ec) && !it->is_symlink(ec)) ::chmod(it->path().c_str(), 0700);
+  }
+  remove_tree(path);
+}
+
 // A scratch directory removed with everything in it when the scope ends, error or not.
 class TempDir {
  public:
@@ -36,7 +53,7 @@ class TempDir {
   TempDir& operator=(const TempDir&) = delete;
   ~TempDir() {
     try {
-      remove_tree(path_);
+      force_remove_tree(path_);
     } catch (...) {  // nothing sane to do in a destructor; a stale dir under tmp/ is harmless
     }
   }

@@ -53,7 +53,7 @@ std::string tail_lines(const std::string& path, size_t lines, size_t max_bytes =
 
 // fork+exec with PDEATHSIG: the engine must die with the shim, however the shim dies.
 // The shim is single-threaded, so forking here is safe.
-Child spawn_engine(const std::vector<std::string>& argv, const std::string& log_path) {
+Child spawn_engine(const std::vector<std::string>& argv, const std::string& console_path, const std::string& log_path) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -64,10 +64,11 @@ Child spawn_engine(const std::vector<std::string>& argv, const std::string& log_
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);
     int null = ::open("/dev/null", O_RDONLY);
+    int console = ::open(console_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (null < 0 || log < 0) ::_exit(127);
+    if (null < 0 || console < 0 || log < 0) ::_exit(127);
     ::dup2(null, 0);
-    ::dup2(log, 1);
+    ::dup2(console, 1);
     ::dup2(log, 2);
     sigset_t none;
     sigemptyset(&none);
@@ -135,10 +136,7 @@ void Shim::boot() {
   if (spec_.engine != "vm") throw Error(ErrorCode::Unsupported, "engine '" + spec_.engine + "' is not supported by this shim");
   double deadline = now_ms() + spec_.boot_timeout_secs * 1000;
   agent_listen_ = unix_listen(engine::agent_socket_path(spec_.box_dir), 1);
-  {
-    UniqueFd truncate(::open(engine::console_log_path(spec_.box_dir).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  }
-  engine_ = spawn_engine(engine::vm::qemu_argv(spec_), spec_.box_dir + "/qemu.log");
+  engine_ = spawn_engine(engine::vm::qemu_argv(spec_), engine::console_log_path(spec_.box_dir), spec_.box_dir + "/qemu.log");
 
   const std::string stage_connect = "start QEMU";
   for (;;) {

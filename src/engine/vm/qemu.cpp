@@ -10,29 +10,56 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <set>
 
 #include "common/error.hpp"
 #include "common/io.hpp"
 
 namespace boxlite::engine::vm {
 
+namespace {
+
+// Under TCG the guest's TSC runs at the host's rate. Telling the kernel that rate
+// skips PIT calibration, which fails at random under emulation and then leaves
+// Debian's kernel with a clock that never advances (a hang in early boot).
+std::string host_tsc_khz() {
+  try {
+    for (const auto& line : split(read_file("/proc/cpuinfo"), '\n')) {
+      if (line.rfind("cpu MHz", 0) != 0) continue;
+      double mhz = std::stod(line.substr(line.find(':') + 1));
+      if (mhz > 0) return std::to_string(static_cast<long>(mhz * 1000));
+    }
+  } catch (const std::exception&) {
+  }
+  return "";
+}
+
+}  // namespace
+
 std::vector<std::string> qemu_argv(const ShimSpec& s) {
-  std::string cmdline =
-      "console=ttyS0 quiet reboot=t panic=-1 lpj=1000000 tsc=reliable no_timer_check i8042.noaux random.trust_cpu=on";
+  std::string cmdline = "console=ttyS0 quiet reboot=t panic=-1 lpj=1000000 tsc=reliable no_timer_check i8042.noaux";
+  if (s.accel == "tcg") {
+    static const std::string khz = host_tsc_khz();
+    if (!khz.empty()) cmdline += " tsc_early_khz=" + khz;
+  }
   if (!s.kernel_cmdline_extra.empty()) cmdline += " " + s.kernel_cmdline_extra;
   std::vector<std::string> a = {
       s.qemu,
-      "-M", "microvm,acpi=off,x-option-roms=off,isa-serial=on,rtc=on",
+      "-M", std::string("microvm,acpi=") + (s.acpi ? "on" : "off") + ",x-option-roms=off,isa-serial=on,rtc=on",
       "-accel", s.accel,
-      "-cpu", s.accel == "kvm" ? "host" : "max",
+      "-cpu", s.accel == "kvm" ? "host" : s.tcg_cpu,
       "-smp", std::to_string(s.cpus),
       "-m", std::to_string(s.memory_mib),
       "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
       "-kernel", s.kernel,
       "-initrd", s.initramfs,
       "-append", cmdline,
-      "-chardev", "file,id=console,path=" + console_log_path(s.box_dir),
-      "-serial", "chardev:console",
+      // The serial console goes to QEMU's stdout, which the shim points at console.log.
+      // (A `file` chardev here made Debian's kernel hang in early timer setup under TCG.)
+      "-serial", "stdio",
       "-device", "virtio-serial-device",
       "-chardev", "socket,id=agent,path=" + agent_socket_path(s.box_dir),
       "-device", std::string("virtserialport,chardev=agent,name=") + kAgentPortName,
@@ -98,14 +125,62 @@ std::string sha256_hex(const std::string& data) {
   return hex_encode(md, sizeof md);
 }
 
-// Modules the agent needs from a modular (Debian) kernel, in load order.
-const std::vector<std::string> kModules = {
-    "drivers/virtio/virtio.ko", "drivers/virtio/virtio_ring.ko", "drivers/virtio/virtio_mmio.ko",
-    "drivers/char/virtio_console.ko", "drivers/block/virtio_blk.ko", "drivers/char/hw_random/virtio-rng.ko",
-    "lib/crc16.ko", "crypto/crc32c_generic.ko", "lib/libcrc32c.ko", "fs/mbcache.ko", "fs/jbd2/jbd2.ko",
-    "fs/ext4/ext4.ko", "net/9p/9pnet.ko", "net/9p/9pnet_virtio.ko", "fs/netfs/netfs.ko", "fs/fscache/fscache.ko",
-    "fs/9p/9p.ko", "fs/overlayfs/overlay.ko",
+// What the agent needs from a modular (Debian) kernel; dependencies are added.
+// crc32c_generic: ext4 asks the crypto API for crc32c by name, not as a module dependency.
+const std::vector<std::string> kWantedModules = {
+    "virtio_mmio", "virtio_console", "virtio_blk", "virtio_rng", "crc32c_generic", "ext4", "9pnet_virtio", "9p", "overlay",
 };
+
+std::string module_name(const std::filesystem::path& p) {
+  std::string n = p.filename().string();
+  n = n.substr(0, n.find(".ko"));
+  std::replace(n.begin(), n.end(), '-', '_');
+  return n;
+}
+
+// The "depends=" entry of a module's .modinfo section (no depmod output needed).
+std::vector<std::string> module_depends(const std::string& ko_bytes) {
+  static const std::string key = std::string("\0depends=", 9);
+  auto pos = ko_bytes.find(key);
+  if (pos == std::string::npos) return {};
+  auto end = ko_bytes.find('\0', pos + key.size());
+  std::vector<std::string> out;
+  for (auto& d : split(ko_bytes.substr(pos + key.size(), end - pos - key.size()), ',')) {
+    if (!d.empty()) out.push_back(d);
+  }
+  return out;
+}
+
+// Modules in load order (dependencies first); wanted modules this kernel has built in are skipped.
+std::vector<std::pair<std::string, std::string>> modules_in_load_order(const std::string& modules_dir) {
+  std::map<std::string, std::string> index;  // name -> path
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(modules_dir + "/kernel", ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_regular_file() && it->path().filename().string().find(".ko") != std::string::npos) {
+      index[module_name(it->path())] = it->path().string();
+    }
+  }
+  if (ec) throw Error(ErrorCode::Config, "read kernel modules in " + modules_dir + ": " + ec.message());
+  std::vector<std::pair<std::string, std::string>> order;  // (path, bytes)
+  std::set<std::string> done, visiting;
+  std::function<void(const std::string&)> visit = [&](const std::string& name) {
+    if (done.count(name) || visiting.count(name)) return;
+    auto it = index.find(name);
+    if (it == index.end()) return;  // built in
+    if (it->second.size() > 3 && it->second.substr(it->second.size() - 3) != ".ko") {
+      throw Error(ErrorCode::Config, "kernel module " + it->second + " is compressed; only plain .ko files are supported");
+    }
+    visiting.insert(name);
+    std::string bytes = read_file(it->second);
+    for (const auto& dep : module_depends(bytes)) visit(dep);
+    visiting.erase(name);
+    done.insert(name);
+    order.emplace_back(it->second, std::move(bytes));
+  };
+  for (const auto& w : kWantedModules) visit(w);
+  return order;
+}
 
 }  // namespace
 
@@ -119,11 +194,9 @@ std::string ensure_initramfs(const std::string& cache_dir, const std::string& gu
   if (!modules_dir.empty()) {
     std::string list;
     int n = 0;
-    for (const auto& rel : kModules) {
-      std::string path = modules_dir + "/kernel/" + rel;
-      if (!path_exists(path)) continue;  // built into this kernel, or not shipped
-      std::string name = "modules/" + std::to_string(n++) + ".ko";
-      cpio.file(name, read_file(path), 0644);
+    for (auto& [path, bytes] : modules_in_load_order(modules_dir)) {
+      std::string name = "modules/" + std::to_string(n++) + "-" + path.substr(path.rfind('/') + 1);
+      cpio.file(name, bytes, 0644);
       list += "/" + name + "\n";
     }
     cpio.file("modules/load.list", list, 0644);
