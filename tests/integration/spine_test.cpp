@@ -1,0 +1,349 @@
+// The spine: `boxlite run` and the C++ API booting real microVMs (QEMU TCG).
+#include <openssl/evp.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include <future>
+#include <thread>
+
+#include "protocol/frame.hpp"
+#include "support.hpp"
+
+namespace boxlite::testing {
+namespace {
+
+std::string sha256_file(const std::string& path) {
+  RunResult r = run_capture({"sha256sum", path});
+  return r.out.substr(0, 64);
+}
+
+std::string host_uname_r() { return trim(run_capture({"uname", "-r"}).out); }
+
+class SpineTest : public BoxliteTest {};
+
+TEST_F(SpineTest, RunStreamsSeparateOutputAndExitCodeInsideItsOwnKernel) {
+  auto r = run_cli({"run", "--rm", image("busybox"), "sh", "-c",
+                    "echo out; echo err >&2; uname -r; cat /proc/sys/kernel/random/boot_id; exit 42"});
+  EXPECT_EQ(r.exit_code, 42) << r.err;
+  auto lines = split(r.out, '\n');
+  ASSERT_GE(lines.size(), 3u) << r.out;
+  EXPECT_EQ(lines[0], "out");
+  EXPECT_NE(r.err.find("err\n"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("err"), std::string::npos) << "stderr leaked into stdout";
+  // A VM has its own kernel: not the host's release, not the host's boot.
+  EXPECT_NE(lines[1], host_uname_r());
+  EXPECT_NE(lines[2], trim(read_file("/proc/sys/kernel/random/boot_id")));
+  expect_no_leftovers();
+}
+
+TEST_F(SpineTest, ImageConfigAndLayersAreHonoured) {
+  auto r = run_cli({"run", "--rm", image("busybox"), "sh", "-c",
+                    "echo $IMAGE_VAR; test -e /etc/removed-by-layer2 && echo whiteout-broken; "
+                    "ls /var/old; cat /var/keep/file /etc/boxlite-image; pwd"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "from-image\nfresh\nkeep\nbusybox test image, layer 3\n/\n");
+}
+
+TEST_F(SpineTest, ArgvIsNeverAShellStringAndEnvAndWorkdirApply) {
+  ::setenv("BOXLITE_TEST_FROM_HOST", "host-value", 1);
+  auto r = run_cli({"run", "--rm", "-e", "A=1", "-e", "IMAGE_VAR=overridden", "-e", "BOXLITE_TEST_FROM_HOST", "-w", "/etc",
+                    image("busybox"), "sh", "-c", "echo \"$1|$A|$IMAGE_VAR|$BOXLITE_TEST_FROM_HOST\"; pwd", "sh",
+                    "a  b $HOME ;"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "a  b $HOME ;|1|overridden|host-value\n/etc\n");
+  auto echo = run_cli({"run", "--rm", image("busybox"), "echo", "$(id)", "*"});
+  EXPECT_EQ(echo.out, "$(id) *\n");
+}
+
+TEST_F(SpineTest, DefaultCommandComesFromTheImage) {
+  // The busybox image's Cmd is ["sh"]; with stdin closed it exits 0 at once.
+  auto r = run_cli({"run", "--rm", image("busybox")});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST_F(SpineTest, DeathBySignalIsTheNegativeSignalNumber) {
+  Runtime rt;
+  BoxOptions o;
+  o.rootfs_path = image("busybox");
+  auto box = rt.create(o);
+  auto res = box->run(ExecOptions{{"sh", "-c", "kill -9 $$"}});
+  EXPECT_EQ(res.exit_code, -9);
+  auto cli_res = run_cli({"run", "--rm", image("busybox"), "sh", "-c", "kill -TERM $$"});
+  EXPECT_EQ(cli_res.exit_code, 128 + 15);
+}
+
+TEST_F(SpineTest, MissingBinaryIsASpawnErrorNotExitCode127FromAShell) {
+  Runtime rt;
+  BoxOptions o;
+  o.rootfs_path = image("busybox");
+  auto box = rt.create(o);
+  try {
+    box->run(ExecOptions{{"nope-not-here"}});
+    ADD_FAILURE() << "expected a spawn error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Execution);
+    EXPECT_NE(std::string(e.what()).find("spawn_failed"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not found in $PATH"), std::string::npos) << e.what();
+  }
+  // The box is still usable after a failed spawn.
+  EXPECT_EQ(box->run(ExecOptions{{"true"}}).exit_code, 0);
+  box.reset();
+  auto r = run_cli({"run", "--rm", image("busybox"), "nope-not-here"});
+  EXPECT_EQ(r.exit_code, 127);
+  EXPECT_NE(r.err.find("not found in $PATH"), std::string::npos) << r.err;
+  expect_no_leftovers();
+}
+
+TEST_F(SpineTest, ConcurrentExecsNeverDeadlockOrCrossTalk) {
+  Runtime rt;
+  BoxOptions o;
+  o.rootfs_path = image("busybox");
+  auto box = rt.create(o);
+  box->start();
+  for (int round = 0; round < 20; ++round) {
+    std::vector<std::future<BufferedResult>> futures;
+    for (int i = 0; i < 16; ++i) {
+      futures.push_back(std::async(std::launch::async, [&box, i] {
+        return box->run(ExecOptions{{"echo", "hello_" + std::to_string(i)}});
+      }));
+    }
+    for (int i = 0; i < 16; ++i) {
+      ASSERT_EQ(futures[static_cast<size_t>(i)].wait_for(std::chrono::seconds(60)), std::future_status::ready)
+          << "round " << round << " exec " << i << " hung";
+      auto res = futures[static_cast<size_t>(i)].get();
+      EXPECT_EQ(res.exit_code, 0);
+      EXPECT_EQ(res.stdout_text, "hello_" + std::to_string(i) + "\n") << "round " << round;
+    }
+  }
+}
+
+long rss_hwm_kib(pid_t pid) {
+  std::string status = read_file("/proc/" + std::to_string(pid) + "/status");
+  auto pos = status.find("VmHWM:");
+  return pos == std::string::npos ? -1 : std::stol(status.substr(pos + 6));
+}
+
+TEST_F(SpineTest, HundredMegabytesOfStdoutArriveIntactWithBoundedMemory) {
+  Runtime rt;
+  BoxOptions o;
+  o.rootfs_path = image("busybox");
+  auto box = rt.create(o);
+  // The box hashes what it sends; the host hashes what it receives, chunk by chunk.
+  auto exec = box->exec(ExecOptions{{"sh", "-c",
+                                     "head -c 100000000 /dev/urandom > /tmp/blob && sha256sum /tmp/blob >&2 && cat /tmp/blob"}});
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+  size_t total = 0;
+  std::string err;
+  while (auto chunk = exec.next_output()) {
+    if (chunk->stream == StreamKind::Stdout) {
+      EVP_DigestUpdate(ctx.get(), chunk->data.data(), chunk->data.size());
+      total += chunk->data.size();
+    } else {
+      err += chunk->data;
+    }
+  }
+  EXPECT_EQ(exec.wait().exit_code, 0) << err;
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned md_len = 0;
+  EVP_DigestFinal_ex(ctx.get(), md, &md_len);
+  EXPECT_EQ(total, 100000000u);
+  EXPECT_EQ(hex_encode(md, md_len), err.substr(0, 64));
+  // Flow control keeps every host process far below the stream's size.
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  EXPECT_LT(ru.ru_maxrss, 100 * 1024) << "test process peak RSS (KiB)";
+  auto shims = processes_mentioning(box->dir());
+  for (pid_t p : shims) {
+    std::string comm = trim(read_file("/proc/" + std::to_string(p) + "/comm"));
+    if (comm == "boxlite-shim") {
+      EXPECT_LT(rss_hwm_kib(p), 40 * 1024) << "shim peak RSS (KiB)";
+    }
+  }
+}
+
+TEST_F(SpineTest, BoxesOfOneImageNeverSeeEachOthersWrites) {
+  Runtime rt;
+  BoxOptions o;
+  o.rootfs_path = image("busybox");
+  auto a = rt.create(o);
+  auto b = rt.create(o);
+  ASSERT_EQ(a->run(ExecOptions{{"sh", "-c", "echo secret > /root/from-a && sync"}}).exit_code, 0);
+  auto seen = b->run(ExecOptions{{"sh", "-c", "cat /root/from-a 2>/dev/null || echo absent"}});
+  EXPECT_EQ(seen.stdout_text, "absent\n");
+  std::string base = rt.home() + "/images/disk-images";
+  auto bases = dir_entries(base);
+  std::string ext4;
+  for (const auto& e : bases) {
+    if (e.size() > 5 && e.substr(e.size() - 5) == ".ext4") ext4 = base + "/" + e;
+  }
+  ASSERT_FALSE(ext4.empty());
+  std::string before = sha256_file(ext4);
+  a->stop();
+  b->stop();
+  EXPECT_EQ(sha256_file(ext4), before) << "the shared base image changed";
+}
+
+TEST_F(SpineTest, StopKillsTheVm) {
+  Runtime rt;
+  BoxOptions o;
+  o.rootfs_path = image("busybox");
+  auto box = rt.create(o);
+  box->start();
+  EXPECT_FALSE(processes_mentioning(box->dir()).empty());
+  box->stop();
+  EXPECT_TRUE(processes_mentioning(box->dir()).empty());
+  EXPECT_EQ(box->state(), BoxState::Stopped);
+}
+
+TEST_F(SpineTest, ACliKilledWithSigkillLeavesNoVmRunning) {
+  SpawnOptions so;
+  so.argv = {cli(), "run", "--rm", image("busybox"), "sleep", "1000"};
+  so.stdout_path = so.stderr_path = home_ + "/cli.log";
+  Child child = spawn(so);
+  bool running = false;
+  for (int i = 0; i < 300 && !running; ++i) {
+    for (pid_t p : processes_mentioning(home_ + "/boxes/")) {
+      std::string comm = trim(read_file("/proc/" + std::to_string(p) + "/comm"));
+      running = running || comm.rfind("qemu", 0) == 0;
+    }
+    ::usleep(100000);
+  }
+  ASSERT_TRUE(running) << "the VM never started";
+  ::usleep(500000);
+  ::kill(child.pid(), SIGKILL);
+  child.wait();
+  for (int i = 0; i < 100 && !processes_mentioning(home_ + "/boxes/").empty(); ++i) ::usleep(100000);
+  EXPECT_TRUE(processes_mentioning(home_ + "/boxes/").empty()) << "QEMU or the shim survived the CLI";
+}
+
+TEST_F(SpineTest, DebianPrebuiltKernelBootsWithItsModules) {
+  auto r = run_cli({"run", "--rm", "--kernel", "debian", image("busybox"), "sh", "-c", "uname -r; grep -c virtio /proc/modules"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lines = split(r.out, '\n');
+  EXPECT_NE(lines[0].find("-amd64"), std::string::npos) << r.out;
+  EXPECT_GE(std::stoi(lines[1]), 3) << "virtio modules were not loaded";
+  expect_no_leftovers();
+}
+
+TEST_F(SpineTest, DebianPythonImageRunsPython) {
+  auto r = run_cli({"run", "--rm", image("debian-python"), "python3", "-c", "import sys; print(sys.version_info[0])"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "3\n");
+}
+
+// --- clear errors, and nothing left behind ----------------------------------
+
+TEST_F(SpineTest, MissingImageDirectoryIsAClearError) {
+  auto r = run_cli({"run", "--rm", "/nonexistent/image-dir", "true"});
+  EXPECT_EQ(r.exit_code, 125);
+  EXPECT_NE(r.err.find("/nonexistent/image-dir"), std::string::npos) << r.err;
+  expect_no_leftovers();
+}
+
+TEST_F(SpineTest, CorruptImageIsAClearError) {
+  std::string dir = home_ + "/corrupt";
+  ASSERT_EQ(run_capture({"cp", "-r", image("busybox"), dir}).status, 0);
+  write_file_atomic(dir + "/index.json", "{not json");
+  auto r = run_cli({"run", "--rm", dir, "true"});
+  EXPECT_EQ(r.exit_code, 125);
+  EXPECT_NE(r.err.find("index.json"), std::string::npos) << r.err;
+  // A layer whose bytes do not match its digest.
+  ASSERT_EQ(run_capture({"cp", "-r", image("busybox"), dir + "2"}).status, 0);
+  RunResult blobs = run_capture({"sh", "-c", "ls -S " + dir + "2/blobs/sha256 | head -1"});
+  std::string biggest = dir + "2/blobs/sha256/" + trim(blobs.out);
+  write_file_atomic(biggest, "garbage");
+  r = run_cli({"run", "--rm", dir + "2", "true"});
+  EXPECT_EQ(r.exit_code, 125);
+  EXPECT_NE(r.err.find("sha256"), std::string::npos) << r.err;
+  expect_no_leftovers();
+}
+
+TEST_F(SpineTest, BadOptionValuesAreClearErrors) {
+  auto mem = run_cli({"run", "--rm", "--memory", "1", image("busybox"), "true"});
+  EXPECT_EQ(mem.exit_code, 125);
+  EXPECT_NE(mem.err.find("memory_mib"), std::string::npos) << mem.err;
+  auto cpus = run_cli({"run", "--rm", "--cpus", "-2", image("busybox"), "true"});
+  EXPECT_NE(cpus.exit_code, 0);
+  EXPECT_NE(cpus.err.find("cpus"), std::string::npos) << cpus.err;
+  auto engine = run_cli({"run", "--rm", "--engine", "warp", image("busybox"), "true"});
+  EXPECT_EQ(engine.exit_code, 125);
+  EXPECT_NE(engine.err.find("unknown engine 'warp'"), std::string::npos) << engine.err;
+  auto wd = run_cli({"run", "--rm", "-w", "relative", image("busybox"), "true"});
+  EXPECT_NE(wd.err.find("absolute"), std::string::npos) << wd.err;
+  // Clamped with a warning (checked without booting 255 emulated vCPUs).
+  auto big = run_cli({"run", "--rm", "--cpus", "300", "--memory", "1", image("busybox"), "true"});
+  EXPECT_NE(big.err.find("using 255"), std::string::npos) << big.err;
+  expect_no_leftovers();
+}
+
+TEST_F(SpineTest, AKernelThatWillNotBootNamesTheStageAndShowsTheConsole) {
+  std::string bogus = home_ + "/bogus-kernel";
+  write_file_atomic(bogus, std::string(4096, 'x'));
+  auto r = run_cli({"run", "--rm", "--kernel", bogus, image("busybox"), "true"});
+  EXPECT_EQ(r.exit_code, 125);
+  EXPECT_NE(r.err.find("failed to boot"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("console tail"), std::string::npos) << r.err;
+  expect_no_leftovers();
+}
+
+TEST_F(SpineTest, AGuestThatNeverAnswersTimesOutWithTheStageNamed) {
+  // A real kernel with an init that is not the agent: the console shows the panic.
+  Runtime rt;
+  BoxOptions o;
+  o.rootfs_path = image("busybox");
+  o.boot_timeout_secs = 8;
+  o.kernel = bin_dir() + "/kernel/vmlinux";
+  auto box = rt.create(o);
+  // Replace the initramfs with one whose /init does not exist.
+  std::string spec_path = box->dir() + "/shim.json";
+  std::string spec = read_file(spec_path);
+  auto empty = home_ + "/empty.cpio";
+  write_file_atomic(empty, std::string("070701") + std::string(104, '0'));
+  auto pos = spec.find("initramfs-");
+  ASSERT_NE(pos, std::string::npos);
+  auto start = spec.rfind('"', pos) + 1;
+  auto end = spec.find('"', pos);
+  spec.replace(start, end - start, empty);
+  write_file_atomic(spec_path, spec);
+  try {
+    box->start();
+    ADD_FAILURE() << "boot should fail";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_EQ(e.code(), ErrorCode::Engine);
+    EXPECT_NE(msg.find("failed to boot"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("console tail"), std::string::npos) << msg;
+  }
+  EXPECT_TRUE(processes_mentioning(box->dir()).empty());
+}
+
+TEST_F(SpineTest, ProtocolVersionMismatchIsAClearError) {
+  Runtime rt;
+  BoxOptions o;
+  o.rootfs_path = image("busybox");
+  auto box = rt.create(o);
+  box->start();
+  UniqueFd fd = unix_connect(box->dir() + "/shim.sock");
+  proto::Hello hello;
+  hello.set_version(999);
+  std::string out = protocol::encode_message(0, protocol::FrameType::Hello, hello);
+  write_all(fd.get(), out.data(), out.size());
+  protocol::FrameDecoder dec;
+  std::optional<protocol::Frame> f;
+  char buf[4096];
+  while (!f) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    ASSERT_GT(n, 0);
+    dec.feed(buf, static_cast<size_t>(n));
+    f = dec.next();
+  }
+  ASSERT_EQ(f->type, protocol::FrameType::Error);
+  auto err = protocol::parse_message<proto::ErrorReply>(*f);
+  EXPECT_NE(err.message().find("protocol version mismatch"), std::string::npos) << err.message();
+  // The box keeps serving well-behaved clients.
+  EXPECT_EQ(box->run(ExecOptions{{"true"}}).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace boxlite::testing

@@ -1,0 +1,116 @@
+// Shared fixture of the integration tests: a throwaway BOXLITE_HOME, the real CLI
+// binary, the offline test images, and cleanup of every process a test started.
+#pragma once
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "common/io.hpp"
+#include "common/process.hpp"
+#include "core/runtime.hpp"
+
+namespace boxlite::testing {
+
+inline std::string bin_dir() { return BOXLITE_BIN_DIR; }
+inline std::string cli() { return bin_dir() + "/boxlite"; }
+inline std::string image(const std::string& name) {
+  std::string p = bin_dir() + "/test-images/" + name;
+  if (!path_exists(p + "/index.json")) {
+    ADD_FAILURE() << "test image missing: " << p << " (run ./scripts/setup)";
+  }
+  return p;
+}
+
+// Pids of processes whose command line mentions `needle` (QEMU and shims of a home).
+inline std::vector<pid_t> processes_mentioning(const std::string& needle) {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir("/proc");
+  if (!d) return out;
+  while (auto* e = ::readdir(d)) {
+    pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0 || pid == ::getpid()) continue;
+    std::string cmdline;
+    try {
+      cmdline = read_file("/proc/" + std::string(e->d_name) + "/cmdline");
+    } catch (const Error&) {
+      continue;
+    }
+    for (auto& c : cmdline) c = c == '\0' ? ' ' : c;
+    if (cmdline.find(needle) != std::string::npos) out.push_back(pid);
+  }
+  ::closedir(d);
+  return out;
+}
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+class BoxliteTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/blt-XXXXXX";  // short: unix socket paths are limited to 107 bytes
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    home_ = tmpl;
+    ::setenv("BOXLITE_HOME", home_.c_str(), 1);
+    ::setenv("BOXLITE_ACCEL", "tcg", 1);  // KVM is unusable on these machines (DESIGN.md)
+  }
+
+  void TearDown() override {
+    // Whatever a failed test left running goes now; then the home.
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      auto pids = processes_mentioning(home_);
+      if (pids.empty()) break;
+      for (pid_t p : pids) ::kill(p, SIGKILL);
+      ::usleep(100000);
+    }
+    try {
+      remove_tree(home_);
+    } catch (const Error&) {
+    }
+  }
+
+  CliResult run_cli(std::vector<std::string> args) {
+    args.insert(args.begin(), cli());
+    RunResult r = run_capture(args);
+    CliResult c;
+    c.exit_code = WIFEXITED(r.status) ? WEXITSTATUS(r.status) : 128 + WTERMSIG(r.status);
+    c.out = r.out;
+    c.err = r.err;
+    return c;
+  }
+
+  // Nothing of this home may be left running, and no box directory may remain.
+  void expect_no_leftovers() {
+    for (int i = 0; i < 100 && !processes_mentioning(home_).empty(); ++i) ::usleep(50000);
+    EXPECT_TRUE(processes_mentioning(home_).empty()) << "processes of " << home_ << " still running";
+    EXPECT_TRUE(dir_entries(home_ + "/boxes").empty()) << "box directories left in " << home_;
+    for (const auto& e : dir_entries(home_ + "/tmp")) {
+      EXPECT_TRUE(e.rfind("kvm-probe", 0) == 0) << "temporary entry left: " << home_ << "/tmp/" << e;
+    }
+  }
+
+  static std::vector<std::string> dir_entries(const std::string& path) {
+    std::vector<std::string> out;
+    DIR* d = ::opendir(path.c_str());
+    if (!d) return out;
+    while (auto* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n != "." && n != "..") out.push_back(n);
+    }
+    ::closedir(d);
+    return out;
+  }
+
+  std::string home_;
+};
+
+}  // namespace boxlite::testing
