@@ -1,0 +1,68 @@
+#include <gtest/gtest.h>
+
+#include "common/error.hpp"
+#include "common/io.hpp"
+#include "guest/users.hpp"
+
+namespace boxlite::guest {
+namespace {
+
+class UsersTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/blt-users-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    write_file_atomic(dir_ + "/passwd",
+                      "root:x:0:0:root:/root:/bin/sh\n# comment\nalice:x:1000:1000::/home/alice:/bin/sh\nbroken-line\n");
+    write_file_atomic(dir_ + "/group", "root:x:0:\nalice:x:1000:\nwheel:x:10:alice,bob\ndocker:x:999:bob\n");
+  }
+  void TearDown() override { remove_tree(dir_); }
+  Identity resolve(const std::string& spec) { return resolve_identity(spec, dir_ + "/passwd", dir_ + "/group"); }
+  std::string dir_;
+};
+
+TEST_F(UsersTest, NameResolvesUidGidHomeAndSupplementaryGroups) {
+  auto id = resolve("alice");
+  EXPECT_EQ(id.uid, 1000u);
+  EXPECT_EQ(id.gid, 1000u);
+  EXPECT_EQ(id.home, "/home/alice");
+  EXPECT_EQ(id.groups, (std::vector<gid_t>{1000, 10}));
+}
+
+TEST_F(UsersTest, NumericUserAndGroupNeedNoEntries) {
+  auto id = resolve("4242:77");
+  EXPECT_EQ(id.uid, 4242u);
+  EXPECT_EQ(id.gid, 77u);
+  EXPECT_EQ(id.home, "/");
+}
+
+TEST_F(UsersTest, NumericUserFoundInPasswdGetsItsHome) {
+  auto id = resolve("1000");
+  EXPECT_EQ(id.home, "/home/alice");
+}
+
+TEST_F(UsersTest, GroupByName) {
+  auto id = resolve("alice:wheel");
+  EXPECT_EQ(id.gid, 10u);
+}
+
+TEST_F(UsersTest, UnknownNamesAreClearErrors) {
+  try {
+    resolve("mallory");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("unable to find user mallory"), std::string::npos);
+  }
+  EXPECT_THROW(resolve("alice:nogroup"), Error);
+}
+
+TEST_F(UsersTest, EmptySpecIsRoot) {
+  auto id = resolve("");
+  EXPECT_EQ(id.uid, 0u);
+  EXPECT_EQ(id.home, "/root");
+}
+
+}  // namespace
+}  // namespace boxlite::guest
