@@ -347,3 +347,42 @@ TEST_F(SpineTest, ProtocolVersionMismatchIsAClearError) {
 
 }  // namespace
 }  // namespace boxlite::testing
+
+namespace boxlite::testing {
+namespace {
+
+class AccelTest : public BoxliteTest {};
+
+TEST_F(AccelTest, AutoChoosesTcgWithinASecondAndSaysWhy) {
+  ::setenv("BOXLITE_ACCEL", "auto", 1);
+  double start = now_ms();
+  auto r = run_cli({"run", "--rm", image("busybox"), "true"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // Either KVM is fast here, or TCG was chosen with a one-line warning naming the cause.
+  std::string verdict = read_file(home_ + "/tmp/kvm-probe");
+  if (verdict.find("unusable") != std::string::npos) {
+    EXPECT_NE(r.err.find("using QEMU TCG"), std::string::npos) << r.err;
+  }
+  EXPECT_LT(now_ms() - start, 30000);
+}
+
+TEST_F(AccelTest, KvmRequestedWhereUnusableIsUnsupportedEngine) {
+  ::setenv("BOXLITE_ACCEL", "auto", 1);
+  run_cli({"run", "--rm", image("busybox"), "true"});  // records the probe verdict
+  if (read_file(home_ + "/tmp/kvm-probe").find("unusable") == std::string::npos) GTEST_SKIP() << "KVM is usable here";
+  Runtime rt;
+  BoxOptions o;
+  o.rootfs_path = image("busybox");
+  o.accel = "kvm";
+  try {
+    rt.create(o);
+    ADD_FAILURE() << "expected UnsupportedEngine";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::UnsupportedEngine);
+    EXPECT_NE(std::string(e.what()).find("KVM is not usable"), std::string::npos) << e.what();
+  }
+  expect_no_leftovers();
+}
+
+}  // namespace
+}  // namespace boxlite::testing
