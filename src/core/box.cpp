@@ -4,6 +4,8 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <cstdio>
+
 #include "common/error.hpp"
 #include "common/io.hpp"
 #include "core/client.hpp"
@@ -104,6 +106,9 @@ void Box::start() {
     }
     throw Error(ErrorCode::Engine, "box " + id() + ": the shim exited during boot (" + describe_status(status) + ")" +
                                        (log.empty() ? "" : ": " + trim(log)));
+  }
+  for (const auto& line : split(report, '\n')) {
+    if (line.rfind("WARN ", 0) == 0) std::fprintf(stderr, "boxlite: warning: box %s: %s\n", id().c_str(), line.c_str() + 5);
   }
   client_ = core::ShimClient::connect(engine::shim_socket_path(spec_.box_dir), id());
   shim_ = std::move(shim);

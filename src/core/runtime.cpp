@@ -14,6 +14,7 @@
 #include "common/error.hpp"
 #include "common/io.hpp"
 #include "common/process.hpp"
+#include "engine/jail/jail.hpp"
 #include "engine/vm/qemu.hpp"
 #include "image/oci_layout.hpp"
 #include "rootfs/rootfs.hpp"
@@ -231,11 +232,36 @@ std::string Runtime::resolve_accel(const std::string& requested) {
   return "tcg";
 }
 
+void Runtime::prepare_vm(engine::ShimSpec& spec, const BoxOptions& opts, const image::LocalImage& img) {
+  spec.qemu = which("qemu-system-x86_64");
+  if (spec.qemu.empty()) {
+    throw Error(ErrorCode::Engine, "qemu-system-x86_64 not found: install it with `apt-get install qemu-system-x86 qemu-utils` (or run ./scripts/setup)");
+  }
+  if (which("qemu-img").empty()) throw Error(ErrorCode::Engine, "qemu-img not found: install it with `apt-get install qemu-utils`");
+  KernelChoice kernel = resolve_kernel(opts.kernel);
+  spec.kernel = kernel.kernel;
+  spec.acpi = kernel.acpi;
+  spec.tcg_cpu = kernel.tcg_cpu;
+  spec.initramfs = engine::vm::ensure_initramfs(layout_.kernel_cache(), spec.guest_binary, kernel.modules_dir);
+  spec.disk_base = rootfs::ensure_base_ext4(layout_.root, img);
+  spec.accel = resolve_accel(opts.accel);
+}
+
+void Runtime::prepare_jail(engine::ShimSpec& spec, const image::LocalImage& img) {
+  if (::geteuid() != 0) {
+    throw Error(ErrorCode::UnsupportedEngine,
+                "the jail engine needs root on this host (user namespaces with a mapped uid range and overlayfs); "
+                "see docs/jail.md for what an unprivileged user needs");
+  }
+  spec.uid_offset = engine::jail::kDefaultUidOffset;
+  spec.pids_limit = engine::jail::kDefaultPidsLimit;
+  spec.lower_dirs = rootfs::ensure_overlay_layers(layout_.root, img, spec.uid_offset);
+}
+
 std::shared_ptr<Box> Runtime::create(const BoxOptions& opts, const std::string& name) {
   validate_box_options(opts);
   std::string engine = opts.engine.empty() ? env_or("BOXLITE_ENGINE", "vm") : opts.engine;
   if (engine != "vm" && engine != "jail") throw Error(ErrorCode::InvalidArgument, "unknown engine '" + engine + "' (from BOXLITE_ENGINE): expected 'vm' or 'jail'");
-  if (engine == "jail") throw Error(ErrorCode::Unsupported, "the jail engine is not available in this build yet");
 
   std::string source = opts.rootfs_path.empty() ? opts.image : opts.rootfs_path;
   struct stat st;
@@ -246,29 +272,21 @@ std::shared_ptr<Box> Runtime::create(const BoxOptions& opts, const std::string& 
   }
   image::LocalImage img = image::open_oci_layout(image::parse_layout_ref(source));
 
-  std::string qemu = which("qemu-system-x86_64");
-  if (qemu.empty()) throw Error(ErrorCode::Engine, "qemu-system-x86_64 not found: install it with `apt-get install qemu-system-x86 qemu-utils` (or run ./scripts/setup)");
-  if (which("qemu-img").empty()) throw Error(ErrorCode::Engine, "qemu-img not found: install it with `apt-get install qemu-utils`");
-  KernelChoice kernel = resolve_kernel(opts.kernel);
-  std::string guest = core::libexec_dir() + "/boxlite-guest";
-  if (!path_exists(guest)) throw Error(ErrorCode::Config, "guest agent not found at " + guest + ": build the project first");
-  std::string initramfs = engine::vm::ensure_initramfs(layout_.kernel_cache(), guest, kernel.modules_dir);
-  std::string base = rootfs::ensure_base_ext4(layout_.root, img);
-  std::string accel = resolve_accel(opts.accel);
-
   engine::ShimSpec spec;
+  spec.engine = engine;
+  spec.guest_binary = core::libexec_dir() + "/boxlite-guest";
+  if (!path_exists(spec.guest_binary)) {
+    throw Error(ErrorCode::Config, "guest agent not found at " + spec.guest_binary + ": build the project first");
+  }
+  if (engine == "vm") {
+    prepare_vm(spec, opts, img);
+  } else {
+    prepare_jail(spec, img);
+  }
   spec.box_id = new_box_id();
   spec.box_dir = layout_.box_dir(spec.box_id);
   DirGuard guard{spec.box_dir};
   if (::mkdir(spec.box_dir.c_str(), 0700) != 0) throw_errno(ErrorCode::Storage, "create box directory " + spec.box_dir);
-  spec.engine = engine;
-  spec.accel = accel;
-  spec.qemu = qemu;
-  spec.kernel = kernel.kernel;
-  spec.acpi = kernel.acpi;
-  spec.tcg_cpu = kernel.tcg_cpu;
-  spec.initramfs = initramfs;
-  spec.disk = spec.box_dir + "/disk.qcow2";
   spec.cpus = opts.cpus.value_or(1);
   spec.memory_mib = opts.memory_mib.value_or(1024);
   spec.boot_timeout_secs = opts.boot_timeout_secs;
@@ -276,7 +294,10 @@ std::shared_ptr<Box> Runtime::create(const BoxOptions& opts, const std::string& 
   spec.env = env_list(img.config.env, opts.env);
   spec.working_dir = opts.working_dir.empty() ? img.config.working_dir : opts.working_dir;
   spec.user = opts.user.empty() ? img.config.user : opts.user;
-  rootfs::create_overlay(base, spec.disk);
+  if (engine == "vm") {
+    spec.disk = spec.box_dir + "/disk.qcow2";
+    rootfs::create_overlay(spec.disk_base, spec.disk);
+  }
   write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600);
 
   std::vector<std::string> argv = opts.entrypoint.empty() ? img.config.entrypoint : opts.entrypoint;

@@ -8,6 +8,8 @@
 #include "core/box.hpp"
 #include "core/options.hpp"
 #include "core/paths.hpp"
+#include "engine/spec.hpp"
+#include "image/oci_layout.hpp"
 
 namespace boxlite {
 
@@ -24,6 +26,8 @@ class Runtime {
 
  private:
   std::string resolve_accel(const std::string& requested);
+  void prepare_vm(engine::ShimSpec& spec, const BoxOptions& opts, const image::LocalImage& img);
+  void prepare_jail(engine::ShimSpec& spec, const image::LocalImage& img);
   void warn(const std::string& msg) const;
 
   core::HomeLayout layout_;

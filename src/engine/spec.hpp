@@ -24,7 +24,12 @@ struct ShimSpec {
   // advances) and boots with `qemu64`; the minimal kernel is measured with `max`.
   std::string tcg_cpu = "max";
   std::string disk;                 // qcow2 overlay (vm)
-  std::string rootfs_dir;           // jail: unpacked root
+  std::string disk_base;            // the ext4 base image under it (vm)
+  // jail engine
+  std::vector<std::string> lower_dirs;  // overlay lower layers, lowest first
+  unsigned uid_offset = 1u << 20;       // box uid 0 = this host uid
+  int pids_limit = 4096;
+  std::string guest_binary;             // boxlite-guest, exec'ed as the box's PID 1
   int cpus = 1;
   int memory_mib = 1024;
   double boot_timeout_secs = 60;

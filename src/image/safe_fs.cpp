@@ -49,7 +49,7 @@ int openat2_in_root(int root_fd, const std::string& rel) {
 // directories can be created on the way (and for kernels without openat2). Every
 // step is an *at call with O_NOFOLLOW relative to a directory we already hold;
 // symlinks are expanded by hand, absolute ones restarting at the root.
-UniqueFd walk_in_root(int root_fd, const Components& path, size_t count, bool create) {
+UniqueFd walk_in_root(int root_fd, const Components& path, size_t count, bool create, const Owner* owner) {
   std::deque<std::string> todo(path.begin(), path.begin() + static_cast<std::ptrdiff_t>(count));
   UniqueFd cur = dup_fd(root_fd);
   size_t depth = 0;  // real directories below the root; ".." at 0 stays at the root
@@ -72,7 +72,13 @@ UniqueFd walk_in_root(int root_fd, const Components& path, size_t count, bool cr
     if (::fstatat(cur.get(), c.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       if (errno != ENOENT) throw_errno(ErrorCode::Image, "stat " + c);
       if (!create) return UniqueFd();
-      if (::mkdirat(cur.get(), c.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorCode::Image, "mkdir " + c);
+      if (::mkdirat(cur.get(), c.c_str(), 0755) == 0) {
+        if (owner && ::fchownat(cur.get(), c.c_str(), owner->uid, owner->gid, AT_SYMLINK_NOFOLLOW) != 0) {
+          throw_errno(ErrorCode::Image, "chown " + c);
+        }
+      } else if (errno != EEXIST) {
+        throw_errno(ErrorCode::Image, "mkdir " + c);
+      }
       todo.push_front(std::move(c));  // look again: now a directory
       continue;
     }
@@ -143,13 +149,13 @@ std::string join_path(const Components& c, size_t count) {
   return out;
 }
 
-UniqueFd open_dir_in_root(int root_fd, const Components& path, size_t count, bool create) {
+UniqueFd open_dir_in_root(int root_fd, const Components& path, size_t count, bool create, const Owner* owner) {
   if (count == 0) return dup_fd(root_fd);
   int fd = openat2_in_root(root_fd, join_path(path, count));
   if (fd >= 0) return UniqueFd(fd);
   // Missing directories, no openat2 (ENOSYS), a rename race (EAGAIN), not a
   // directory: the step-by-step walk creates what is missing or reports precisely.
-  return walk_in_root(root_fd, path, count, create);
+  return walk_in_root(root_fd, path, count, create, owner);
 }
 
 void remove_at(int dir_fd, const std::string& name) { remove_at_depth(dir_fd, name, 0); }

@@ -3,6 +3,8 @@
 // callers add the layer/entry context.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,11 +20,18 @@ using Components = std::vector<std::string>;
 Components clean_path(std::string_view path);
 std::string join_path(const Components& c, size_t count);
 
+// Who owns the directories open_dir_in_root creates.
+struct Owner {
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
 // Opens (O_PATH) the directory named by the first `count` components, with root_fd
 // acting as "/": symlinks on the way are followed but confined to the root, ".."
-// stops at the root. create=true makes missing directories (0755); otherwise a
-// missing directory gives an invalid fd. A non-directory on the way throws.
-UniqueFd open_dir_in_root(int root_fd, const Components& path, size_t count, bool create);
+// stops at the root. create=true makes missing directories (0755, chowned to
+// *owner when given, else the caller's); otherwise a missing directory gives an
+// invalid fd. A non-directory on the way throws.
+UniqueFd open_dir_in_root(int root_fd, const Components& path, size_t count, bool create, const Owner* owner = nullptr);
 
 // Removes `name` in dir_fd, recursively if it is a directory, never following
 // symlinks. A missing name is not an error.

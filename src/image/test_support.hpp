@@ -75,9 +75,14 @@ class TarWriter {
     archive_entry_free(e);
     return *this;
   }
-  TarWriter& dir(const std::string& path, int mode = 0755) { return simple(path, AE_IFDIR, mode); }
-  TarWriter& symlink(const std::string& path, const std::string& target) {
-    archive_entry* e = entry(path, AE_IFLNK, 0777, 0, 0);
+  TarWriter& dir(const std::string& path, int mode = 0755, int64_t uid = 0, int64_t gid = 0) {
+    archive_entry* e = entry(path, AE_IFDIR, mode, uid, gid);
+    check(archive_write_header(a_, e), path);
+    archive_entry_free(e);
+    return *this;
+  }
+  TarWriter& symlink(const std::string& path, const std::string& target, int64_t uid = 0, int64_t gid = 0) {
+    archive_entry* e = entry(path, AE_IFLNK, 0777, uid, gid);
     archive_entry_set_symlink(e, target.c_str());
     check(archive_write_header(a_, e), path);
     archive_entry_free(e);
@@ -117,12 +122,6 @@ class TarWriter {
     archive_entry_set_gid(e, gid);
     archive_entry_set_mtime(e, 1700000000, 0);
     return e;
-  }
-  TarWriter& simple(const std::string& path, unsigned type, int mode) {
-    archive_entry* e = entry(path, type, mode, 0, 0);
-    check(archive_write_header(a_, e), path);
-    archive_entry_free(e);
-    return *this;
   }
   void check(int r, const std::string& what) {
     if (r < ARCHIVE_WARN) {

@@ -4,10 +4,14 @@
 #include <archive_entry.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -25,6 +29,9 @@ constexpr int64_t kMaxEntryBytes = int64_t{64} << 30;
 constexpr size_t kMaxPathBytes = 4096;
 constexpr std::string_view kWhiteoutPrefix = ".wh.";
 constexpr std::string_view kOpaqueMarker = ".wh..wh..opq";
+constexpr const char* kOverlayOpaqueXattr = "trusted.overlay.opaque";
+// Highest id a box sees (its user namespace maps 0..65535).
+constexpr uint32_t kMaxBoxId = 65535;
 
 [[noreturn]] void fail(const std::string& msg) { throw Error(ErrorCode::Image, msg); }
 
@@ -104,9 +111,18 @@ void pwrite_all(int fd, const char* p, size_t len, off_t off) {
 // the end so that creating children does not disturb mtimes or trip over modes.
 class LayerApplier {
  public:
-  LayerApplier(const std::string& root_dir, const std::string& layer_path) : layer_(layer_path) {
+  // overlay: write overlayfs lowerdir format with shifted owners instead of applying
+  // whiteouts (see extract_layer_for_overlay).
+  LayerApplier(const std::string& root_dir, const std::string& layer_path, std::optional<OverlayOptions> overlay = {})
+      : layer_(layer_path), overlay_(overlay) {
     root_ = UniqueFd(::open(root_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!root_) throw_errno(ErrorCode::Image, "open unpack root " + root_dir);
+    if (overlay_) {
+      if (!detail::list_dir(root_.get()).empty()) {
+        throw Error(ErrorCode::InvalidArgument, "overlay layer directory " + root_dir + " is not empty");
+      }
+      implicit_owner_ = detail::Owner{overlay_->uid_offset, overlay_->gid_offset};
+    }
     layer_fd_ = UniqueFd(::open(layer_path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!layer_fd_) throw_errno(ErrorCode::Image, "open layer " + layer_path);
     reader_.reset(archive_read_new());
@@ -153,14 +169,16 @@ class LayerApplier {
     Components path = detail::clean_path(raw);
     mode_t type = archive_entry_filetype(e);
     if (path.empty()) {  // "./": the root itself; only its metadata matters
-      if (type == AE_IFDIR) record_dir(path, entry_meta(e));
+      if (type == AE_IFDIR) record_dir(path, meta(e));
       return;
     }
-    if (std::string_view(path.back()).starts_with(kWhiteoutPrefix)) return apply_whiteout(path);
+    if (std::string_view(path.back()).starts_with(kWhiteoutPrefix)) {
+      return overlay_ ? make_whiteout(path, e) : apply_whiteout(path);
+    }
     if (const char* target = entry_hardlink(e)) return make_hardlink(path, target);
     switch (type) {
       case AE_IFREG: return write_file(path, e);
-      case AE_IFDIR: return make_dir(path, entry_meta(e));
+      case AE_IFDIR: return make_dir(path, meta(e));
       case AE_IFLNK: return make_symlink(path, e);
       case AE_IFCHR:
       case AE_IFBLK:
@@ -176,14 +194,34 @@ class LayerApplier {
     }
   }
 
+  // The tar's owner, shifted and range-checked in overlay mode.
+  EntryMeta meta(archive_entry* e) const {
+    EntryMeta m = entry_meta(e);
+    if (!overlay_) return m;
+    if (m.uid > kMaxBoxId || m.gid > kMaxBoxId) {
+      fail("owner " + std::to_string(m.uid) + ":" + std::to_string(m.gid) +
+           " is outside the box's id range 0..65535 and cannot be shifted");
+    }
+    m.uid += overlay_->uid_offset;
+    m.gid += overlay_->gid_offset;
+    return m;
+  }
+
   void mark_written(const Components& path) {
     for (size_t i = 1; i <= path.size(); ++i) written_.insert(detail::join_path(path, i));
+    if (!whiteouts_.empty()) whiteouts_.erase(detail::join_path(path, path.size()));
+  }
+
+  // The directory named by path's first `count` components, created as needed (in
+  // overlay mode owned by the offsets, and replacing whiteouts of this layer).
+  UniqueFd open_dir(const Components& path, size_t count) {
+    if (overlay_) revive_whiteouts(path, count);
+    const detail::Owner* owner = implicit_owner_ ? &*implicit_owner_ : nullptr;
+    return detail::open_dir_in_root(root_.get(), path, count, /*create=*/true, owner);
   }
 
   // The directory holding path's last component, created as needed.
-  UniqueFd parent_of(const Components& path) {
-    return detail::open_dir_in_root(root_.get(), path, path.size() - 1, /*create=*/true);
-  }
+  UniqueFd parent_of(const Components& path) { return open_dir(path, path.size() - 1); }
 
   void apply_owner(int dir_fd, const std::string& name, const EntryMeta& m) {
     if (!as_root_) return;  // unprivileged: files stay ours (rootless builds)
@@ -193,7 +231,7 @@ class LayerApplier {
   void write_file(const Components& path, archive_entry* e) {
     int64_t size = archive_entry_size(e);
     if (size > kMaxEntryBytes) fail("file is " + std::to_string(size) + " bytes, over the 64 GiB limit");
-    EntryMeta m = entry_meta(e);
+    EntryMeta m = meta(e);
     UniqueFd parent = parent_of(path);
     const std::string& name = path.back();
     // Always a fresh inode: writing into an existing file could write through a
@@ -234,13 +272,18 @@ class LayerApplier {
     const std::string& name = path.back();
     struct stat st;
     bool exists = ::fstatat(parent.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+    // In overlay mode the only character devices are this layer's whiteouts: the
+    // directory replacing one must still hide the lower layers' entry.
+    bool over_whiteout = false;
     if (exists && !S_ISDIR(st.st_mode)) {
+      over_whiteout = overlay_ && S_ISCHR(st.st_mode);
       detail::remove_at(parent.get(), name);
       exists = false;
     }
     // Created 0700 and given its mode at the end, so an unprivileged unpack can
     // still fill a directory the image marks read-only.
     if (!exists && ::mkdirat(parent.get(), name.c_str(), 0700) != 0) throw_errno(ErrorCode::Image, "mkdir");
+    if (over_whiteout) set_opaque_at(parent.get(), name);
     apply_owner(parent.get(), name, m);
     record_dir(path, m);
     mark_written(path);
@@ -260,7 +303,7 @@ class LayerApplier {
   void make_symlink(const Components& path, archive_entry* e) {
     const char* target = entry_symlink(e);
     check_link_target(target);
-    EntryMeta m = entry_meta(e);
+    EntryMeta m = meta(e);
     UniqueFd parent = parent_of(path);
     const std::string& name = path.back();
     detail::remove_at(parent.get(), name);
@@ -287,6 +330,8 @@ class LayerApplier {
       fail("hardlink target '" + shorten(raw_target) + "' not found inside the image root");
     }
     if (S_ISDIR(tst.st_mode)) fail("hardlink target '" + shorten(raw_target) + "' is a directory");
+    // Linking a whiteout would white out a second name.
+    if (overlay_ && S_ISCHR(tst.st_mode)) fail("hardlink target '" + shorten(raw_target) + "' is a whiteout");
     UniqueFd parent = parent_of(path);
     const std::string& name = path.back();
     struct stat st;
@@ -322,6 +367,80 @@ class LayerApplier {
     // Whiteouts only hide lower layers: what this layer wrote under that name stays
     // (and for a directory, only the lower layers' part of it goes).
     if (UniqueFd sub = detail::open_subdir(parent.get(), hidden)) clear_lower_at(sub.get(), key);
+  }
+
+  // Overlay mode: ".wh.NAME" becomes a whiteout device, ".wh..wh..opq" an xattr.
+  void make_whiteout(const Components& path, archive_entry* e) {
+    Components dir(path.begin(), path.end() - 1);
+    ++stats_.whiteouts;
+    if (path.back() == kOpaqueMarker) return make_opaque(dir);
+    std::string hidden = path.back().substr(kWhiteoutPrefix.size());
+    if (std::string_view(hidden).starts_with(kWhiteoutPrefix)) return;  // aufs bookkeeping
+    if (hidden.empty() || hidden == "." || hidden == "..") fail("invalid whiteout name");
+    EntryMeta m = meta(e);
+    // Created even where this layer has no such directory yet: the lower layers may.
+    UniqueFd parent = open_dir(dir, dir.size());
+    struct stat st;
+    if (::fstatat(parent.get(), hidden.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      // This layer wrote NAME (or already whited it out): a file or symlink hides the
+      // lower NAME by itself; a directory would merge with it unless opaque.
+      if (S_ISDIR(st.st_mode)) set_opaque_at(parent.get(), hidden);
+      return;
+    }
+    if (errno != ENOENT) throw_errno(ErrorCode::Image, "stat " + hidden);
+    if (::mknodat(parent.get(), hidden.c_str(), S_IFCHR, ::makedev(0, 0)) != 0) {
+      throw_errno(ErrorCode::Image, "create whiteout " + hidden);
+    }
+    apply_owner(parent.get(), hidden, m);
+    if (::utimensat(parent.get(), hidden.c_str(), m.times, AT_SYMLINK_NOFOLLOW) != 0) {
+      throw_errno(ErrorCode::Image, "set times of whiteout " + hidden);
+    }
+    Components target = dir;
+    target.push_back(hidden);
+    whiteouts_.insert(detail::join_path(target, target.size()));
+  }
+
+  void make_opaque(const Components& dir) {
+    if (dir.empty()) return set_opaque_fd(root_.get(), "the layer root");
+    UniqueFd fd = open_dir(dir, dir.size());
+    UniqueFd rd(::openat(fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!rd) throw_errno(ErrorCode::Image, "open directory " + detail::join_path(dir, dir.size()));
+    set_opaque_fd(rd.get(), detail::join_path(dir, dir.size()));
+  }
+
+  // name in dir_fd must be a directory (checked: never follows a symlink).
+  void set_opaque_at(int dir_fd, const std::string& name) {
+    UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd) throw_errno(ErrorCode::Image, "open directory " + name);
+    set_opaque_fd(fd.get(), name);
+  }
+
+  void set_opaque_fd(int fd, const std::string& what) {
+    if (::fsetxattr(fd, kOverlayOpaqueXattr, "y", 1, 0) != 0) {
+      throw_errno(ErrorCode::Image, std::string("set ") + kOverlayOpaqueXattr + " on " + what);
+    }
+  }
+
+  // A path under a name this layer whited out ("a/.wh.b" then "b/c"): that name
+  // becomes a directory again, opaque so that the lower layers' one stays hidden.
+  void revive_whiteouts(const Components& path, size_t count) {
+    if (whiteouts_.empty()) return;
+    for (size_t i = 1; i <= count; ++i) {
+      std::string key = detail::join_path(path, i);
+      if (!whiteouts_.erase(key)) continue;
+      const detail::Owner& o = *implicit_owner_;
+      UniqueFd parent = detail::open_dir_in_root(root_.get(), path, i - 1, /*create=*/true, &o);
+      const std::string& name = path[i - 1];
+      struct stat st;
+      if (::fstatat(parent.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISCHR(st.st_mode)) {
+        if (::unlinkat(parent.get(), name.c_str(), 0) != 0) throw_errno(ErrorCode::Image, "remove whiteout " + key);
+        if (::mkdirat(parent.get(), name.c_str(), 0755) != 0) throw_errno(ErrorCode::Image, "mkdir " + key);
+        if (::fchownat(parent.get(), name.c_str(), o.uid, o.gid, AT_SYMLINK_NOFOLLOW) != 0) {
+          throw_errno(ErrorCode::Image, "chown " + key);
+        }
+        set_opaque_at(parent.get(), name);
+      }
+    }
   }
 
   // Removes everything under dir that this layer did not write itself.
@@ -379,12 +498,15 @@ class LayerApplier {
   };
 
   std::string layer_;
+  std::optional<OverlayOptions> overlay_;
+  std::optional<detail::Owner> implicit_owner_;  // of directories made for paths (overlay mode)
   bool as_root_ = ::geteuid() == 0;
   UniqueFd root_, layer_fd_;
   ArchiveReader reader_;  // declared after layer_fd_: freed before the fd closes
   UnpackStats stats_;
   std::unordered_set<std::string> written_;  // this layer's paths and their ancestors
   std::unordered_set<std::string> skipped_;  // device nodes left out
+  std::unordered_set<std::string> whiteouts_;  // whiteout devices made (overlay mode)
   std::vector<DirMeta> dirs_;
   std::unordered_map<std::string, size_t> dir_index_;
 };
@@ -393,6 +515,22 @@ class LayerApplier {
 
 UnpackStats apply_layer(const std::string& root_dir, const std::string& layer_path) {
   return LayerApplier(root_dir, layer_path).run();
+}
+
+UnpackStats extract_layer_for_overlay(const std::string& layer_dir, const std::string& layer_path,
+                                      const OverlayOptions& opts) {
+  if (::geteuid() != 0) {
+    throw Error(ErrorCode::Unsupported, "cannot extract layer " + layer_path + " owned by uid " +
+                                            std::to_string(opts.uid_offset) +
+                                            "+: the jail engine needs root to prepare shifted layers");
+  }
+  // uid_t -1 means "unchanged" to chown: the shifted range must stay below it.
+  constexpr uint32_t kMaxOffset = std::numeric_limits<uint32_t>::max() - kMaxBoxId - 1;
+  if (opts.uid_offset > kMaxOffset || opts.gid_offset > kMaxOffset) {
+    throw Error(ErrorCode::InvalidArgument, "id offsets " + std::to_string(opts.uid_offset) + "/" +
+                                                std::to_string(opts.gid_offset) + " leave no room for 65536 ids");
+  }
+  return LayerApplier(layer_dir, layer_path, opts).run();
 }
 
 }  // namespace boxlite::image

@@ -31,4 +31,34 @@ struct UnpackStats {
 // root_dir is left half-applied; callers unpack into a scratch directory.
 UnpackStats apply_layer(const std::string& root_dir, const std::string& layer_path);
 
+// Ownership shift for layers used by a user-namespaced box: box id N is host id
+// offset+N, for N in 0..65535.
+struct OverlayOptions {
+  uint32_t uid_offset = 0;
+  uint32_t gid_offset = 0;
+};
+
+// Extracts one layer tar into the EMPTY directory layer_dir in overlayfs "lowerdir"
+// format, so that a stack of such directories mounted as an overlay shows the image:
+//  - ".wh.NAME" becomes a whiteout (char device 0:0) named NAME; when this layer also
+//    wrote NAME itself, that entry stays (a directory is made opaque, so that it
+//    still hides the lower layers' NAME), whatever the order in the tar;
+//  - ".wh..wh..opq" sets the xattr trusted.overlay.opaque="y" on its directory;
+//  - everything else as apply_layer does, with the same hostile-input rules
+//    (confined parents, no writing through symlinks, device nodes from the tar
+//    skipped, modes masked, size and path limits, tar xattrs never applied), except
+//    that ownership is always applied, shifted: uid+uid_offset, gid+gid_offset
+//    (fchownat AT_SYMLINK_NOFOLLOW). Ids above 65535 are refused (Image error naming
+//    the entry). Directories the tar does not list but its paths need are created
+//    0755, owned by uid_offset:gid_offset.
+// Hardlink targets must be in this layer (and not a whiteout). Paths are resolved in
+// this layer only: a symlink that a LOWER layer defines is not followed (the tar path
+// makes a real directory here, which hides the lower symlink in the overlay).
+// Stats count whiteouts and opaque markers in `whiteouts`.
+// Errors: Unsupported when not root (ownership shifting needs it); InvalidArgument
+// for a non-empty layer_dir or offsets that overflow uid_t; Image for bad input.
+// On error layer_dir is left half-written.
+UnpackStats extract_layer_for_overlay(const std::string& layer_dir, const std::string& layer_path,
+                                      const OverlayOptions& opts);
+
 }  // namespace boxlite::image

@@ -3,10 +3,12 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
@@ -52,12 +54,15 @@ class TempDir {
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   ~TempDir() {
+    if (path_.empty()) return;
     try {
       force_remove_tree(path_);
     } catch (...) {  // nothing sane to do in a destructor; a stale dir under tmp/ is harmless
     }
   }
   const std::string& path() const { return path_; }
+  // The directory was renamed away: nothing left to remove.
+  void release() { path_.clear(); }
 
  private:
   std::string path_;
@@ -120,13 +125,15 @@ RunResult run_tool(const std::vector<std::string>& argv) {
   }
 }
 
-std::string manifest_hex(const image::LocalImage& img) {
-  const std::string& d = img.manifest_digest;
+// The hex of a "sha256:<64 lowercase hex>" digest; anything else never becomes a path.
+std::string digest_hex(const std::string& d, const std::string& what, const image::LocalImage& img) {
   bool ok = d.starts_with("sha256:") && d.size() == 71 &&
             d.find_first_not_of("0123456789abcdef", 7) == std::string::npos;
-  if (!ok) throw Error(ErrorCode::Image, "malformed manifest digest '" + d + "' for image " + img.layout_dir);
+  if (!ok) throw Error(ErrorCode::Image, "malformed " + what + " digest '" + d + "' for image " + img.layout_dir);
   return d.substr(7);
 }
+
+std::string manifest_hex(const image::LocalImage& img) { return digest_hex(img.manifest_digest, "manifest", img); }
 
 // Disk space the tree will take in ext4: every inode costs at least a 4 KiB block,
 // which also leaves room in the inode table for trees of many tiny files.
@@ -199,7 +206,67 @@ void build_base(const std::string& home, const image::LocalImage& img, const std
   out.commit();
 }
 
+constexpr uint32_t kBoxIds = 65536;
+
+bool has_opaque_root(const std::string& dir) {
+  char v = 0;
+  return ::lgetxattr(dir.c_str(), "trusted.overlay.opaque", &v, 1) == 1 && v == 'y';
+}
+
+void build_overlay_layer(const image::Layer& layer, uint32_t offset, const std::string& dir, const std::string& hex,
+                         const std::string& final_path) {
+  if (::geteuid() != 0) {  // before hashing a possibly large blob for nothing
+    throw Error(ErrorCode::Unsupported, "cannot prepare layer " + layer.digest + " owned by uid " + std::to_string(offset) +
+                                            "+: the jail engine needs root to prepare shifted layers");
+  }
+  image::verify_blob(layer.blob_path, layer.digest);
+  // In the cache directory itself, so that the rename stays within one filesystem.
+  TempDir tmp(dir, ".tmp-" + hex.substr(0, 12) + "-" + std::to_string(offset));
+  image::extract_layer_for_overlay(tmp.path(), layer.blob_path, {offset, offset});
+  UniqueFd root(::open(tmp.path().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!root) throw_errno(ErrorCode::Storage, "open " + tmp.path());
+  // Whatever the tar said about "./": the box's root-owned, world-searchable layer root.
+  if (::fchown(root.get(), offset, offset) != 0) throw_errno(ErrorCode::Storage, "chown " + tmp.path());
+  if (::fchmod(root.get(), 0755) != 0) throw_errno(ErrorCode::Storage, "chmod " + tmp.path());
+  // Durable before it is published: a crash must not leave a half-written layer that
+  // looks complete.
+  if (::syncfs(root.get()) != 0) throw_errno(ErrorCode::Storage, "sync " + tmp.path());
+  if (::rename(tmp.path().c_str(), final_path.c_str()) != 0) {
+    throw_errno(ErrorCode::Storage, "rename " + tmp.path() + " to " + final_path);
+  }
+  tmp.release();
+}
+
 }  // namespace
+
+std::vector<std::string> ensure_overlay_layers(const std::string& home, const image::LocalImage& img, uint32_t uid_offset) {
+  if (uid_offset > std::numeric_limits<uint32_t>::max() - kBoxIds) {
+    throw Error(ErrorCode::InvalidArgument, "uid offset " + std::to_string(uid_offset) + " leaves no room for 65536 ids");
+  }
+  std::string dir = home + "/images/layers";
+  std::vector<std::string> out;
+  for (const auto& layer : img.layers) {
+    std::string hex = digest_hex(layer.digest, "layer", img);
+    std::string name = hex + "-" + std::to_string(uid_offset);
+    std::string final_path = dir + "/" + name;
+    if (!path_exists(final_path)) {  // complete when present: it only appears by rename
+      make_dirs(dir);
+      make_dirs(home + "/locks");
+      FileLock lock(home + "/locks/layer-" + name + ".lock");
+      if (!path_exists(final_path)) build_overlay_layer(layer, uid_offset, dir, hex, final_path);
+    }
+    out.push_back(final_path);
+  }
+  // overlayfs ignores an opaque lower root, so a layer that replaces the whole tree
+  // hides the ones below by leaving them out.
+  for (size_t i = out.size(); i-- > 1;) {
+    if (has_opaque_root(out[i])) {
+      out.erase(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(i));
+      break;
+    }
+  }
+  return out;
+}
 
 std::string ensure_base_ext4(const std::string& home, const image::LocalImage& img) {
   std::string hex = manifest_hex(img);

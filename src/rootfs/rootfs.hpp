@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "image/oci_layout.hpp"
 
@@ -21,6 +22,23 @@ namespace boxlite::rootfs {
 // Also writes <hex>.json next to it (manifest digest, tag, image config, size).
 // Errors: Image (bad layer, see apply_layer) or Storage (mkfs, disk).
 std::string ensure_base_ext4(const std::string& home, const image::LocalImage& img);
+
+// Jail engine: the per-layer directories of `img` for an overlayfs mount, lowest
+// first (give them to lowerdir= in reverse), in overlayfs lowerdir format with every
+// owner shifted by uid_offset (box id N = host id uid_offset+N, uids and gids alike;
+// see image::extract_layer_for_overlay). Each is cached at
+//   <home>/images/layers/<layer digest hex>-<uid_offset>/
+// and only ever written before it appears there: built in a ".tmp-*" directory next
+// to it (blob sha256 verified first, then extracted, synced) and rename()d into
+// place, under a flock of <home>/locks/layer-<hex>-<uid_offset>.lock so that
+// concurrent builders (threads or processes) extract a layer once; temp directories
+// are removed on every error path. A layer shared by images is extracted once per
+// offset. The root of each directory is uid_offset:uid_offset, mode 0755. Layers
+// below one whose root is opaque (".wh..wh..opq" at the top of its tar) are left
+// out of the result, as overlayfs would not hide them.
+// Errors: Unsupported when not root and a layer must be built; InvalidArgument for
+// an offset leaving no room for 65536 ids; Image (digest, blob, bad layer) or Storage.
+std::vector<std::string> ensure_overlay_layers(const std::string& home, const image::LocalImage& img, uint32_t uid_offset);
 
 // qemu-img create -f qcow2 -F raw -b BASE OVERLAY [size_bytes if > base size].
 // The backing path is stored absolute. The overlay appears atomically (temp name +

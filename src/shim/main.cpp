@@ -12,6 +12,7 @@
 
 #include "common/error.hpp"
 #include "common/io.hpp"
+#include "engine/jail/jail.hpp"
 #include "engine/vm/qemu.hpp"
 #include "shim/shim.hpp"
 
@@ -50,10 +51,15 @@ int main(int argc, char** argv) {
     // QEMU must not inherit these: the runtime waits for EOF on the ready pipe.
     if (ready_fd >= 0) set_cloexec(ready_fd);
     if (lifeline_fd >= 0) set_cloexec(lifeline_fd);
-    shim::Shim s(engine::spec_from_json(read_file(box_dir + "/shim.json")));
+    engine::ShimSpec spec = engine::spec_from_json(read_file(box_dir + "/shim.json"));
+    // The jail's overlay and every mount under it live and die with this process.
+    if (spec.engine == "jail") engine::jail::enter_private_mount_namespace();
+    shim::Shim s(std::move(spec));
     s.boot();
     s.listen();
-    report(ready_fd, "OK\n");
+    std::string ok = "OK\n";
+    for (const auto& w : s.warnings()) ok += "WARN " + w + "\n";
+    report(ready_fd, ok);
     ready_fd = -1;
     s.serve(lifeline_fd);
   } catch (const Error& e) {

@@ -18,6 +18,7 @@
 
 #include "common/error.hpp"
 #include "common/io.hpp"
+#include "engine/jail/jail.hpp"
 #include "engine/vm/qemu.hpp"
 
 namespace boxlite::shim {
@@ -99,6 +100,7 @@ Shim::Shim(engine::ShimSpec spec) : spec_(std::move(spec)) {}
 
 Shim::~Shim() {
   if (engine_.valid()) engine_.kill_now();
+  if (spec_.engine == "jail") engine::jail::remove_cgroups(spec_.box_id);
   ::unlink(engine::shim_socket_path(spec_.box_dir).c_str());
   ::unlink(engine::agent_socket_path(spec_.box_dir).c_str());
 }
@@ -132,9 +134,18 @@ Frame Shim::read_guest_frame_blocking(double deadline_ms, const std::string& sta
   }
 }
 
-void Shim::boot() {
-  if (spec_.engine != "vm") throw Error(ErrorCode::Unsupported, "engine '" + spec_.engine + "' is not supported by this shim");
-  double deadline = now_ms() + spec_.boot_timeout_secs * 1000;
+void Shim::start_jail() {
+  try {
+    engine::jail::Jail j = engine::jail::start(spec_);
+    engine_ = std::move(j.init);
+    guest_ = std::move(j.channel);
+    warnings_ = std::move(j.warnings);
+  } catch (const Error& e) {
+    throw Error(e.code(), "box " + spec_.box_id + " failed to start: " + e.what());
+  }
+}
+
+void Shim::start_vm(double deadline) {
   agent_listen_ = unix_listen(engine::agent_socket_path(spec_.box_dir), 1);
   engine_ = spawn_engine(engine::vm::qemu_argv(spec_), engine::console_log_path(spec_.box_dir), spec_.box_dir + "/qemu.log");
 
@@ -148,6 +159,17 @@ void Shim::boot() {
   guest_ = UniqueFd(::accept4(agent_listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
   if (!guest_) boot_failed(stage_connect, errno_text("accept agent channel"));
   agent_listen_.reset();
+}
+
+void Shim::boot() {
+  double deadline = now_ms() + spec_.boot_timeout_secs * 1000;
+  if (spec_.engine == "vm") {
+    start_vm(deadline);
+  } else if (spec_.engine == "jail") {
+    start_jail();
+  } else {
+    throw Error(ErrorCode::Unsupported, "engine '" + spec_.engine + "' is not supported by this shim");
+  }
 
   Frame hello_frame = read_guest_frame_blocking(deadline, "boot kernel and start the guest agent");
   if (hello_frame.type != FrameType::Hello || hello_frame.stream != 0) {
@@ -164,7 +186,8 @@ void Shim::boot() {
   send_guest(0, FrameType::Hello, ours.SerializeAsString());
 
   proto::BoxConfig cfg;
-  cfg.set_hostname(spec_.hostname);
+  // A jail's hostname is set before its capabilities are dropped; the agent could not.
+  if (spec_.engine == "vm") cfg.set_hostname(spec_.hostname);
   cfg.set_root_disk_serial(engine::vm::kRootDiskSerial);
   for (const auto& e : spec_.env) cfg.add_env(e);
   cfg.set_working_dir(spec_.working_dir);

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/fd.hpp"
 #include "common/process.hpp"
@@ -22,6 +23,8 @@ class Shim {
   void boot();
   // Binds shim.sock; done before reporting ready so a client can connect at once.
   void listen();
+  // Limits that could not be enforced, for the runtime to show.
+  const std::vector<std::string>& warnings() const { return warnings_; }
   // Serves clients until the box stops. lifeline: EOF on it stops the box (-1: none).
   void serve(int lifeline_fd);
 
@@ -33,6 +36,8 @@ class Shim {
     uint64_t out_credit = 0, err_credit = 0;  // what the guest may still send
   };
 
+  void start_vm(double deadline);
+  void start_jail();
   [[noreturn]] void boot_failed(const std::string& stage, const std::string& why);
   protocol::Frame read_guest_frame_blocking(double deadline_ms, const std::string& stage);
   void send_guest(uint32_t stream, protocol::FrameType type, std::string_view payload);
@@ -64,6 +69,7 @@ class Shim {
   bool stopping_ = false;
   double stop_deadline_ms_ = 0;
   std::string stop_reason_;
+  std::vector<std::string> warnings_;
 };
 
 }  // namespace boxlite::shim

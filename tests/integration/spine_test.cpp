@@ -19,9 +19,23 @@ std::string sha256_file(const std::string& path) {
 
 std::string host_uname_r() { return trim(run_capture({"uname", "-r"}).out); }
 
-class SpineTest : public BoxliteTest {};
+// Everything here must hold for both engines (issue 3): each test runs on each.
+class EngineTest : public BoxliteTest, public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override {
+    BoxliteTest::SetUp();
+    ::setenv("BOXLITE_ENGINE", GetParam().c_str(), 1);
+  }
+  void TearDown() override {
+    ::unsetenv("BOXLITE_ENGINE");
+    BoxliteTest::TearDown();
+  }
+  bool vm() const { return GetParam() == "vm"; }
+};
 
-TEST_F(SpineTest, RunStreamsSeparateOutputAndExitCodeInsideItsOwnKernel) {
+class VmTest : public BoxliteTest {};
+
+TEST_P(EngineTest, RunStreamsSeparateOutputAndExitCodeInsideItsOwnKernel) {
   auto r = run_cli({"run", "--rm", image("busybox"), "sh", "-c",
                     "echo out; echo err >&2; uname -r; cat /proc/sys/kernel/random/boot_id; exit 42"});
   EXPECT_EQ(r.exit_code, 42) << r.err;
@@ -30,13 +44,15 @@ TEST_F(SpineTest, RunStreamsSeparateOutputAndExitCodeInsideItsOwnKernel) {
   EXPECT_EQ(lines[0], "out");
   EXPECT_NE(r.err.find("err\n"), std::string::npos) << r.err;
   EXPECT_EQ(r.out.find("err"), std::string::npos) << "stderr leaked into stdout";
-  // A VM has its own kernel: not the host's release, not the host's boot.
-  EXPECT_NE(lines[1], host_uname_r());
-  EXPECT_NE(lines[2], trim(read_file("/proc/sys/kernel/random/boot_id")));
+  if (vm()) {
+    // A VM has its own kernel: not the host's release, not the host's boot.
+    EXPECT_NE(lines[1], host_uname_r());
+    EXPECT_NE(lines[2], trim(read_file("/proc/sys/kernel/random/boot_id")));
+  }
   expect_no_leftovers();
 }
 
-TEST_F(SpineTest, ImageConfigAndLayersAreHonoured) {
+TEST_P(EngineTest, ImageConfigAndLayersAreHonoured) {
   auto r = run_cli({"run", "--rm", image("busybox"), "sh", "-c",
                     "echo $IMAGE_VAR; test -e /etc/removed-by-layer2 && echo whiteout-broken; "
                     "ls /var/old; cat /var/keep/file /etc/boxlite-image; pwd"});
@@ -44,7 +60,7 @@ TEST_F(SpineTest, ImageConfigAndLayersAreHonoured) {
   EXPECT_EQ(r.out, "from-image\nfresh\nkeep\nbusybox test image, layer 3\n/\n");
 }
 
-TEST_F(SpineTest, ArgvIsNeverAShellStringAndEnvAndWorkdirApply) {
+TEST_P(EngineTest, ArgvIsNeverAShellStringAndEnvAndWorkdirApply) {
   ::setenv("BOXLITE_TEST_FROM_HOST", "host-value", 1);
   auto r = run_cli({"run", "--rm", "-e", "A=1", "-e", "IMAGE_VAR=overridden", "-e", "BOXLITE_TEST_FROM_HOST", "-w", "/etc",
                     image("busybox"), "sh", "-c", "echo \"$1|$A|$IMAGE_VAR|$BOXLITE_TEST_FROM_HOST\"; pwd", "sh",
@@ -55,13 +71,13 @@ TEST_F(SpineTest, ArgvIsNeverAShellStringAndEnvAndWorkdirApply) {
   EXPECT_EQ(echo.out, "$(id) *\n");
 }
 
-TEST_F(SpineTest, DefaultCommandComesFromTheImage) {
+TEST_P(EngineTest, DefaultCommandComesFromTheImage) {
   // The busybox image's Cmd is ["sh"]; with stdin closed it exits 0 at once.
   auto r = run_cli({"run", "--rm", image("busybox")});
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
-TEST_F(SpineTest, DeathBySignalIsTheNegativeSignalNumber) {
+TEST_P(EngineTest, DeathBySignalIsTheNegativeSignalNumber) {
   Runtime rt;
   BoxOptions o;
   o.rootfs_path = image("busybox");
@@ -72,7 +88,7 @@ TEST_F(SpineTest, DeathBySignalIsTheNegativeSignalNumber) {
   EXPECT_EQ(cli_res.exit_code, 128 + 15);
 }
 
-TEST_F(SpineTest, MissingBinaryIsASpawnErrorNotExitCode127FromAShell) {
+TEST_P(EngineTest, MissingBinaryIsASpawnErrorNotExitCode127FromAShell) {
   Runtime rt;
   BoxOptions o;
   o.rootfs_path = image("busybox");
@@ -94,7 +110,7 @@ TEST_F(SpineTest, MissingBinaryIsASpawnErrorNotExitCode127FromAShell) {
   expect_no_leftovers();
 }
 
-TEST_F(SpineTest, ConcurrentExecsNeverDeadlockOrCrossTalk) {
+TEST_P(EngineTest, ConcurrentExecsNeverDeadlockOrCrossTalk) {
   Runtime rt;
   BoxOptions o;
   o.rootfs_path = image("busybox");
@@ -123,7 +139,7 @@ long rss_hwm_kib(pid_t pid) {
   return pos == std::string::npos ? -1 : std::stol(status.substr(pos + 6));
 }
 
-TEST_F(SpineTest, HundredMegabytesOfStdoutArriveIntactWithBoundedMemory) {
+TEST_P(EngineTest, HundredMegabytesOfStdoutArriveIntactWithBoundedMemory) {
   Runtime rt;
   BoxOptions o;
   o.rootfs_path = image("busybox");
@@ -162,7 +178,7 @@ TEST_F(SpineTest, HundredMegabytesOfStdoutArriveIntactWithBoundedMemory) {
   }
 }
 
-TEST_F(SpineTest, BoxesOfOneImageNeverSeeEachOthersWrites) {
+TEST_P(EngineTest, BoxesOfOneImageNeverSeeEachOthersWrites) {
   Runtime rt;
   BoxOptions o;
   o.rootfs_path = image("busybox");
@@ -171,20 +187,21 @@ TEST_F(SpineTest, BoxesOfOneImageNeverSeeEachOthersWrites) {
   ASSERT_EQ(a->run(ExecOptions{{"sh", "-c", "echo secret > /root/from-a && sync"}}).exit_code, 0);
   auto seen = b->run(ExecOptions{{"sh", "-c", "cat /root/from-a 2>/dev/null || echo absent"}});
   EXPECT_EQ(seen.stdout_text, "absent\n");
-  std::string base = rt.home() + "/images/disk-images";
-  auto bases = dir_entries(base);
-  std::string ext4;
-  for (const auto& e : bases) {
-    if (e.size() > 5 && e.substr(e.size() - 5) == ".ext4") ext4 = base + "/" + e;
-  }
-  ASSERT_FALSE(ext4.empty());
-  std::string before = sha256_file(ext4);
+  // What boxes share (the ext4 base, or the overlay lower layers) never changes.
+  std::string shared = vm() ? rt.home() + "/images/disk-images" : rt.home() + "/images/layers";
+  auto fingerprint = [&] {
+    return run_capture({"sh", "-c", "cd " + shared + " && find . -name '*.json' -prune -o -print0 | sort -z | "
+                                    "xargs -0 ls -ld --time-style=+%s-%N | sha256sum; find . -type f ! -name '*.json' "
+                                    "-print0 | sort -z | xargs -0 cat | sha256sum"}).out;
+  };
+  std::string before = fingerprint();
+  ASSERT_EQ(a->run(ExecOptions{{"sh", "-c", "echo more > /etc/boxlite-image && rm -f /bin/true && sync"}}).exit_code, 0);
   a->stop();
   b->stop();
-  EXPECT_EQ(sha256_file(ext4), before) << "the shared base image changed";
+  EXPECT_EQ(fingerprint(), before) << "the shared image data changed";
 }
 
-TEST_F(SpineTest, StopKillsTheVm) {
+TEST_P(EngineTest, StopKillsTheVm) {
   Runtime rt;
   BoxOptions o;
   o.rootfs_path = image("busybox");
@@ -194,9 +211,10 @@ TEST_F(SpineTest, StopKillsTheVm) {
   box->stop();
   EXPECT_TRUE(processes_mentioning(box->dir()).empty());
   EXPECT_EQ(box->state(), BoxState::Stopped);
+  EXPECT_EQ(read_file("/proc/self/mountinfo").find(box->dir()), std::string::npos) << "a mount of the box remains";
 }
 
-TEST_F(SpineTest, ACliKilledWithSigkillLeavesNoVmRunning) {
+TEST_P(EngineTest, ACliKilledWithSigkillLeavesNoVmRunning) {
   SpawnOptions so;
   so.argv = {cli(), "run", "--rm", image("busybox"), "sleep", "1000"};
   so.stdout_path = so.stderr_path = home_ + "/cli.log";
@@ -205,11 +223,11 @@ TEST_F(SpineTest, ACliKilledWithSigkillLeavesNoVmRunning) {
   for (int i = 0; i < 300 && !running; ++i) {
     for (pid_t p : processes_mentioning(home_ + "/boxes/")) {
       std::string comm = trim(read_file("/proc/" + std::to_string(p) + "/comm"));
-      running = running || comm.rfind("qemu", 0) == 0;
+      running = running || comm.rfind("qemu", 0) == 0 || comm == "boxlite-guest";
     }
     ::usleep(100000);
   }
-  ASSERT_TRUE(running) << "the VM never started";
+  ASSERT_TRUE(running) << "the box never started";
   ::usleep(500000);
   ::kill(child.pid(), SIGKILL);
   child.wait();
@@ -217,7 +235,7 @@ TEST_F(SpineTest, ACliKilledWithSigkillLeavesNoVmRunning) {
   EXPECT_TRUE(processes_mentioning(home_ + "/boxes/").empty()) << "QEMU or the shim survived the CLI";
 }
 
-TEST_F(SpineTest, DebianPrebuiltKernelBootsWithItsModules) {
+TEST_F(VmTest, DebianPrebuiltKernelBootsWithItsModules) {
   auto r = run_cli({"run", "--rm", "--kernel", "debian", image("busybox"), "sh", "-c", "uname -r; grep -c virtio /proc/modules"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto lines = split(r.out, '\n');
@@ -226,7 +244,7 @@ TEST_F(SpineTest, DebianPrebuiltKernelBootsWithItsModules) {
   expect_no_leftovers();
 }
 
-TEST_F(SpineTest, DebianPythonImageRunsPython) {
+TEST_P(EngineTest, DebianPythonImageRunsPython) {
   auto r = run_cli({"run", "--rm", image("debian-python"), "python3", "-c", "import sys; print(sys.version_info[0])"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "3\n");
@@ -234,14 +252,14 @@ TEST_F(SpineTest, DebianPythonImageRunsPython) {
 
 // --- clear errors, and nothing left behind ----------------------------------
 
-TEST_F(SpineTest, MissingImageDirectoryIsAClearError) {
+TEST_P(EngineTest, MissingImageDirectoryIsAClearError) {
   auto r = run_cli({"run", "--rm", "/nonexistent/image-dir", "true"});
   EXPECT_EQ(r.exit_code, 125);
   EXPECT_NE(r.err.find("/nonexistent/image-dir"), std::string::npos) << r.err;
   expect_no_leftovers();
 }
 
-TEST_F(SpineTest, CorruptImageIsAClearError) {
+TEST_P(EngineTest, CorruptImageIsAClearError) {
   std::string dir = home_ + "/corrupt";
   ASSERT_EQ(run_capture({"cp", "-r", image("busybox"), dir}).status, 0);
   write_file_atomic(dir + "/index.json", "{not json");
@@ -259,7 +277,7 @@ TEST_F(SpineTest, CorruptImageIsAClearError) {
   expect_no_leftovers();
 }
 
-TEST_F(SpineTest, BadOptionValuesAreClearErrors) {
+TEST_P(EngineTest, BadOptionValuesAreClearErrors) {
   auto mem = run_cli({"run", "--rm", "--memory", "1", image("busybox"), "true"});
   EXPECT_EQ(mem.exit_code, 125);
   EXPECT_NE(mem.err.find("memory_mib"), std::string::npos) << mem.err;
@@ -277,7 +295,7 @@ TEST_F(SpineTest, BadOptionValuesAreClearErrors) {
   expect_no_leftovers();
 }
 
-TEST_F(SpineTest, AKernelThatWillNotBootNamesTheStageAndShowsTheConsole) {
+TEST_F(VmTest, AKernelThatWillNotBootNamesTheStageAndShowsTheConsole) {
   std::string bogus = home_ + "/bogus-kernel";
   write_file_atomic(bogus, std::string(4096, 'x'));
   auto r = run_cli({"run", "--rm", "--kernel", bogus, image("busybox"), "true"});
@@ -287,7 +305,7 @@ TEST_F(SpineTest, AKernelThatWillNotBootNamesTheStageAndShowsTheConsole) {
   expect_no_leftovers();
 }
 
-TEST_F(SpineTest, AGuestThatNeverAnswersTimesOutWithTheStageNamed) {
+TEST_F(VmTest, AGuestThatNeverAnswersTimesOutWithTheStageNamed) {
   // A real kernel with an init that is not the agent: the console shows the panic.
   Runtime rt;
   BoxOptions o;
@@ -318,7 +336,7 @@ TEST_F(SpineTest, AGuestThatNeverAnswersTimesOutWithTheStageNamed) {
   EXPECT_TRUE(processes_mentioning(box->dir()).empty());
 }
 
-TEST_F(SpineTest, ProtocolVersionMismatchIsAClearError) {
+TEST_P(EngineTest, ProtocolVersionMismatchIsAClearError) {
   Runtime rt;
   BoxOptions o;
   o.rootfs_path = image("busybox");
@@ -344,6 +362,9 @@ TEST_F(SpineTest, ProtocolVersionMismatchIsAClearError) {
   // The box keeps serving well-behaved clients.
   EXPECT_EQ(box->run(ExecOptions{{"true"}}).exit_code, 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Engines, EngineTest, ::testing::Values("vm", "jail"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace
 }  // namespace boxlite::testing

@@ -1,0 +1,377 @@
+#include "engine/jail/jail.hpp"
+
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+
+#include "common/error.hpp"
+#include "common/io.hpp"
+#include "engine/jail/seccomp.hpp"
+
+namespace boxlite::engine::jail {
+namespace {
+
+// ---- host side ---------------------------------------------------------------
+
+void write_proc(const std::string& path, const std::string& value) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd) throw_errno(ErrorCode::Engine, "open " + path);
+  if (::write(fd.get(), value.data(), value.size()) != static_cast<ssize_t>(value.size())) {
+    throw_errno(ErrorCode::Engine, "write " + path);
+  }
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+void mount_root(const ShimSpec& spec, const std::string& root) {
+  std::string upper = spec.box_dir + "/upper", work = spec.box_dir + "/work";
+  for (const auto& d : {upper, work, root}) {
+    if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorCode::Engine, "mkdir " + d);
+  }
+  // The box's root owns its upper layer, so "/" inside is root's.
+  for (const auto& d : {upper, work}) {
+    if (::chown(d.c_str(), spec.uid_offset, spec.uid_offset) != 0) throw_errno(ErrorCode::Engine, "chown " + d);
+  }
+  if (spec.lower_dirs.empty()) throw Error(ErrorCode::Engine, "jail: the image has no layers");
+  std::vector<std::string> lowers(spec.lower_dirs.rbegin(), spec.lower_dirs.rend());  // overlay wants the top first
+  std::string opts = "lowerdir=" + join(lowers, ":") + ",upperdir=" + upper + ",workdir=" + work;
+  if (opts.size() > 4000) throw Error(ErrorCode::Engine, "jail: too many image layers for one overlay mount");
+  if (::mount("overlay", root.c_str(), "overlay", MS_NOSUID | MS_NODEV, opts.c_str()) != 0) {
+    throw_errno(ErrorCode::Engine, "mount overlay root at " + root);
+  }
+}
+
+// cgroup v1 (these machines) or v2: the box's memory, CPU and pids limits.
+struct CgroupPlan {
+  std::vector<std::string> dirs;
+  std::vector<std::string> warnings;
+};
+
+bool is_cgroup2() { return path_exists("/sys/fs/cgroup/cgroup.controllers"); }
+
+std::string v1_dir(const std::string& ctl, const std::string& box_id) { return "/sys/fs/cgroup/" + ctl + "/boxlite/" + box_id; }
+std::string v2_dir(const std::string& box_id) { return "/sys/fs/cgroup/boxlite/" + box_id; }
+
+CgroupPlan apply_cgroups(const ShimSpec& spec, pid_t pid) {
+  CgroupPlan plan;
+  long long mem = static_cast<long long>(spec.memory_mib) << 20;
+  long long quota = 100000LL * spec.cpus;
+  auto try_limit = [&](const std::string& what, auto fn) {
+    try {
+      fn();
+    } catch (const Error& e) {
+      plan.warnings.push_back(what + " limit not enforced: " + e.what());
+    }
+  };
+  if (is_cgroup2()) {
+    std::string dir = v2_dir(spec.box_id);
+    try_limit("memory/cpu/pids", [&] {
+      make_dirs("/sys/fs/cgroup/boxlite");
+      try {
+        write_proc("/sys/fs/cgroup/cgroup.subtree_control", "+memory +pids +cpu");
+        write_proc("/sys/fs/cgroup/boxlite/cgroup.subtree_control", "+memory +pids +cpu");
+      } catch (const Error&) {
+      }
+      make_dirs(dir);
+      plan.dirs.push_back(dir);
+      write_proc(dir + "/cgroup.procs", std::to_string(pid));
+    });
+    try_limit("memory", [&] {
+      write_proc(dir + "/memory.max", std::to_string(mem));
+      write_proc(dir + "/memory.swap.max", "0");
+    });
+    try_limit("pids", [&] { write_proc(dir + "/pids.max", std::to_string(spec.pids_limit)); });
+    try_limit("cpu", [&] { write_proc(dir + "/cpu.max", std::to_string(quota) + " 100000"); });
+    return plan;
+  }
+  auto v1 = [&](const std::string& ctl, const std::vector<std::pair<std::string, std::string>>& files) {
+    try_limit(ctl, [&] {
+      if (!path_exists("/sys/fs/cgroup/" + ctl)) throw Error(ErrorCode::Unsupported, "no cgroup v1 " + ctl + " hierarchy");
+      std::string dir = v1_dir(ctl, spec.box_id);
+      make_dirs(dir);
+      plan.dirs.push_back(dir);
+      for (const auto& [file, value] : files) {
+        try {
+          write_proc(dir + "/" + file, value);
+        } catch (const Error&) {
+          if (file.find("memsw") == std::string::npos) throw;  // swap accounting may be off
+        }
+      }
+      write_proc(dir + "/cgroup.procs", std::to_string(pid));
+    });
+  };
+  v1("memory", {{"memory.limit_in_bytes", std::to_string(mem)}, {"memory.memsw.limit_in_bytes", std::to_string(mem)}});
+  v1("pids", {{"pids.max", std::to_string(spec.pids_limit)}});
+  v1("cpu", {{"cpu.cfs_period_us", "100000"}, {"cpu.cfs_quota_us", std::to_string(quota)}});
+  return plan;
+}
+
+// ---- the child: runs between clone and exec; it reports failures and _exits --
+
+struct ChildArgs {
+  const ShimSpec* spec;
+  // The child starts with its cwd in the box root (clone carries the cwd into the
+  // new mount namespace's copy of the mount) and uses relative paths: the box
+  // directory above is 0700 host root, which the box's root cannot traverse, and
+  // an fd opened before clone would point into the parent's namespace.
+  std::string root = ".";
+  int sync_read;    // parent writes one byte when the id maps and cgroups are set
+  int report;       // child writes "step: errno" here on failure (CLOEXEC)
+  int channel;      // box end of the agent channel
+  int guest_fd;     // the boxlite-guest binary
+};
+
+[[noreturn]] void child_fail(const ChildArgs& a, const std::string& step) {
+  std::string msg = errno_text(step);
+  (void)!::write(a.report, msg.data(), msg.size());
+  ::_exit(126);
+}
+
+void child_mount(const ChildArgs& a, const char* src, const std::string& target, const char* type, unsigned long flags,
+                 const char* data = nullptr) {
+  if (::mount(src, target.c_str(), type, flags, data) != 0) child_fail(a, std::string("mount ") + (type ? type : src) + " on " + target);
+}
+
+void make_node_by_bind(const ChildArgs& a, const std::string& dev_dir, const char* name) {
+  std::string target = dev_dir + "/" + name;
+  UniqueFd f(::open(target.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0666));
+  if (!f) child_fail(a, "create " + target);
+  child_mount(a, (std::string("/dev/") + name).c_str(), target, nullptr, MS_BIND);
+}
+
+void setup_dev(const ChildArgs& a) {
+  std::string dev = a.root + "/dev";
+  ::mkdir(dev.c_str(), 0755);
+  child_mount(a, "tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=65536k");
+  // Device nodes cannot be made in a user namespace: bind the host's harmless ones.
+  for (const char* n : {"null", "zero", "full", "random", "urandom", "tty"}) make_node_by_bind(a, dev, n);
+  std::string pts = dev + "/pts", shm = dev + "/shm";
+  ::mkdir(pts.c_str(), 0755);
+  ::mkdir(shm.c_str(), 1777);
+  child_mount(a, "devpts", pts, "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620");
+  child_mount(a, "shm", shm, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=65536k");
+  if (::symlink("pts/ptmx", (dev + "/ptmx").c_str()) != 0) child_fail(a, "symlink /dev/ptmx");
+  (void)!::symlink("/proc/self/fd", (dev + "/fd").c_str());
+  (void)!::symlink("/proc/self/fd/0", (dev + "/stdin").c_str());
+  (void)!::symlink("/proc/self/fd/1", (dev + "/stdout").c_str());
+  (void)!::symlink("/proc/self/fd/2", (dev + "/stderr").c_str());
+}
+
+// What Docker masks (bind /dev/null over files, empty read-only tmpfs over dirs)
+// and makes read-only.
+const char* const kMaskedPaths[] = {
+    "/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
+    "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap",
+    "/proc/sysrq-trigger", "/proc/kallsyms", "/proc/interrupts", "/proc/kmsg",
+};
+const char* const kReadonlyPaths[] = {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys"};
+
+void mask_paths(const ChildArgs& a) {
+  for (const char* p : kMaskedPaths) {
+    std::string target = a.root + p;
+    struct stat st;
+    if (::lstat(target.c_str(), &st) != 0) continue;
+    if (S_ISDIR(st.st_mode)) {
+      child_mount(a, "tmpfs", target, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0");
+    } else {
+      child_mount(a, (a.root + "/dev/null").c_str(), target, nullptr, MS_BIND);
+    }
+  }
+  for (const char* p : kReadonlyPaths) {
+    std::string target = a.root + p;
+    if (!path_exists(target)) continue;
+    child_mount(a, target.c_str(), target, nullptr, MS_BIND | MS_REC);
+    child_mount(a, nullptr, target, nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
+  }
+}
+
+void bring_up_loopback(const ChildArgs& a) {
+  UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!s) child_fail(a, "socket for lo");
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+  if (::ioctl(s.get(), SIOCGIFFLAGS, &ifr) != 0) child_fail(a, "get lo flags");
+  ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP | IFF_RUNNING);
+  if (::ioctl(s.get(), SIOCSIFFLAGS, &ifr) != 0) child_fail(a, "bring lo up");
+}
+
+// Docker's default capability set.
+constexpr int kKeptCaps[] = {CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FSETID, CAP_FOWNER, CAP_MKNOD, CAP_NET_RAW,
+                             CAP_SETGID, CAP_SETUID, CAP_SETFCAP, CAP_SETPCAP, CAP_NET_BIND_SERVICE,
+                             CAP_SYS_CHROOT, CAP_KILL, CAP_AUDIT_WRITE};
+
+void drop_capabilities(const ChildArgs& a) {
+  uint64_t keep = 0;
+  for (int c : kKeptCaps) keep |= 1ULL << c;
+  int last = CAP_LAST_CAP;
+  try {
+    last = std::stoi(read_file("/proc/sys/kernel/cap_last_cap"));
+  } catch (...) {
+  }
+  for (int c = 0; c <= last && c < 64; ++c) {
+    if (!(keep & (1ULL << c)) && ::prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno != EINVAL) {
+      child_fail(a, "drop capability " + std::to_string(c) + " from the bounding set");
+    }
+  }
+  ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  for (int i = 0; i < 2; ++i) {
+    auto bits = static_cast<uint32_t>(keep >> (32 * i));
+    data[i].effective = data[i].permitted = data[i].inheritable = bits;
+  }
+  if (::syscall(SYS_capset, &hdr, data) != 0) child_fail(a, "capset");
+}
+
+void set_rlimits(const ChildArgs& a) {
+  struct Limit {
+    int resource;
+    rlim_t value;
+  };
+  const Limit limits[] = {{RLIMIT_NOFILE, 1048576}, {RLIMIT_CORE, 0}, {RLIMIT_MSGQUEUE, 819200}};
+  for (const auto& l : limits) {
+    rlimit r{l.value, l.value};
+    if (::setrlimit(l.resource, &r) != 0 && l.resource != RLIMIT_NOFILE) child_fail(a, "setrlimit");
+  }
+}
+
+int child_main(void* arg) {
+  const ChildArgs& a = *static_cast<ChildArgs*>(arg);
+  char go;
+  if (::read(a.sync_read, &go, 1) != 1) ::_exit(125);  // the parent gave up
+  if (::setresgid(0, 0, 0) != 0 || ::setresuid(0, 0, 0) != 0) child_fail(a, "become root of the user namespace");
+  if (::unshare(CLONE_NEWCGROUP) != 0) child_fail(a, "unshare cgroup namespace");
+  child_mount(a, nullptr, "/", nullptr, MS_REC | MS_PRIVATE);
+  // The overlay came from the host's namespace, so here it is locked and
+  // pivot_root refuses it. Bind it (from our cwd) onto a tmpfs of our own: that
+  // new mount is ours, and /tmp of this namespace is nobody else's.
+  child_mount(a, "tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=64k");
+  if (::mkdir("/tmp/root", 0755) != 0) child_fail(a, "mkdir /tmp/root");
+  child_mount(a, ".", "/tmp/root", nullptr, MS_BIND | MS_REC);
+  if (::chdir("/tmp/root") != 0) child_fail(a, "chdir /tmp/root");
+  if (::sethostname(a.spec->hostname.data(), a.spec->hostname.size()) != 0) child_fail(a, "sethostname");
+  bring_up_loopback(a);
+  std::string proc = a.root + "/proc", sys = a.root + "/sys", tmp = a.root + "/tmp";
+  for (const auto& d : {proc, sys, tmp}) ::mkdir(d.c_str(), 0755);
+  child_mount(a, "proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
+  child_mount(a, "sysfs", sys, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
+  child_mount(a, "tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+  setup_dev(a);
+  mask_paths(a);
+  if (::syscall(SYS_pivot_root, ".", ".") != 0) child_fail(a, "pivot_root into the box root");
+  if (::umount2(".", MNT_DETACH) != 0) child_fail(a, "detach the host root");
+  if (::chdir("/") != 0) child_fail(a, "chdir /");
+  set_rlimits(a);
+  if (::dup2(a.channel, 3) < 0) child_fail(a, "dup2 channel");
+  int null = ::open("/dev/null", O_RDWR);
+  if (null < 0) child_fail(a, "open /dev/null");
+  ::dup2(null, 0);
+  ::dup2(null, 1);
+  ::dup2(null, 2);
+  drop_capabilities(a);
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_fail(a, "set no_new_privs");
+  if (int rc = load_seccomp_filter(); rc != 0) {
+    errno = -rc;
+    child_fail(a, "load seccomp filter");
+  }
+  char arg0[] = "boxlite-guest", arg1[] = "--channel-fd", arg2[] = "3";
+  char* argv[] = {arg0, arg1, arg2, nullptr};
+  char* envp[] = {nullptr};
+  ::syscall(SYS_execveat, a.guest_fd, "", argv, envp, AT_EMPTY_PATH);
+  child_fail(a, "exec the guest agent");
+}
+
+}  // namespace
+
+void enter_private_mount_namespace() {
+  if (::unshare(CLONE_NEWNS) != 0) throw_errno(ErrorCode::Engine, "unshare mount namespace");
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) throw_errno(ErrorCode::Engine, "make / private");
+}
+
+Jail start(const ShimSpec& spec) {
+  if (::geteuid() != 0) {
+    throw Error(ErrorCode::UnsupportedEngine,
+                "the jail engine needs root here (it maps box users to an unprivileged host uid range and mounts "
+                "overlayfs); see docs/jail.md");
+  }
+  std::string root = spec.box_dir + "/rootfs";
+  mount_root(spec, root);
+
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) throw_errno(ErrorCode::Engine, "socketpair");
+  UniqueFd host_end(sv[0]), box_end(sv[1]);
+  int sp[2], rp[2];
+  if (::pipe2(sp, O_CLOEXEC) != 0) throw_errno(ErrorCode::Engine, "pipe");
+  UniqueFd sync_r(sp[0]), sync_w(sp[1]);
+  if (::pipe2(rp, O_CLOEXEC) != 0) throw_errno(ErrorCode::Engine, "pipe");
+  UniqueFd report_r(rp[0]), report_w(rp[1]);
+  UniqueFd guest(::open(spec.guest_binary.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!guest) throw_errno(ErrorCode::Engine, "open guest agent " + spec.guest_binary);
+
+  ChildArgs args{&spec, ".", sync_r.get(), report_w.get(), box_end.get(), guest.get()};
+  constexpr size_t kStack = 256 * 1024;
+  auto stack = std::make_unique<char[]>(kStack);
+  int flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | SIGCHLD;
+  UniqueFd saved_cwd(::open(".", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (::chdir(root.c_str()) != 0) throw_errno(ErrorCode::Engine, "chdir " + root);
+  pid_t pid = ::clone(child_main, stack.get() + kStack, flags, &args);
+  int clone_errno = errno;
+  if (!saved_cwd || ::fchdir(saved_cwd.get()) != 0) (void)!::chdir("/");
+  if (pid < 0) throw_errno(ErrorCode::Engine, "clone the box's namespaces", clone_errno);
+  Jail j;
+  j.init = Child(pid);
+  sync_r.reset();
+  report_w.reset();
+  box_end.reset();
+
+  std::string map = "0 " + std::to_string(spec.uid_offset) + " " + std::to_string(kUidCount) + "\n";
+  write_proc("/proc/" + std::to_string(pid) + "/uid_map", map);
+  write_proc("/proc/" + std::to_string(pid) + "/gid_map", map);
+  CgroupPlan cg = apply_cgroups(spec, pid);
+  j.warnings = cg.warnings;
+  if (::write(sync_w.get(), "g", 1) != 1) throw_errno(ErrorCode::Engine, "release the box init");
+  sync_w.reset();
+  // Either the exec succeeds (the CLOEXEC report pipe closes empty) or the child says why.
+  std::string why;
+  char buf[512];
+  for (;;) {
+    ssize_t n = ::read(report_r.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    why.append(buf, static_cast<size_t>(n));
+  }
+  if (!why.empty()) {
+    j.init.wait();
+    throw Error(ErrorCode::Engine, "jail setup failed: " + why);
+  }
+  j.channel = std::move(host_end);
+  return j;
+}
+
+void remove_cgroups(const std::string& box_id) {
+  if (is_cgroup2()) {
+    ::rmdir(v2_dir(box_id).c_str());
+    return;
+  }
+  for (const char* ctl : {"memory", "pids", "cpu"}) ::rmdir(v1_dir(ctl, box_id).c_str());
+}
+
+}  // namespace boxlite::engine::jail

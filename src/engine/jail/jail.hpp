@@ -1,0 +1,37 @@
+// The jail engine: the box's guest agent as PID 1 of new user, pid, mount, uts,
+// ipc, net and cgroup namespaces, in an overlayfs root, hardened (seccomp,
+// capabilities, masked /proc, read-only /sys, rlimits, cgroup limits).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/fd.hpp"
+#include "common/process.hpp"
+#include "engine/spec.hpp"
+
+namespace boxlite::engine::jail {
+
+// Box uid 0..kUidCount-1 maps to host uid offset..offset+kUidCount-1.
+inline constexpr unsigned kUidCount = 65536;
+inline constexpr unsigned kDefaultUidOffset = 1u << 20;
+inline constexpr int kDefaultPidsLimit = 4096;
+
+struct Jail {
+  Child init;                         // the box's PID 1 (the guest agent)
+  UniqueFd channel;                   // host end of the agent channel
+  std::vector<std::string> warnings;  // limits that could not be enforced
+};
+
+// Call once, early, in the shim: a private mount namespace, so the box's overlay
+// and every mount under it disappear with the shim, however it dies.
+void enter_private_mount_namespace();
+
+// Mounts the box root and starts the agent in its namespaces. Throws Error naming
+// the step that failed.
+Jail start(const ShimSpec& spec);
+
+// Removes the box's cgroups (after its processes are gone). Safe to call twice.
+void remove_cgroups(const std::string& box_id);
+
+}  // namespace boxlite::engine::jail
