@@ -2,6 +2,7 @@
 // initramfs; in a jail it is PID 1 of the box's PID namespace, given its channel
 // as an inherited fd (--channel-fd N).
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -40,6 +41,8 @@ int run_vm() {
 }
 
 int run_jail(int channel_fd) {
+  // Exec'ed from an fd, the kernel named us after it ("3"): say who we are.
+  ::prctl(PR_SET_NAME, "boxlite-guest");
   try {
     guest::Agent agent(
         UniqueFd(channel_fd), [](const proto::BoxConfig& cfg) { guest::apply_box_identity(cfg); },

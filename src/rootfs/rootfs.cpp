@@ -6,6 +6,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
@@ -257,15 +258,21 @@ std::vector<std::string> ensure_overlay_layers(const std::string& home, const im
     }
     out.push_back(final_path);
   }
+  // overlayfs refuses a lowerdir given twice (ELOOP). The upper copy of a repeated
+  // layer re-adds and re-hides all the lower copy does, so only the upper one stays.
+  std::vector<std::string> unique;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (std::find(out.begin() + static_cast<std::ptrdiff_t>(i) + 1, out.end(), out[i]) == out.end()) unique.push_back(out[i]);
+  }
   // overlayfs ignores an opaque lower root, so a layer that replaces the whole tree
   // hides the ones below by leaving them out.
-  for (size_t i = out.size(); i-- > 1;) {
-    if (has_opaque_root(out[i])) {
-      out.erase(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(i));
+  for (size_t i = unique.size(); i-- > 1;) {
+    if (has_opaque_root(unique[i])) {
+      unique.erase(unique.begin(), unique.begin() + static_cast<std::ptrdiff_t>(i));
       break;
     }
   }
-  return out;
+  return unique;
 }
 
 std::string ensure_base_ext4(const std::string& home, const image::LocalImage& img) {

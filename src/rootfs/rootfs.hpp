@@ -33,9 +33,12 @@ std::string ensure_base_ext4(const std::string& home, const image::LocalImage& i
 // place, under a flock of <home>/locks/layer-<hex>-<uid_offset>.lock so that
 // concurrent builders (threads or processes) extract a layer once; temp directories
 // are removed on every error path. A layer shared by images is extracted once per
-// offset. The root of each directory is uid_offset:uid_offset, mode 0755. Layers
-// below one whose root is opaque (".wh..wh..opq" at the top of its tar) are left
-// out of the result, as overlayfs would not hide them.
+// offset. The root of each directory is uid_offset:uid_offset, mode 0755.
+// The result is what to mount, which may be fewer directories than layers:
+//  - a layer listed twice appears once, at its upper position (overlayfs refuses a
+//    repeated lowerdir; the merged view is the same);
+//  - layers below one whose root is opaque (".wh..wh..opq" at the top of its tar)
+//    are left out, as overlayfs ignores an opaque lower root.
 // Errors: Unsupported when not root and a layer must be built; InvalidArgument for
 // an offset leaving no room for 65536 ids; Image (digest, blob, bad layer) or Storage.
 std::vector<std::string> ensure_overlay_layers(const std::string& home, const image::LocalImage& img, uint32_t uid_offset);

@@ -49,6 +49,21 @@ inline std::vector<pid_t> processes_mentioning(const std::string& needle) {
   return out;
 }
 
+inline int count_comm(const std::string& comm) {
+  int n = 0;
+  DIR* d = ::opendir("/proc");
+  if (!d) return 0;
+  while (auto* e = ::readdir(d)) {
+    if (std::atoi(e->d_name) <= 0) continue;
+    try {
+      if (trim(read_file("/proc/" + std::string(e->d_name) + "/comm")) == comm) ++n;
+    } catch (const Error&) {
+    }
+  }
+  ::closedir(d);
+  return n;
+}
+
 struct CliResult {
   int exit_code = -1;
   std::string out, err;

@@ -483,6 +483,27 @@ TEST_F(OverlayLayerCacheTest, OpaqueLayerRootHidesTheLayersBelow) {
   EXPECT_EQ(read_file(dirs[0] + "/new"), "n");
 }
 
+TEST_F(OverlayLayerCacheTest, RepeatedLayerMountedOnceAtItsUpperPosition) {
+  std::string a = tar_path(), b = tar_path();
+  {
+    TarWriter t(a);
+    t.file("f", "from a");
+    t.close();
+  }
+  {
+    TarWriter t(b);
+    t.file("f", "from b").file("g", "b");
+    t.close();
+  }
+  LayoutWriter layout(tmp_ / "layout");
+  layout.index({LayoutWriter::tagged(layout.image({{"Cmd", {"sh"}}}, {a, b, a}), "latest")});
+  LocalImage img = open_oci_layout({layout.dir(), ""});
+  std::vector<std::string> dirs = rootfs::ensure_overlay_layers(home(), img, kOffset);
+  ASSERT_EQ(dirs.size(), 2u);
+  EXPECT_EQ(read_file(dirs[0] + "/g"), "b");
+  EXPECT_EQ(read_file(dirs[1] + "/f"), "from a");  // a stays on top
+}
+
 TEST_F(OverlayLayerCacheTest, OffsetWithoutRoomForTheRangeRefused) {
   make_images();
   try {

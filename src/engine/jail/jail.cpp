@@ -292,6 +292,11 @@ int child_main(void* arg) {
     errno = -rc;
     child_fail(a, "load seccomp filter");
   }
+  // The box dies with its shim, however the shim dies (set last: credential
+  // changes would clear it).
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(a, "set the parent-death signal");
+  // (getppid() is 0 here: the parent is outside our PID namespace. The shim is
+  // still blocked reading the report pipe, so it cannot have died unnoticed.)
   char arg0[] = "boxlite-guest", arg1[] = "--channel-fd", arg2[] = "3";
   char* argv[] = {arg0, arg1, arg2, nullptr};
   char* envp[] = {nullptr};
