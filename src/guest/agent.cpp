@@ -427,7 +427,11 @@ void Agent::on_timer(Exec& e) {
     its.it_value.tv_sec = kTermGraceSecs;
     ::timerfd_settime(e.timer.get(), 0, &its, nullptr);
   } else {
+    // Again every second: a group that is still forking can outrun one SIGKILL.
     ::kill(-e.pid, SIGKILL);
+    itimerspec its{};
+    its.it_value.tv_sec = 1;
+    ::timerfd_settime(e.timer.get(), 0, &its, nullptr);
   }
 }
 

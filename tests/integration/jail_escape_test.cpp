@@ -1,0 +1,211 @@
+// The jail engine against a hostile guest: each test runs an attack inside a jail
+// box and checks it fails and the host is unchanged.
+#include <sys/utsname.h>
+
+#include "support.hpp"
+
+namespace boxlite::testing {
+namespace {
+
+class JailEscapeTest : public BoxliteTest {
+ protected:
+  void SetUp() override {
+    BoxliteTest::SetUp();
+    secret_ = "host-secret-" + random_hex(8);
+    secret_path_ = home_ + "/host-secret";
+    write_file_atomic(secret_path_, secret_ + "\n");
+  }
+
+  std::shared_ptr<Box> jail(const std::string& img = "busybox", std::optional<int> memory_mib = std::nullopt) {
+    BoxOptions o;
+    o.rootfs_path = image(img);
+    o.engine = "jail";
+    o.memory_mib = memory_mib;
+    auto box = rt_.create(o);
+    boxes_.push_back(box);
+    return box;
+  }
+
+  BufferedResult sh(const std::shared_ptr<Box>& box, const std::string& script, double timeout = 30) {
+    ExecOptions e;
+    e.argv = {"sh", "-c", script};
+    e.timeout_secs = timeout;
+    return box->run(e);
+  }
+
+  void expect_no_secret(const BufferedResult& r) {
+    EXPECT_EQ(r.stdout_text.find(secret_), std::string::npos) << "host file read from the box: " << r.stdout_text;
+    EXPECT_EQ(r.stderr_text.find(secret_), std::string::npos) << r.stderr_text;
+  }
+
+  Runtime rt_;
+  std::vector<std::shared_ptr<Box>> boxes_;
+  std::string secret_, secret_path_;
+};
+
+TEST_F(JailEscapeTest, HostFilesAreNotReachableThroughProcOrDotDot) {
+  auto box = jail();
+  const std::string& p = secret_path_;
+  auto r = sh(box, "cat /proc/1/root" + p + " /proc/self/root" + p + " /proc/*/root" + p + " /proc/*/cwd" + p +
+                       " ../../../../../.." + p + " /proc/self/cwd/../../../.." + p + " 2>&1; "
+                       "for f in /proc/self/fd/* /proc/1/fd/*; do cat $f" + p + " 2>/dev/null; done; "
+                       "ls -la /proc/1/fd/ 2>&1; true");
+  expect_no_secret(r);
+  // The agent's fds (the channel, the guest binary) do not lead out either.
+  auto fds = sh(box, "for f in /proc/1/fd/*; do readlink $f; done 2>&1; true");
+  EXPECT_EQ(fds.stdout_text.find(home_), std::string::npos) << fds.stdout_text;
+}
+
+TEST_F(JailEscapeTest, MountAndUmountFail) {
+  auto box = jail();
+  EXPECT_NE(sh(box, "mkdir -p /mnt && mount -t tmpfs x /mnt").exit_code, 0);
+  EXPECT_NE(sh(box, "umount /proc/kcore").exit_code, 0);
+  EXPECT_NE(sh(box, "umount -l /proc").exit_code, 0);
+  EXPECT_NE(sh(box, "mount -o remount,rw /sys").exit_code, 0);
+  EXPECT_NE(sh(box, "mount --bind / /mnt").exit_code, 0);
+  // The masks are still in place afterwards.
+  EXPECT_EQ(sh(box, "cat /proc/kcore | wc -c").stdout_text, "0\n");
+}
+
+TEST_F(JailEscapeTest, PtraceOfAnyProcessFails) {
+  auto box = jail("debian-python");
+  std::string py =
+      "import ctypes, os\n"
+      "libc = ctypes.CDLL(None, use_errno=True)\n"
+      "for pid in (1, " + std::to_string(::getpid()) + ", os.getppid()):\n"
+      "    r = libc.ptrace(16, pid, 0, 0)\n"  // PTRACE_ATTACH
+      "    print('attach', pid, r, ctypes.get_errno())\n"
+      "try:\n"
+      "    os.kill(" + std::to_string(::getpid()) + ", 0); print('host pid visible')\n"
+      "except OSError as e:\n"
+      "    print('kill', e.errno)\n";
+  auto r = box->run(ExecOptions{{"python3", "-c", py}});
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text.find(" 0 0\n"), std::string::npos) << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find("attach 1 -1"), std::string::npos) << r.stdout_text;
+  EXPECT_EQ(r.stdout_text.find("host pid visible"), std::string::npos) << r.stdout_text;
+}
+
+TEST_F(JailEscapeTest, ModuleLoadingAndKexecFail) {
+  auto box = jail("debian-python");
+  std::string py =
+      "import ctypes\n"
+      "libc = ctypes.CDLL(None, use_errno=True)\n"
+      "fd = open('/bin/true', 'rb').fileno()\n"
+      "for name, nr, args in (('finit_module', 313, (fd, b'', 0)), ('init_module', 175, (0, 0, b'')),\n"
+      "                       ('delete_module', 176, (b'ext4', 0)), ('kexec_load', 246, (0, 0, 0, 0)),\n"
+      "                       ('kexec_file_load', 320, (fd, fd, 0, b'', 0))):\n"
+      "    r = libc.syscall(nr, *args)\n"
+      "    print(name, r, ctypes.get_errno())\n";
+  auto r = box->run(ExecOptions{{"python3", "-c", py}});
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  for (const char* name : {"finit_module", "init_module", "delete_module", "kexec_load", "kexec_file_load"}) {
+    EXPECT_NE(r.stdout_text.find(std::string(name) + " -1 1\n"), std::string::npos) << name << ": " << r.stdout_text;
+  }
+}
+
+TEST_F(JailEscapeTest, WritesToSysAndProcSysFailAndTheHostIsUnchanged) {
+  std::string aslr = read_file("/proc/sys/kernel/randomize_va_space");
+  std::string somax = read_file("/proc/sys/net/core/somaxconn");
+  auto box = jail();
+  EXPECT_NE(sh(box, "echo 0 > /proc/sys/kernel/randomize_va_space").exit_code, 0);
+  EXPECT_NE(sh(box, "echo 7 > /proc/sys/net/core/somaxconn").exit_code, 0);
+  EXPECT_NE(sh(box, "echo 1 > /sys/kernel/mm/ksm/run").exit_code, 0);
+  EXPECT_NE(sh(box, "echo b > /proc/sysrq-trigger && test -s /proc/sysrq-trigger").exit_code, 0);
+  EXPECT_EQ(read_file("/proc/sys/kernel/randomize_va_space"), aslr);
+  EXPECT_EQ(read_file("/proc/sys/net/core/somaxconn"), somax);
+}
+
+TEST_F(JailEscapeTest, MknodOfABlockDeviceFails) {
+  auto box = jail();
+  auto r = sh(box, "mknod /tmp/disk b 8 0 && head -c 16 /tmp/disk | wc -c");
+  EXPECT_NE(r.exit_code, 0) << r.stdout_text;
+  EXPECT_NE(sh(box, "mknod /root/disk b 254 0").exit_code, 0);
+}
+
+TEST_F(JailEscapeTest, RaisingAHardRlimitFails) {
+  auto box = jail();
+  auto r = sh(box, "h=$(ulimit -H -n); ulimit -H -n $((h + 1)) && echo raised");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.stdout_text.find("raised"), std::string::npos);
+}
+
+TEST_F(JailEscapeTest, TheHostHostnameCannotBeChanged) {
+  utsname before{};
+  ::uname(&before);
+  auto box = jail();
+  EXPECT_NE(sh(box, "hostname evil-box").exit_code, 0);
+  auto r = sh(box, "hostname");
+  EXPECT_EQ(r.stdout_text, box->id() + "\n");
+  utsname after{};
+  ::uname(&after);
+  EXPECT_STREQ(before.nodename, after.nodename);
+}
+
+TEST_F(JailEscapeTest, ASymlinkInTheImagePointingAtAHostPathStaysInside) {
+  // An image whose layer holds an absolute symlink to a host file and a relative one climbing out.
+  std::string layer = home_ + "/layer";
+  ASSERT_EQ(run_capture({"mkdir", "-p", layer + "/bin", layer + "/etc"}).status, 0);
+  ASSERT_EQ(run_capture({"cp", which("busybox"), layer + "/bin/busybox"}).status, 0);
+  for (const char* applet : {"sh", "cat", "ls"}) ::symlink("busybox", (layer + "/bin/" + applet).c_str());
+  ::symlink(secret_path_.c_str(), (layer + "/etc/evil").c_str());
+  ::symlink(("../../../../../../.." + secret_path_).c_str(), (layer + "/etc/evil2").c_str());
+  std::string img = home_ + "/evil-image";
+  auto pack = run_capture({"python3", std::string(BOXLITE_SOURCE_DIR) + "/scripts/oci-pack.py", img, "latest",
+                           R"({"Env":["PATH=/bin"],"Cmd":["sh"]})", layer});
+  ASSERT_TRUE(pack.ok()) << pack.err;
+  BoxOptions o;
+  o.rootfs_path = img;
+  o.engine = "jail";
+  auto box = rt_.create(o);
+  boxes_.push_back(box);
+  auto r = box->run(ExecOptions{{"sh", "-c", "cat /etc/evil /etc/evil2 2>&1; ls -la /etc"}});
+  expect_no_secret(r);
+  EXPECT_NE(r.stdout_text.find("evil ->"), std::string::npos) << r.stdout_text;
+}
+
+TEST_F(JailEscapeTest, AForkBombIsStoppedByThePidsLimit) {
+  auto box = jail();
+  auto r = sh(box, "bomb() { bomb | bomb & }; bomb; sleep 3", 8);
+  // The box survives and is usable; the host forks fine meanwhile.
+  EXPECT_TRUE(run_capture({"true"}).ok());
+  auto after = sh(box, "echo alive");
+  EXPECT_EQ(after.stdout_text, "alive\n");
+  std::string pids_dir = "/sys/fs/cgroup/pids/boxlite/" + box->id();
+  if (path_exists(pids_dir)) {
+    EXPECT_LE(std::stoi(read_file(pids_dir + "/pids.current")), 4096);
+    EXPECT_EQ(trim(read_file(pids_dir + "/pids.max")), "4096");
+  } else if (path_exists("/sys/fs/cgroup/boxlite/" + box->id())) {
+    EXPECT_EQ(trim(read_file("/sys/fs/cgroup/boxlite/" + box->id() + "/pids.max")), "4096");
+  } else {
+    ADD_FAILURE() << "no pids cgroup for the box";
+  }
+}
+
+TEST_F(JailEscapeTest, AMemoryHogIsOomKilledInsideTheBox) {
+  auto box = jail("debian-python", 128);
+  auto r = box->run(ExecOptions{{"python3", "-c", "b = bytearray(512 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]); print('survived')"}});
+  EXPECT_EQ(r.exit_code, -9) << r.stdout_text << r.stderr_text;
+  EXPECT_EQ(r.stdout_text.find("survived"), std::string::npos);
+  EXPECT_EQ(box->run(ExecOptions{{"echo", "alive"}}).stdout_text, "alive\n");
+}
+
+TEST_F(JailEscapeTest, ExitCodeAndNothingLeftBehind) {
+  auto cgroups = [] {
+    size_t n = 0;
+    for (const char* dir : {"/sys/fs/cgroup/memory/boxlite", "/sys/fs/cgroup/pids/boxlite", "/sys/fs/cgroup/cpu/boxlite",
+                            "/sys/fs/cgroup/boxlite"}) {
+      for (const auto& e : dir_entries(dir)) n += e.find('.') == std::string::npos && path_exists(std::string(dir) + "/" + e + "/cgroup.procs");
+    }
+    return n;
+  };
+  size_t cgroups_before = cgroups();
+  auto r = run_cli({"run", "--rm", "--engine", "jail", image("busybox"), "sh", "-c", "exit 7"});
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  expect_no_leftovers();
+  EXPECT_EQ(read_file("/proc/self/mountinfo").find(home_), std::string::npos) << "a mount of the box remains";
+  EXPECT_EQ(cgroups(), cgroups_before) << "a cgroup of the box remains";
+}
+
+}  // namespace
+}  // namespace boxlite::testing
