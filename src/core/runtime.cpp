@@ -11,6 +11,8 @@
 #include <memory>
 #include <mutex>
 
+#include <nlohmann/json.hpp>
+
 #include "common/error.hpp"
 #include "common/io.hpp"
 #include "common/process.hpp"
@@ -203,6 +205,81 @@ Runtime::Runtime(RuntimeOptions opts) {
     throw Error(ErrorCode::InvalidArgument, "home directory must be an absolute path, got '" + layout_.root + "'");
   }
   layout_.create();
+  load_home_config();
+}
+
+// <home>/config.json: {"engine": "vm"|"jail", "accel": "auto"|"kvm"|"tcg"}. An
+// option beats the environment, which beats this file.
+void Runtime::load_home_config() {
+  std::string path = layout_.root + "/config.json";
+  if (!path_exists(path)) return;
+  try {
+    auto j = nlohmann::json::parse(read_file(path));
+    if (!j.is_object()) throw Error(ErrorCode::Config, "expected a JSON object");
+    for (const auto& [key, value] : j.items()) {
+      if (key == "engine" && value.is_string()) {
+        config_engine_ = value.get<std::string>();
+      } else if (key == "accel" && value.is_string()) {
+        config_accel_ = value.get<std::string>();
+      } else if (key != "image_registries") {
+        throw Error(ErrorCode::Config, "unknown or mistyped key '" + key + "'");
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(ErrorCode::Config, "invalid " + path + ": " + e.what());
+  } catch (const Error& e) {
+    throw Error(ErrorCode::Config, "invalid " + path + ": " + e.what());
+  }
+  BoxOptions check;
+  check.image = "-";
+  check.engine = config_engine_;
+  check.accel = config_accel_;
+  try {
+    validate_box_options(check);
+  } catch (const Error& e) {
+    throw Error(ErrorCode::Config, "invalid " + path + ": " + e.what());
+  }
+}
+
+std::string Runtime::default_engine() const {
+  return env_or("BOXLITE_ENGINE", config_engine_.empty() ? "vm" : config_engine_);
+}
+
+std::string Runtime::default_accel() const {
+  return env_or("BOXLITE_ACCEL", config_accel_.empty() ? "auto" : config_accel_);
+}
+
+HostInfo Runtime::host_info() {
+  HostInfo h;
+  h.version = BOXLITE_VERSION_STRING;
+  h.home = layout_.root;
+  h.default_engine = default_engine();
+  EngineStatus vm{"vm", true, ""};
+  if (which("qemu-system-x86_64").empty()) {
+    vm = {"vm", false, "qemu-system-x86_64 not found (apt-get install qemu-system-x86 qemu-utils)"};
+  } else {
+    try {
+      resolve_kernel("");
+    } catch (const Error& e) {
+      vm = {"vm", false, e.what()};
+    }
+  }
+  EngineStatus jail{"jail", true, "weaker isolation than vm (shared kernel); used only when asked for"};
+  if (::geteuid() != 0) {
+    jail = {"jail", false, "needs root on this host (see docs/jail.md)"};
+  } else if (read_file("/proc/filesystems").find("overlay") == std::string::npos) {
+    jail = {"jail", false, "the kernel has no overlayfs"};
+  }
+  h.engines = {vm, jail};
+  std::string probe = layout_.tmp() + "/kvm-probe";
+  auto verdict = load_probe_verdict(probe);
+  if (!verdict) {
+    verdict = run_kvm_probe(layout_.tmp() + "/kvm-probe.log");
+    save_probe_verdict(probe, *verdict);
+  }
+  h.accelerators = {{"kvm", verdict->first, verdict->first ? "" : verdict->second},
+                    {"tcg", !which("qemu-system-x86_64").empty(), "software emulation: the same VM isolation, slower"}};
+  return h;
 }
 
 void Runtime::warn(const std::string& msg) const {
@@ -214,7 +291,7 @@ void Runtime::warn(const std::string& msg) const {
 }
 
 std::string Runtime::resolve_accel(const std::string& requested) {
-  std::string want = requested.empty() ? env_or("BOXLITE_ACCEL", "auto") : requested;
+  std::string want = requested.empty() ? default_accel() : requested;
   if (want == "tcg") return "tcg";
   // The probe runs in a child with a deadline (a broken KVM can hang KVM_RUN) and
   // its verdict is kept per host boot, so only the first box after a boot pays it.
@@ -260,8 +337,10 @@ void Runtime::prepare_jail(engine::ShimSpec& spec, const image::LocalImage& img)
 
 std::shared_ptr<Box> Runtime::create(const BoxOptions& opts, const std::string& name) {
   validate_box_options(opts);
-  std::string engine = opts.engine.empty() ? env_or("BOXLITE_ENGINE", "vm") : opts.engine;
-  if (engine != "vm" && engine != "jail") throw Error(ErrorCode::InvalidArgument, "unknown engine '" + engine + "' (from BOXLITE_ENGINE): expected 'vm' or 'jail'");
+  std::string engine = opts.engine.empty() ? default_engine() : opts.engine;
+  if (engine != "vm" && engine != "jail") {
+    throw Error(ErrorCode::InvalidArgument, "unknown engine '" + engine + "' (from BOXLITE_ENGINE or the home config): expected 'vm' or 'jail'");
+  }
 
   std::string source = opts.rootfs_path.empty() ? opts.image : opts.rootfs_path;
   struct stat st;

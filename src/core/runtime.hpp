@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/box.hpp"
 #include "core/options.hpp"
@@ -13,6 +14,18 @@
 
 namespace boxlite {
 
+// What this host can run, and why not where it cannot (`boxlite info`).
+struct EngineStatus {
+  std::string name;
+  bool usable = false;
+  std::string reason;  // why not usable, or a note
+};
+struct HostInfo {
+  std::string version, home, default_engine;
+  std::vector<EngineStatus> engines;       // vm, jail
+  std::vector<EngineStatus> accelerators;  // kvm, tcg
+};
+
 class Runtime {
  public:
   explicit Runtime(RuntimeOptions opts = {});
@@ -20,6 +33,8 @@ class Runtime {
 
   // Prepares a box (image, root disk, engine settings) without booting it.
   std::shared_ptr<Box> create(const BoxOptions& opts, const std::string& name = "");
+
+  HostInfo host_info();
 
   // Warnings (such as falling back to TCG) go here; default: stderr.
   void set_warning_sink(std::function<void(const std::string&)> sink) { warn_ = std::move(sink); }
@@ -30,7 +45,12 @@ class Runtime {
   void prepare_jail(engine::ShimSpec& spec, const image::LocalImage& img);
   void warn(const std::string& msg) const;
 
+  void load_home_config();
+  std::string default_engine() const;
+  std::string default_accel() const;
+
   core::HomeLayout layout_;
+  std::string config_engine_, config_accel_;  // from <home>/config.json
   std::function<void(const std::string&)> warn_;
 };
 

@@ -1,0 +1,68 @@
+// Choosing the engine: option, BOXLITE_ENGINE, the home config file; and `info`.
+#include <nlohmann/json.hpp>
+
+#include "support.hpp"
+
+namespace boxlite::testing {
+namespace {
+
+class EngineChoiceTest : public BoxliteTest {
+ protected:
+  // PID 1 is the agent in both engines; only the jail's is named boxlite-guest.
+  std::string engine_of_run(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"run", "--rm"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.end(), {image("busybox"), "cat", "/proc/1/comm"});
+    auto r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out == "boxlite-guest\n" ? "jail" : "vm";
+  }
+};
+
+TEST_F(EngineChoiceTest, DefaultIsVmAndJailOnlyWhenAskedFor) {
+  ::unsetenv("BOXLITE_ENGINE");
+  EXPECT_EQ(engine_of_run(), "vm");
+  EXPECT_EQ(engine_of_run({"--engine", "jail"}), "jail");
+  ::setenv("BOXLITE_ENGINE", "jail", 1);
+  EXPECT_EQ(engine_of_run(), "jail");
+  EXPECT_EQ(engine_of_run({"--engine", "vm"}), "vm");
+  ::unsetenv("BOXLITE_ENGINE");
+}
+
+TEST_F(EngineChoiceTest, HomeConfigChoosesTheEngineAndTheEnvironmentBeatsIt) {
+  ::unsetenv("BOXLITE_ENGINE");
+  write_file_atomic(home_ + "/config.json", R"({"engine": "jail"})");
+  EXPECT_EQ(engine_of_run(), "jail");
+  ::setenv("BOXLITE_ENGINE", "vm", 1);
+  EXPECT_EQ(engine_of_run(), "vm");
+  ::unsetenv("BOXLITE_ENGINE");
+}
+
+TEST_F(EngineChoiceTest, ABadHomeConfigIsAClearError) {
+  write_file_atomic(home_ + "/config.json", R"({"engine": "teleport"})");
+  auto r = run_cli({"run", "--rm", image("busybox"), "true"});
+  EXPECT_EQ(r.exit_code, 125);
+  EXPECT_NE(r.err.find("config.json"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("teleport"), std::string::npos) << r.err;
+  write_file_atomic(home_ + "/config.json", "{oops");
+  r = run_cli({"run", "--rm", image("busybox"), "true"});
+  EXPECT_NE(r.err.find("config.json"), std::string::npos) << r.err;
+}
+
+TEST_F(EngineChoiceTest, InfoReportsEnginesAndAcceleratorsWithReasons) {
+  auto r = run_cli({"info", "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["engines"]["vm"]["usable"].get<bool>());
+  EXPECT_TRUE(j["engines"]["jail"]["usable"].get<bool>());
+  EXPECT_TRUE(j["accelerators"]["tcg"]["usable"].get<bool>());
+  if (!j["accelerators"]["kvm"]["usable"].get<bool>()) {
+    EXPECT_FALSE(j["accelerators"]["kvm"]["reason"].get<std::string>().empty());
+  }
+  EXPECT_EQ(j["default_engine"], "vm");
+  auto yaml = run_cli({"info"});
+  EXPECT_NE(yaml.out.find("engines:\n"), std::string::npos) << yaml.out;
+}
+
+}  // namespace
+}  // namespace boxlite::testing
