@@ -5,9 +5,11 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <ctime>
 
@@ -53,13 +55,28 @@ int Child::wait() {
   return status;
 }
 
+std::optional<int> Child::wait_for(int timeout_ms) {
+  if (pid_ <= 0) return std::nullopt;
+  if (auto st = try_wait()) return st;
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0)));
+  double deadline = now_ms() + timeout_ms;
+  for (;;) {
+    int left = static_cast<int>(deadline - now_ms());
+    if (left <= 0) return try_wait();
+    if (pidfd) {
+      pollfd p{pidfd.get(), POLLIN, 0};
+      ::poll(&p, 1, left);
+    } else {
+      ::usleep(static_cast<useconds_t>(std::min(left, 5) * 1000));  // kernels before 5.3
+    }
+    if (auto st = try_wait()) return st;
+  }
+}
+
 int Child::terminate(int grace_ms) {
   if (pid_ <= 0) return 0;
   ::kill(pid_, SIGTERM);
-  for (int waited = 0; waited < grace_ms; waited += 5) {
-    if (auto st = try_wait()) return *st;
-    ::usleep(5000);
-  }
+  if (auto st = wait_for(grace_ms)) return *st;
   ::kill(pid_, SIGKILL);
   return wait();
 }

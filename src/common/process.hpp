@@ -38,6 +38,8 @@ class Child {
   // Non-blocking: the wait status once exited.
   std::optional<int> try_wait();
   int wait();
+  // Waits up to timeout_ms for the exit (pidfd + poll, no sleeping loop).
+  std::optional<int> wait_for(int timeout_ms);
   // SIGTERM, up to grace_ms, then SIGKILL; always reaps.
   int terminate(int grace_ms);
   void kill_now();

@@ -175,12 +175,7 @@ void Box::stop_locked() {
   }
   if (shim_.valid()) {
     // The guest powers off; the shim exits when QEMU does (its own deadline is 10 s).
-    double deadline = now_ms() + 15000;
-    while (shim_.valid() && now_ms() < deadline) {
-      if (shim_.try_wait()) break;
-      ::usleep(5000);
-    }
-    shim_.kill_now();
+    if (!shim_.wait_for(15000)) shim_.kill_now();
   }
   if (client_) {
     client_->close();

@@ -157,9 +157,7 @@ ProbeVerdict run_kvm_probe(const std::string& log_path) {
   so.stdout_path = log_path;
   ::unlink(log_path.c_str());
   Child probe = spawn(so);
-  double deadline = now_ms() + 1000;
-  std::optional<int> st;
-  while (!(st = probe.try_wait()) && now_ms() < deadline) ::usleep(2000);
+  std::optional<int> st = probe.wait_for(1000);
   if (!st) {
     probe.kill_now();
     return {false, "the KVM probe guest did not finish within 1 s"};
