@@ -10,6 +10,7 @@
 #include "common/io.hpp"
 #include "core/client.hpp"
 #include "core/paths.hpp"
+#include "engine/jail/jail.hpp"
 
 namespace boxlite {
 
@@ -188,6 +189,8 @@ void Box::stop_locked() {
 void Box::destroy() {
   std::lock_guard lk(mu_);
   stop_locked();
+  // The shim retires them; this covers a shim that was killed first.
+  if (spec_.engine == "jail") engine::jail::remove_cgroups(spec_.box_id);
   remove_tree(spec_.box_dir);
 }
 

@@ -17,6 +17,7 @@
 #include "common/io.hpp"
 #include "common/process.hpp"
 #include "engine/jail/jail.hpp"
+#include "engine/vm/initramfs.hpp"
 #include "engine/vm/qemu.hpp"
 #include "image/oci_layout.hpp"
 #include "rootfs/rootfs.hpp"

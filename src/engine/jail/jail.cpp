@@ -70,6 +70,38 @@ bool is_cgroup2() { return path_exists("/sys/fs/cgroup/cgroup.controllers"); }
 std::string v1_dir(const std::string& ctl, const std::string& box_id) { return "/sys/fs/cgroup/" + ctl + "/boxlite/" + box_id; }
 std::string v2_dir(const std::string& box_id) { return "/sys/fs/cgroup/boxlite/" + box_id; }
 
+// A fresh memory cgroup costs ~13 ms on its first attach here (cgroup v1), more
+// than the rest of a jail's start. So a removed box's cgroup is emptied and kept
+// as a spare (renamed, which cgroupfs allows within a parent), and the next box
+// takes one over by renaming it to its own name.
+constexpr int kMaxSpares = 8;
+
+std::vector<std::string> cgroup_parents() {
+  if (is_cgroup2()) return {"/sys/fs/cgroup/boxlite"};
+  return {"/sys/fs/cgroup/memory/boxlite", "/sys/fs/cgroup/pids/boxlite", "/sys/fs/cgroup/cpu/boxlite"};
+}
+
+// Renames a spare to `dir` (atomic: two boxes never get the same one), else mkdir.
+void take_or_make_cgroup(const std::string& parent, const std::string& dir) {
+  make_dirs(parent);
+  for (int i = 0; i < kMaxSpares; ++i) {
+    std::string spare = parent + "/spare-" + std::to_string(i);
+    if (::rename(spare.c_str(), dir.c_str()) == 0) return;
+  }
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorCode::Engine, "mkdir " + dir);
+}
+
+void retire_cgroup(const std::string& parent, const std::string& dir) {
+  if (!path_exists(dir)) return;
+  // What the old box left charged (page cache) is reclaimable, so the next box is
+  // never refused memory for it; memory.force_empty here stalled up to a second.
+  for (int i = 0; i < kMaxSpares; ++i) {
+    std::string spare = parent + "/spare-" + std::to_string(i);
+    if (!path_exists(spare) && ::rename(dir.c_str(), spare.c_str()) == 0) return;
+  }
+  ::rmdir(dir.c_str());
+}
+
 CgroupPlan apply_cgroups(const ShimSpec& spec, pid_t pid) {
   CgroupPlan plan;
   long long mem = static_cast<long long>(spec.memory_mib) << 20;
@@ -90,7 +122,7 @@ CgroupPlan apply_cgroups(const ShimSpec& spec, pid_t pid) {
         write_proc("/sys/fs/cgroup/boxlite/cgroup.subtree_control", "+memory +pids +cpu");
       } catch (const Error&) {
       }
-      make_dirs(dir);
+      take_or_make_cgroup("/sys/fs/cgroup/boxlite", dir);
       plan.dirs.push_back(dir);
       write_proc(dir + "/cgroup.procs", std::to_string(pid));
     });
@@ -106,7 +138,7 @@ CgroupPlan apply_cgroups(const ShimSpec& spec, pid_t pid) {
     try_limit(ctl, [&] {
       if (!path_exists("/sys/fs/cgroup/" + ctl)) throw Error(ErrorCode::Unsupported, "no cgroup v1 " + ctl + " hierarchy");
       std::string dir = v1_dir(ctl, spec.box_id);
-      make_dirs(dir);
+      take_or_make_cgroup("/sys/fs/cgroup/" + ctl + "/boxlite", dir);
       plan.dirs.push_back(dir);
       for (const auto& [file, value] : files) {
         try {
@@ -133,7 +165,7 @@ struct ChildArgs {
   // directory above is 0700 host root, which the box's root cannot traverse, and
   // an fd opened before clone would point into the parent's namespace.
   std::string root = ".";
-  int sync_read;    // parent writes one byte when the id maps and cgroups are set
+  int sync_read;    // parent writes a byte when the id maps are set, and another when the cgroups are
   int report;       // child writes "step: errno" here on failure (CLOEXEC)
   int channel;      // box end of the agent channel
   int guest_fd;     // the boxlite-guest binary
@@ -258,7 +290,6 @@ int child_main(void* arg) {
   char go;
   if (::read(a.sync_read, &go, 1) != 1) ::_exit(125);  // the parent gave up
   if (::setresgid(0, 0, 0) != 0 || ::setresuid(0, 0, 0) != 0) child_fail(a, "become root of the user namespace");
-  if (::unshare(CLONE_NEWCGROUP) != 0) child_fail(a, "unshare cgroup namespace");
   child_mount(a, nullptr, "/", nullptr, MS_REC | MS_PRIVATE);
   // The overlay came from the host's namespace, so here it is locked and
   // pivot_root refuses it. Bind it (from our cwd) onto a tmpfs of our own: that
@@ -286,6 +317,10 @@ int child_main(void* arg) {
   ::dup2(null, 0);
   ::dup2(null, 1);
   ::dup2(null, 2);
+  // The parent attaches our cgroups while we set up the root (an attach waits for
+  // an RCU grace period, ~10 ms): wait for that before the cgroup namespace is made.
+  if (::read(a.sync_read, &go, 1) != 1) ::_exit(125);
+  if (::unshare(CLONE_NEWCGROUP) != 0) child_fail(a, "unshare cgroup namespace");
   drop_capabilities(a);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_fail(a, "set no_new_privs");
   if (int rc = load_seccomp_filter(); rc != 0) {
@@ -350,9 +385,10 @@ Jail start(const ShimSpec& spec) {
   std::string map = "0 " + std::to_string(spec.uid_offset) + " " + std::to_string(kUidCount) + "\n";
   write_proc("/proc/" + std::to_string(pid) + "/uid_map", map);
   write_proc("/proc/" + std::to_string(pid) + "/gid_map", map);
+  if (::write(sync_w.get(), "g", 1) != 1) throw_errno(ErrorCode::Engine, "release the box init");
   CgroupPlan cg = apply_cgroups(spec, pid);
   j.warnings = cg.warnings;
-  if (::write(sync_w.get(), "g", 1) != 1) throw_errno(ErrorCode::Engine, "release the box init");
+  if (::write(sync_w.get(), "c", 1) != 1) throw_errno(ErrorCode::Engine, "release the box init");
   sync_w.reset();
   // Either the exec succeeds (the CLOEXEC report pipe closes empty) or the child says why.
   std::string why;
@@ -372,11 +408,7 @@ Jail start(const ShimSpec& spec) {
 }
 
 void remove_cgroups(const std::string& box_id) {
-  if (is_cgroup2()) {
-    ::rmdir(v2_dir(box_id).c_str());
-    return;
-  }
-  for (const char* ctl : {"memory", "pids", "cpu"}) ::rmdir(v1_dir(ctl, box_id).c_str());
+  for (const auto& parent : cgroup_parents()) retire_cgroup(parent, parent + "/" + box_id);
 }
 
 }  // namespace boxlite::engine::jail

@@ -13,12 +13,6 @@ inline constexpr const char* kRootDiskSerial = "rootfs";
 
 std::vector<std::string> qemu_argv(const ShimSpec& spec);
 
-// Builds (or reuses) <cache_dir>/initramfs-<hash>.cpio holding the agent as /init
-// and, for a modular kernel, the modules it must load (modules_dir: the kernel's
-// /lib/modules/<ver>, "" for the built-in minimal kernel). Returns its path.
-std::string ensure_initramfs(const std::string& cache_dir, const std::string& guest_binary,
-                             const std::string& modules_dir);
-
 struct AccelProbe {
   bool usable = false;
   double probe_ms = 0;
