@@ -209,3 +209,34 @@ TEST_F(JailEscapeTest, ExitCodeAndNothingLeftBehind) {
 
 }  // namespace
 }  // namespace boxlite::testing
+
+namespace boxlite::testing {
+namespace {
+
+std::string memory_limit_of(const std::string& box_id) {
+  for (const std::string& f : {"/sys/fs/cgroup/memory/boxlite/" + box_id + "/memory.limit_in_bytes",
+                               "/sys/fs/cgroup/boxlite/" + box_id + "/memory.max"}) {
+    if (path_exists(f)) return trim(read_file(f));
+  }
+  return "";
+}
+
+class JailLimitsTest : public BoxliteTest {};
+
+// Cgroups are reused between boxes: limits must be set whatever the last box had.
+TEST_F(JailLimitsTest, MemoryLimitsApplyOnReusedCgroups) {
+  Runtime rt;
+  for (int mib : {128, 1024, 256, 2048}) {
+    BoxOptions o;
+    o.rootfs_path = image("busybox");
+    o.engine = "jail";
+    o.memory_mib = mib;
+    auto box = rt.create(o);
+    box->start();
+    EXPECT_EQ(memory_limit_of(box->id()), std::to_string(static_cast<long long>(mib) << 20)) << mib << " MiB";
+    box->destroy();
+  }
+}
+
+}  // namespace
+}  // namespace boxlite::testing

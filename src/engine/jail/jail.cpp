@@ -150,7 +150,10 @@ CgroupPlan apply_cgroups(const ShimSpec& spec, pid_t pid) {
       write_proc(dir + "/cgroup.procs", std::to_string(pid));
     });
   };
-  v1("memory", {{"memory.limit_in_bytes", std::to_string(mem)}, {"memory.memsw.limit_in_bytes", std::to_string(mem)}});
+  // memsw must stay >= the limit at every step (a reused cgroup may hold a smaller one).
+  v1("memory", {{"memory.memsw.limit_in_bytes", "-1"},
+                {"memory.limit_in_bytes", std::to_string(mem)},
+                {"memory.memsw.limit_in_bytes", std::to_string(mem)}});
   v1("pids", {{"pids.max", std::to_string(spec.pids_limit)}});
   v1("cpu", {{"cpu.cfs_period_us", "100000"}, {"cpu.cfs_quota_us", std::to_string(quota)}});
   return plan;
