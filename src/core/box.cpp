@@ -158,6 +158,7 @@ BufferedResult Box::run(const ExecOptions& opts) {
   ExecResult res = e.wait();
   r.exit_code = res.exit_code;
   r.timed_out = res.timed_out;
+  if (r.timed_out) r.timeout_secs = opts.timeout_secs;
   return r;
 }
 

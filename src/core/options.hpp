@@ -59,8 +59,15 @@ struct ExecResult {
 struct BufferedResult {
   int exit_code = 0;
   bool timed_out = false;
+  double timeout_secs = 0;  // the limit that was hit, when timed_out
   std::string stdout_text, stderr_text;
   bool stdout_truncated = false, stderr_truncated = false;
+
+  // The agent-facing rendering every interface shares: stdout, then a "STDERR:"
+  // block when there is stderr (a timeout adds "Command timed out after Ns"), then
+  // "Exit code: N". Longer than max_chars (Unicode code points), the middle is cut
+  // and marked "... (N chars truncated) ...". The exit code line is always kept.
+  std::string as_text(size_t max_chars = 10000) const;
 };
 inline constexpr size_t kMaxBufferedOutput = 16u << 20;
 
