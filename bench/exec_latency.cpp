@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <stdexcept>
 #include <vector>
 
 #include "core/runtime.hpp"
@@ -60,10 +61,28 @@ int main(int argc, char** argv) {
       waitpid(pid, &st, 0);
       native.push_back(ms_since(t));
     }
-    auto b = stats(boxed), n = stats(native);
+    // 1 KiB through stdin and back (cat), each a fresh exec.
+    std::vector<double> echo;
+    const std::string kib(1024, 'x');
+    boxlite::ExecOptions c;
+    c.argv = {"cat"};
+    c.stdin_open = true;
+    for (int i = 0; i < runs; ++i) {
+      auto t = Clock::now();
+      boxlite::Execution ex = box->exec(c);
+      ex.write_stdin(kib);
+      ex.close_stdin();
+      size_t got = 0;
+      while (auto chunk = ex.next_output()) got += chunk->data.size();
+      ex.wait();
+      echo.push_back(ms_since(t));
+      if (got != kib.size()) throw std::runtime_error("echo lost bytes");
+    }
+    auto b = stats(boxed), n = stats(native), ec = stats(echo);
     std::printf("exec `true` in a running box (%d runs): median %.2f ms, p99 %.2f ms\n", runs, b.median_ms, b.p99_ms);
     std::printf("native fork+exec `true`     (%d runs): median %.2f ms, p99 %.2f ms\n", runs, n.median_ms, n.p99_ms);
     std::printf("ratio (median): %.1fx\n", b.median_ms / n.median_ms);
+    std::printf("1 KiB stdin echoed by cat    (%d runs): median %.2f ms, p99 %.2f ms\n", runs, ec.median_ms, ec.p99_ms);
     box->destroy();
   } catch (const std::exception& ex) {
     std::fprintf(stderr, "error: %s\n", ex.what());
