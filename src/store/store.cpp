@@ -1,0 +1,209 @@
+#include "store/store.hpp"
+
+#include <sqlite3.h>
+
+#include "common/error.hpp"
+#include "common/io.hpp"
+
+namespace boxlite::store {
+namespace {
+
+[[noreturn]] void db_error(sqlite3* db, const std::string& what) {
+  throw Error(ErrorCode::Database, what + ": " + (db ? sqlite3_errmsg(db) : "out of memory"));
+}
+
+// RAII prepared statement.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) != SQLITE_OK) db_error(db, std::string("prepare ") + sql);
+  }
+  ~Stmt() { sqlite3_finalize(s_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  Stmt& bind(int i, const std::string& v) {
+    sqlite3_bind_text(s_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& bind(int i, int64_t v) {
+    sqlite3_bind_int64(s_, i, v);
+    return *this;
+  }
+  Stmt& bind_null_if_empty(int i, const std::string& v) {
+    if (v.empty()) {
+      sqlite3_bind_null(s_, i);
+      return *this;
+    }
+    return bind(i, v);
+  }
+  // true: a row is ready; false: done.
+  bool step() {
+    int rc = sqlite3_step(s_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    if (rc == SQLITE_CONSTRAINT) throw Error(ErrorCode::AlreadyExists, sqlite3_errmsg(db_));
+    db_error(db_, "step");
+  }
+  std::string text(int col) {
+    auto p = sqlite3_column_text(s_, col);
+    return p ? reinterpret_cast<const char*>(p) : "";
+  }
+  int64_t integer(int col) { return sqlite3_column_int64(s_, col); }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* s_ = nullptr;
+};
+
+void exec_sql(sqlite3* db, const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown";
+    sqlite3_free(err);
+    throw Error(ErrorCode::Database, std::string("database: ") + msg);
+  }
+}
+
+constexpr const char* kColumns =
+    "id, name, image, engine, state, stop_reason, created_at_ms, started_at_ms, stopped_at_ms, shim_pid, auto_remove, "
+    "detach, options_json";
+
+BoxRecord read_row(Stmt& s) {
+  BoxRecord r;
+  r.id = s.text(0);
+  r.name = s.text(1);
+  r.image = s.text(2);
+  r.engine = s.text(3);
+  r.state = s.text(4);
+  r.stop_reason = s.text(5);
+  r.created_at_ms = s.integer(6);
+  r.started_at_ms = s.integer(7);
+  r.stopped_at_ms = s.integer(8);
+  r.shim_pid = static_cast<int>(s.integer(9));
+  r.auto_remove = s.integer(10) != 0;
+  r.detach = s.integer(11) != 0;
+  r.options_json = s.text(12);
+  return r;
+}
+
+}  // namespace
+
+Store::Store(const std::string& db_path) {
+  auto slash = db_path.rfind('/');
+  if (slash != std::string::npos && slash > 0) make_dirs(db_path.substr(0, slash), 0700);
+  if (sqlite3_open_v2(db_path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr) !=
+      SQLITE_OK) {
+    std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw Error(ErrorCode::Database, "open " + db_path + ": " + msg);
+  }
+  // Several processes share one home: wait for each other's writes instead of failing.
+  sqlite3_busy_timeout(db_, 10000);
+  try {
+    exec_sql(db_, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;");
+    migrate();
+  } catch (...) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw;
+  }
+}
+
+Store::~Store() { sqlite3_close(db_); }
+
+void Store::migrate() {
+  exec_sql(db_, "BEGIN IMMEDIATE");
+  try {
+    int version = 0;
+    {
+      Stmt s(db_, "PRAGMA user_version");
+      if (s.step()) version = static_cast<int>(s.integer(0));
+    }
+    if (version > kSchemaVersion) {
+      throw Error(ErrorCode::Database, "Schema version mismatch: database has v" + std::to_string(version) +
+                                           ", process expects v" + std::to_string(kSchemaVersion) +
+                                           ". Upgrade boxlite to a newer version.");
+    }
+    if (version < 1) {
+      exec_sql(db_,
+               "CREATE TABLE boxes ("
+               " id TEXT PRIMARY KEY,"
+               " name TEXT UNIQUE,"
+               " image TEXT NOT NULL,"
+               " engine TEXT NOT NULL,"
+               " state TEXT NOT NULL CHECK (state IN ('created','running','stopped')),"
+               " stop_reason TEXT NOT NULL DEFAULT '',"
+               " created_at_ms INTEGER NOT NULL,"
+               " started_at_ms INTEGER NOT NULL DEFAULT 0,"
+               " stopped_at_ms INTEGER NOT NULL DEFAULT 0,"
+               " shim_pid INTEGER NOT NULL DEFAULT 0,"
+               " auto_remove INTEGER NOT NULL,"
+               " detach INTEGER NOT NULL,"
+               " options_json TEXT NOT NULL);"
+               "CREATE INDEX boxes_created ON boxes(created_at_ms DESC);"
+               "PRAGMA user_version = 1;");
+    }
+    exec_sql(db_, "COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
+void Store::insert(const BoxRecord& r) {
+  Stmt s(db_, (std::string("INSERT INTO boxes (") + kColumns + ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)").c_str());
+  s.bind(1, r.id).bind_null_if_empty(2, r.name).bind(3, r.image).bind(4, r.engine).bind(5, r.state).bind(6, r.stop_reason);
+  s.bind(7, r.created_at_ms).bind(8, r.started_at_ms).bind(9, r.stopped_at_ms).bind(10, int64_t{r.shim_pid});
+  s.bind(11, int64_t{r.auto_remove}).bind(12, int64_t{r.detach}).bind(13, r.options_json);
+  try {
+    s.step();
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::AlreadyExists) throw;
+    if (!r.name.empty() && find(r.name)) throw Error(ErrorCode::AlreadyExists, "box name '" + r.name + "' is already in use");
+    throw Error(ErrorCode::AlreadyExists, "box id " + r.id + " already exists");
+  }
+}
+
+void Store::update(const BoxRecord& r) {
+  Stmt s(db_,
+         "UPDATE boxes SET name=?, image=?, engine=?, state=?, stop_reason=?, started_at_ms=?, stopped_at_ms=?, "
+         "shim_pid=?, auto_remove=?, detach=?, options_json=? WHERE id=?");
+  s.bind_null_if_empty(1, r.name).bind(2, r.image).bind(3, r.engine).bind(4, r.state).bind(5, r.stop_reason);
+  s.bind(6, r.started_at_ms).bind(7, r.stopped_at_ms).bind(8, int64_t{r.shim_pid}).bind(9, int64_t{r.auto_remove});
+  s.bind(10, int64_t{r.detach}).bind(11, r.options_json).bind(12, r.id);
+  s.step();
+  if (sqlite3_changes(db_) == 0) throw Error(ErrorCode::NotFound, "No such box: " + r.id);
+}
+
+std::optional<BoxRecord> Store::find(const std::string& id_or_name) {
+  if (id_or_name.empty()) return std::nullopt;
+  {
+    Stmt s(db_, (std::string("SELECT ") + kColumns + " FROM boxes WHERE id=? OR name=? ORDER BY id=? DESC LIMIT 1").c_str());
+    s.bind(1, id_or_name).bind(2, id_or_name).bind(3, id_or_name);
+    if (s.step()) return read_row(s);
+  }
+  // A unique prefix of an id, as docker accepts.
+  Stmt p(db_, (std::string("SELECT ") + kColumns + " FROM boxes WHERE substr(id, 1, length(?1)) = ?1 LIMIT 2").c_str());
+  p.bind(1, id_or_name);
+  if (!p.step()) return std::nullopt;
+  BoxRecord r = read_row(p);
+  if (p.step()) return std::nullopt;  // ambiguous
+  return r;
+}
+
+std::vector<BoxRecord> Store::list() {
+  Stmt s(db_, (std::string("SELECT ") + kColumns + " FROM boxes ORDER BY created_at_ms DESC, rowid DESC").c_str());
+  std::vector<BoxRecord> out;
+  while (s.step()) out.push_back(read_row(s));
+  return out;
+}
+
+bool Store::remove(const std::string& id) {
+  Stmt s(db_, "DELETE FROM boxes WHERE id=?");
+  s.bind(1, id);
+  s.step();
+  return sqlite3_changes(db_) > 0;
+}
+
+}  // namespace boxlite::store

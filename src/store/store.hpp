@@ -1,0 +1,59 @@
+// The state store: one SQLite database per home (<home>/db/boxlite.db) with a
+// versioned schema. Every process that uses a home sees the same boxes through it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+struct sqlite3;
+
+namespace boxlite::store {
+
+inline constexpr int kSchemaVersion = 1;
+
+struct BoxRecord {
+  std::string id;
+  std::string name;          // "" = unnamed
+  std::string image;
+  std::string engine;
+  std::string state;         // created | running | stopped
+  std::string stop_reason;   // why it last stopped ("" if never)
+  int64_t created_at_ms = 0;
+  int64_t started_at_ms = 0;
+  int64_t stopped_at_ms = 0;
+  int shim_pid = 0;          // while running
+  bool auto_remove = true;
+  bool detach = false;
+  std::string options_json;  // what it was created with
+};
+
+class Store {
+ public:
+  // Opens (creating and migrating as needed). A database from a newer boxlite is
+  // refused with Error(Database): "Schema version mismatch: database has vN,
+  // process expects vM. Upgrade boxlite to a newer version."
+  explicit Store(const std::string& db_path);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Throws AlreadyExists when the id or the name is taken.
+  void insert(const BoxRecord& r);
+  // Every field but id and created_at; throws NotFound.
+  void update(const BoxRecord& r);
+  // By exact id, then by name, then by unique id prefix.
+  std::optional<BoxRecord> find(const std::string& id_or_name);
+  // Newest first.
+  std::vector<BoxRecord> list();
+  // Returns false when there was no such box.
+  bool remove(const std::string& id);
+
+ private:
+  void migrate();
+  sqlite3* db_ = nullptr;
+};
+
+}  // namespace boxlite::store

@@ -1,0 +1,125 @@
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+
+#include <thread>
+
+#include "common/error.hpp"
+#include "common/io.hpp"
+#include "store/store.hpp"
+
+namespace boxlite::store {
+namespace {
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/blt-store-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    path_ = dir_ + "/db/boxlite.db";
+  }
+  void TearDown() override { remove_tree(dir_); }
+  static BoxRecord record(const std::string& id, const std::string& name, int64_t created) {
+    BoxRecord r;
+    r.id = id;
+    r.name = name;
+    r.image = "busybox";
+    r.engine = "jail";
+    r.state = "created";
+    r.created_at_ms = created;
+    r.options_json = "{}";
+    return r;
+  }
+  std::string dir_, path_;
+};
+
+TEST_F(StoreTest, InsertFindUpdateListRemove) {
+  Store s(path_);
+  s.insert(record("aaaaaaaaaaaa", "first", 1));
+  s.insert(record("bbbbbbbbbbbb", "", 2));
+  auto by_name = s.find("first");
+  ASSERT_TRUE(by_name);
+  EXPECT_EQ(by_name->id, "aaaaaaaaaaaa");
+  EXPECT_TRUE(s.find("bbbbbbbbbbbb"));
+  EXPECT_TRUE(s.find("bbbb")) << "unique id prefix";
+  EXPECT_FALSE(s.find("nope"));
+  auto r = *by_name;
+  r.state = "stopped";
+  r.stop_reason = "stop requested";
+  s.update(r);
+  EXPECT_EQ(s.find("first")->stop_reason, "stop requested");
+  auto all = s.list();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].id, "bbbbbbbbbbbb") << "newest first";
+  EXPECT_TRUE(s.remove("aaaaaaaaaaaa"));
+  EXPECT_FALSE(s.remove("aaaaaaaaaaaa"));
+  EXPECT_EQ(s.list().size(), 1u);
+}
+
+TEST_F(StoreTest, NamesAndIdsAreUnique) {
+  Store s(path_);
+  s.insert(record("aaaaaaaaaaaa", "dup", 1));
+  try {
+    s.insert(record("cccccccccccc", "dup", 2));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::AlreadyExists);
+    EXPECT_NE(std::string(e.what()).find("'dup' is already in use"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(s.insert(record("aaaaaaaaaaaa", "", 3)), Error);
+  // Several unnamed boxes are fine (NULL is not a duplicate).
+  s.insert(record("dddddddddddd", "", 4));
+  s.insert(record("eeeeeeeeeeee", "", 5));
+}
+
+TEST_F(StoreTest, UpdatingAMissingBoxIsNotFound) {
+  Store s(path_);
+  try {
+    s.update(record("zzzzzzzzzzzz", "", 1));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::NotFound);
+  }
+}
+
+TEST_F(StoreTest, ANewerSchemaIsRefusedWithTheDocumentedMessage) {
+  { Store s(path_); }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  sqlite3_exec(db, "PRAGMA user_version = 10", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  try {
+    Store s(path_);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Database);
+    EXPECT_STREQ(e.what(), "Schema version mismatch: database has v10, process expects v1. Upgrade boxlite to a newer version.");
+  }
+}
+
+TEST_F(StoreTest, ConcurrentWritersFromThreadsLoseNothing) {
+  { Store init(path_); }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([this, t] {
+      Store s(path_);  // one connection per thread, as separate processes would
+      for (int i = 0; i < 50; ++i) {
+        char id[13];
+        std::snprintf(id, sizeof id, "t%dbox%06d", t, i);
+        s.insert(record(id, "", t * 1000 + i));
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  Store s(path_);
+  EXPECT_EQ(s.list().size(), 200u);
+}
+
+TEST_F(StoreTest, AnUnopenableDatabaseIsADatabaseError) {
+  write_file_atomic(dir_ + "/notadir", "x");
+  EXPECT_THROW(Store(dir_ + "/notadir/boxlite.db"), Error);
+}
+
+}  // namespace
+}  // namespace boxlite::store
