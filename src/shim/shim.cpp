@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <chrono>
+
+#include <nlohmann/json.hpp>
 #include <cstdio>
 #include <cstring>
 
@@ -428,6 +430,17 @@ void Shim::on_client_frame(Client& c, Frame& f) {
   }
 }
 
+// <box_dir>/exit.json tells any runtime process why the box stopped. A shim
+// killed outright cannot write it; the runtime then reports that instead.
+void Shim::record_exit() {
+  try {
+    nlohmann::json j = {{"reason", stop_reason_}, {"stopped_at_ms", wall_clock_ns() / 1000000}};
+    write_file_atomic(spec_.box_dir + "/exit.json", j.dump() + "\n", 0600);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "boxlite-shim: %s\n", e.what());
+  }
+}
+
 void Shim::listen() {
   std::string sock = engine::shim_socket_path(spec_.box_dir);
   listen_ = unix_listen(sock);
@@ -488,7 +501,10 @@ void Shim::serve(int lifeline_fd) {
         while (::read(sigfd_.get(), &si, sizeof si) == sizeof si) {
           if (si.ssi_signo != SIGCHLD) begin_stop(std::string("shim received ") + strsignal(static_cast<int>(si.ssi_signo)));
         }
-        if (engine_.try_wait()) break;
+        if (auto st = engine_.try_wait()) {
+          engine_status_ = st;
+          break;
+        }
       } else if (k == kLifelineKey) {
         // The process that owns this (non-detached) box died or let go of it.
         ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, lifeline_fd, nullptr);
@@ -502,9 +518,18 @@ void Shim::serve(int lifeline_fd) {
       }
     }
     if (!engine_.valid()) break;
-    if (engine_.try_wait()) break;
+    if (auto st = engine_.try_wait()) {
+      engine_status_ = st;
+      break;
+    }
     if (stopping_ && now_ms() > stop_deadline_ms_) stop_engine();
   }
+  if (stop_reason_.empty()) {
+    std::string what = spec_.engine == "vm" ? "the VM (QEMU)" : "the box's init";
+    stop_reason_ = engine_status_ ? what + " exited unexpectedly (" + describe_status(*engine_status_) + ")"
+                                  : what + " exited unexpectedly";
+  }
+  record_exit();
   // The box is down: tell every client, then go.
   proto::ErrorReply err;
   err.set_code(static_cast<uint32_t>(ErrorCode::Stopped));

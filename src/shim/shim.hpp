@@ -4,6 +4,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,7 @@ class Shim {
   void update_interest();
   void begin_stop(const std::string& why);
   void stop_engine();
+  void record_exit();
 
   engine::ShimSpec spec_;
   Child engine_;
@@ -70,6 +72,7 @@ class Shim {
   double stop_deadline_ms_ = 0;
   std::string stop_reason_;
   std::vector<std::string> warnings_;
+  std::optional<int> engine_status_;
 };
 
 }  // namespace boxlite::shim
