@@ -14,6 +14,7 @@ struct GlobalFlags {
 // Each registers its subcommand; the callback sets the process exit code.
 void add_run_command(CLI::App& app, GlobalFlags& g, int& exit_code);
 void add_info_command(CLI::App& app, GlobalFlags& g, int& exit_code);
+void add_cp_command(CLI::App& app, GlobalFlags& g, int& exit_code);
 
 // Exit codes for failures of boxlite itself, as docker uses them.
 inline constexpr int kExitRuntimeError = 125;

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   add_run_command(app, g, exit_code);
   add_info_command(app, g, exit_code);
+  add_cp_command(app, g, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -26,7 +26,21 @@ const char* box_state_name(BoxState s) {
 Box::Box(engine::ShimSpec spec, std::string name, std::vector<std::string> default_argv, bool auto_remove)
     : spec_(std::move(spec)), name_(std::move(name)), default_argv_(std::move(default_argv)), auto_remove_(auto_remove) {}
 
+std::shared_ptr<Box> Box::attach(engine::ShimSpec spec) {
+  std::string id = spec.box_id;
+  auto box = std::make_shared<Box>(std::move(spec), "", std::vector<std::string>{}, /*auto_remove=*/false);
+  box->attached_ = true;
+  try {
+    box->client_ = core::ShimClient::connect(engine::shim_socket_path(box->dir()), id);
+  } catch (const Error& e) {
+    throw Error(ErrorCode::Stopped, "box " + id + " is not running: " + e.what());
+  }
+  box->state_ = BoxState::Running;
+  return box;
+}
+
 Box::~Box() {
+  if (attached_) return;  // not ours to stop; the client closes with its last user
   try {
     if (auto_remove_) {
       destroy();
@@ -81,6 +95,8 @@ void Box::start() {
     if (client_ && !client_->closed()) return;
     stop_locked();
   }
+  // Booting it here would make a second owner of another process's box.
+  if (attached_) throw Error(ErrorCode::Stopped, "box " + id() + " is not running");
   Pipe ready = make_pipe();
   Pipe lifeline = make_pipe();
   SpawnOptions so;
@@ -123,7 +139,6 @@ Execution Box::exec(const ExecOptions& o) {
   for (const auto& [k, v] : o.env) {
     if (k.empty() || k.find('=') != std::string::npos) throw Error(ErrorCode::InvalidArgument, "exec: invalid environment variable name '" + k + "'");
   }
-  if (state() != BoxState::Running) start();
   proto::ExecRequest req;
   for (const auto& a : o.argv) req.add_argv(a);
   for (const auto& [k, v] : o.env) req.add_env(k + "=" + v);
@@ -134,12 +149,26 @@ Execution Box::exec(const ExecOptions& o) {
   req.set_cols(o.cols);
   req.set_timeout_secs(o.timeout_secs);
   req.set_stdin(o.stdin_open);
-  std::shared_ptr<core::ShimClient> client;
-  {
-    std::lock_guard lk(mu_);
-    client = client_;
-  }
-  if (!client) throw Error(ErrorCode::Stopped, "box " + id() + " is not running");
+  auto client = running_client();
+  auto stream = client->start_exec(req);
+  return Execution(client, stream);
+}
+
+std::shared_ptr<core::ShimClient> Box::running_client() {
+  if (state() != BoxState::Running) start();
+  std::lock_guard lk(mu_);
+  if (!client_) throw Error(ErrorCode::Stopped, "box " + id() + " is not running");
+  return client_;
+}
+
+Execution Box::exec_builtin(const std::string& name, const std::vector<std::string>& args, bool stdin_open) {
+  proto::ExecRequest req;
+  // What an agent without builtins would try to run: it fails as "not found".
+  req.add_argv("/.boxlite/builtin/" + name);
+  req.set_builtin(name);
+  for (const auto& a : args) req.add_builtin_args(a);
+  req.set_stdin(stdin_open);
+  auto client = running_client();
   auto stream = client->start_exec(req);
   return Execution(client, stream);
 }

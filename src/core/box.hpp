@@ -8,6 +8,7 @@
 
 #include "common/fd.hpp"
 #include "common/process.hpp"
+#include "core/copy.hpp"
 #include "core/execution.hpp"
 #include "core/options.hpp"
 #include "engine/spec.hpp"
@@ -20,6 +21,11 @@ const char* box_state_name(BoxState s);
 class Box {
  public:
   Box(engine::ShimSpec spec, std::string name, std::vector<std::string> default_argv, bool auto_remove);
+  // A box that another process created and is running (Runtime::attach): connects
+  // to its shim. Dropping it leaves the box running; it is never booted from here
+  // (exec on it once it stopped is a Stopped error); stop() and destroy() still act
+  // on it. Throws Stopped when its shim does not answer.
+  static std::shared_ptr<Box> attach(engine::ShimSpec spec);
   ~Box();
   Box(const Box&) = delete;
   Box& operator=(const Box&) = delete;
@@ -36,6 +42,14 @@ class Box {
   Execution exec(const ExecOptions& opts);
   // Runs to completion and buffers output (at most kMaxBufferedOutput per stream).
   BufferedResult run(const ExecOptions& opts);
+  // Copies host_path into the box at box_path, or box_path out to host_path, with
+  // docker cp semantics (core/copy.hpp); starts the box if needed. Errors name the
+  // box and the path: NotFound (a missing source, or a destination's missing
+  // parent), AlreadyExists (overwrite off, or a file onto a directory),
+  // InvalidArgument (a directory onto a file, an empty path), Storage (I/O),
+  // Stopped. A failed copy may leave part of a directory copied.
+  void copy_in(const std::string& host_path, const std::string& box_path, const CopyOptions& opts = {});
+  void copy_out(const std::string& box_path, const std::string& host_path, const CopyOptions& opts = {});
   // Stops the box: the guest shuts down and the VM exits. The disk stays.
   void stop();
   // Stops and deletes everything of the box (its directory, disk, sockets).
@@ -44,11 +58,16 @@ class Box {
 
  private:
   void stop_locked();
+  // The connection to the running box, starting it first if needed.
+  std::shared_ptr<core::ShimClient> running_client();
+  // Starts a guest builtin (copy.cpp) as an exec.
+  Execution exec_builtin(const std::string& name, const std::vector<std::string>& args, bool stdin_open);
 
   engine::ShimSpec spec_;
   std::string name_;
   std::vector<std::string> default_argv_;
   bool auto_remove_;
+  bool attached_ = false;  // another process owns the box (attach)
   std::mutex mu_;
   BoxState state_ = BoxState::Created;
   Child shim_;

@@ -252,6 +252,15 @@ void Agent::handle_exec(const protocol::Frame& f) {
   sr.rows = req.rows();
   sr.cols = req.cols();
   sr.stdin_open = req.stdin();
+  if (!req.builtin().empty()) {
+    // Builtins (copies) act for the host on the whole box, as docker cp does: root,
+    // from "/", on plain pipes, whatever the box's default user and directory.
+    sr.builtin = req.builtin();
+    sr.builtin_args.assign(req.builtin_args().begin(), req.builtin_args().end());
+    sr.user = "0";
+    sr.cwd = "/";
+    sr.tty = false;
+  }
   Spawned sp = spawn_process(sr);
 
   auto e = std::make_unique<Exec>();

@@ -14,10 +14,13 @@
 
 #include "common/error.hpp"
 #include "common/io.hpp"
+#include "guest/copy.hpp"
 #include "guest/users.hpp"
 
 namespace boxlite::guest {
 namespace {
+
+constexpr int kBuiltinPipeBytes = 1 << 20;
 
 [[noreturn]] void spawn_failed(const std::string& why) { throw Error(ErrorCode::Execution, "spawn_failed: " + why); }
 
@@ -61,6 +64,8 @@ struct ChildPlan {
   Identity id;
   std::string cwd;
   int in = -1, out = -1, err = -1, ctty = -1, report = -1;
+  const std::string* builtin = nullptr;  // run this instead of execve
+  const std::vector<std::string>* builtin_args = nullptr;
 };
 
 [[noreturn]] void child_fail(int report, int stage) {
@@ -81,6 +86,15 @@ struct ChildPlan {
   if (::setgid(p.id.gid) != 0) child_fail(p.report, 5);
   if (::setuid(p.id.uid) != 0) child_fail(p.report, 6);
   if (::chdir(p.cwd.c_str()) != 0) child_fail(p.report, 7);
+  if (p.builtin) {
+    // No execve closes the agent's descriptors (the channel, other execs' pipes)
+    // for us: close them, or another exec could never see EOF on its stdin while
+    // this one runs. The report pipe goes too, which tells the agent we started.
+    if (::close_range(3, ~0u, 0) != 0) {
+      for (int fd = 3; fd < 1024; ++fd) ::close(fd);
+    }
+    ::_exit(run_builtin(*p.builtin, *p.builtin_args));
+  }
   ::execve(p.path.c_str(), p.argv.data(), p.envp.data());
   child_fail(p.report, 8);
 }
@@ -135,7 +149,11 @@ std::string find_in_path(const std::string& file, const std::string& path_var) {
 }
 
 Spawned spawn_process(const SpawnRequest& req) {
-  if (req.argv.empty() || req.argv[0].empty()) spawn_failed("empty command");
+  if (!req.builtin.empty()) {
+    if (!is_builtin(req.builtin)) spawn_failed("unknown builtin '" + req.builtin + "'");
+  } else if (req.argv.empty() || req.argv[0].empty()) {
+    spawn_failed("empty command");
+  }
   ChildPlan plan;
   try {
     plan.id = resolve_identity(req.user);
@@ -147,7 +165,13 @@ Spawned spawn_process(const SpawnRequest& req) {
   if (!env_lookup(env, "HOME")) env.push_back("HOME=" + plan.id.home);
   if (req.tty && !env_lookup(env, "TERM")) env.emplace_back("TERM=xterm");
   const std::string* path_kv = env_lookup(env, "PATH");
-  plan.path = find_in_path(req.argv[0], path_kv->substr(5));
+  if (!req.builtin.empty()) {
+    plan.builtin = &req.builtin;
+    plan.builtin_args = &req.builtin_args;
+    plan.path = "builtin " + req.builtin;  // for error messages
+  } else {
+    plan.path = find_in_path(req.argv[0], path_kv->substr(5));
+  }
   if (plan.path.empty()) {
     if (req.argv[0].find('/') != std::string::npos) {
       spawn_failed("executable file not found: " + req.argv[0] + " (no such file or not executable)");
@@ -184,6 +208,13 @@ Spawned spawn_process(const SpawnRequest& req) {
       plan.in = in_pipe.read.get();
     } else {
       plan.in = devnull.get();
+    }
+    if (!req.builtin.empty()) {
+      // Copies stream bulk data: a deeper pipe lets the agent hand its stdin buffer
+      // over (and return credit) at once. Best effort: the default still works.
+      for (int fd : {in_pipe.write.get(), out_pipe.write.get()}) {
+        if (fd >= 0) ::fcntl(fd, F_SETPIPE_SZ, kBuiltinPipeBytes);
+      }
     }
   }
   if (plan.in < 0) throw_errno(ErrorCode::Execution, "spawn_failed: open /dev/null");

@@ -18,6 +18,9 @@ struct SpawnRequest {
   bool tty = false;
   unsigned rows = 24, cols = 80;
   bool stdin_open = false;
+  // Non-empty: the child runs this builtin (guest/copy.hpp) instead of argv.
+  std::string builtin;
+  std::vector<std::string> builtin_args;
 };
 
 struct Spawned {

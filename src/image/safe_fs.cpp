@@ -38,11 +38,29 @@ std::string read_link_at(int dir_fd, const std::string& name) {
 }
 
 // openat2 does the whole confined walk in one syscall; -1 with errno on failure.
+// EAGAIN means a rename somewhere on the system raced a ".." step: try again a few
+// times before the caller falls back to the step-by-step walk.
 int openat2_in_root(int root_fd, const std::string& rel) {
   open_how how{};
   how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
   how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-  return static_cast<int>(::syscall(SYS_openat2, root_fd, rel.c_str(), &how, sizeof how));
+  for (int attempt = 0;; ++attempt) {
+    int fd = static_cast<int>(::syscall(SYS_openat2, root_fd, rel.c_str(), &how, sizeof how));
+    if (fd >= 0 || errno != EAGAIN || attempt >= 8) return fd;
+  }
+}
+
+// The directory reached from the root by these real (non-symlink) names, each
+// opened O_NOFOLLOW: how ".." is taken, so that a directory moved elsewhere while
+// we stand in it cannot lead the walk out of the root.
+UniqueFd reopen_from_root(int root_fd, const std::vector<std::string>& names) {
+  UniqueFd cur = dup_fd(root_fd);
+  for (const auto& n : names) {
+    UniqueFd next(::openat(cur.get(), n.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!next) throw_errno(ErrorCode::Image, "reopen directory " + n + " (changed during the walk)");
+    cur = std::move(next);
+  }
+  return cur;
 }
 
 // The same semantics as RESOLVE_IN_ROOT, one component at a time, so that missing
@@ -52,19 +70,16 @@ int openat2_in_root(int root_fd, const std::string& rel) {
 UniqueFd walk_in_root(int root_fd, const Components& path, size_t count, bool create, const Owner* owner) {
   std::deque<std::string> todo(path.begin(), path.begin() + static_cast<std::ptrdiff_t>(count));
   UniqueFd cur = dup_fd(root_fd);
-  size_t depth = 0;  // real directories below the root; ".." at 0 stays at the root
+  std::vector<std::string> names;  // real directories from the root to cur; ".." at none stays at the root
   int links = 0;
   while (!todo.empty()) {
     std::string c = std::move(todo.front());
     todo.pop_front();
     if (c.empty() || c == ".") continue;
     if (c == "..") {
-      if (depth > 0) {
-        // cur was reached by real names from the root, so its parent is inside it.
-        UniqueFd up(::openat(cur.get(), "..", O_PATH | O_DIRECTORY | O_CLOEXEC));
-        if (!up) throw_errno(ErrorCode::Image, "open ..");
-        cur = std::move(up);
-        --depth;
+      if (!names.empty()) {
+        names.pop_back();
+        cur = reopen_from_root(root_fd, names);
       }
       continue;
     }
@@ -87,7 +102,7 @@ UniqueFd walk_in_root(int root_fd, const Components& path, size_t count, bool cr
       std::string target = read_link_at(cur.get(), c);
       if (target.starts_with('/')) {
         cur = dup_fd(root_fd);
-        depth = 0;
+        names.clear();
       }
       auto parts = split(target, '/');
       todo.insert(todo.begin(), parts.begin(), parts.end());
@@ -97,7 +112,7 @@ UniqueFd walk_in_root(int root_fd, const Components& path, size_t count, bool cr
     UniqueFd next(::openat(cur.get(), c.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!next) throw_errno(ErrorCode::Image, "open directory " + c);
     cur = std::move(next);
-    ++depth;
+    names.push_back(std::move(c));
   }
   return cur;
 }

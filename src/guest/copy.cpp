@@ -1,0 +1,87 @@
+#include "guest/copy.hpp"
+
+#include <archive.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "common/error.hpp"
+#include "common/io.hpp"
+#include "image/copy_archive.hpp"
+
+namespace boxlite::guest {
+namespace {
+
+constexpr size_t kReadBlock = 1u << 20;
+
+bool flag(const std::string& v) { return v == "1"; }
+
+void expect_args(const std::string& name, const std::vector<std::string>& args, size_t n) {
+  if (args.size() != n) {
+    throw Error(ErrorCode::InvalidArgument, "builtin " + name + " takes " + std::to_string(n) + " arguments, got " +
+                                                std::to_string(args.size()));
+  }
+}
+
+void copy_out(const std::vector<std::string>& args) {
+  expect_args("copy-out", args, 2);
+  image::CopyWriteOptions o;
+  o.follow_symlinks = flag(args[1]);
+  image::write_copy_archive(args[0], o, [](std::string_view piece) { write_all(1, piece.data(), piece.size()); });
+}
+
+struct ArchiveReadDeleter {
+  void operator()(archive* a) const { archive_read_free(a); }
+};
+
+void copy_in(const std::vector<std::string>& args) {
+  expect_args("copy-in", args, 3);
+  image::CopyExtractOptions o;
+  o.include_parent = flag(args[1]);
+  o.overwrite = flag(args[2]);
+  std::unique_ptr<archive, ArchiveReadDeleter> reader(archive_read_new());
+  if (!reader) throw Error(ErrorCode::Internal, "libarchive: out of memory");
+  // Plain tar only: the host writes it (image/copy_archive.cpp), uncompressed.
+  archive_read_support_format_tar(reader.get());
+  archive_read_support_format_empty(reader.get());
+  if (archive_read_open_fd(reader.get(), 0, kReadBlock) != ARCHIVE_OK) {
+    const char* msg = archive_error_string(reader.get());
+    throw Error(ErrorCode::Storage, std::string("read the copy archive: ") + (msg ? msg : "unknown libarchive error"));
+  }
+  image::extract_copy_archive(reader.get(), args[0], o);
+  // Read the stream to its end (the archive's trailing blocks): exiting first would
+  // make the host's last writes fail as if the copy had.
+  std::string buf(kReadBlock, '\0');
+  while (::read(0, buf.data(), buf.size()) > 0) {
+  }
+}
+
+}  // namespace
+
+bool is_builtin(const std::string& name) { return name == "copy-out" || name == "copy-in"; }
+
+int run_builtin(const std::string& name, const std::vector<std::string>& args) {
+  // Named for ps inside the box: the agent's own name would mislead.
+  ::prctl(PR_SET_NAME, ("boxlite-" + name).c_str());
+  try {
+    if (name == "copy-out") {
+      copy_out(args);
+    } else if (name == "copy-in") {
+      copy_in(args);
+    } else {
+      throw Error(ErrorCode::InvalidArgument, "unknown builtin '" + name + "'");
+    }
+    return 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    int code = static_cast<int>(e.code());
+    return code == 0 ? static_cast<int>(ErrorCode::Internal) : code;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return static_cast<int>(ErrorCode::Internal);
+  }
+}
+
+}  // namespace boxlite::guest
