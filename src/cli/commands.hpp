@@ -3,6 +3,11 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
+
+#include "core/box.hpp"
+#include "common/error.hpp"
+#include "core/options.hpp"
 
 namespace boxlite::cli {
 
@@ -15,6 +20,17 @@ struct GlobalFlags {
 void add_run_command(CLI::App& app, GlobalFlags& g, int& exit_code);
 void add_info_command(CLI::App& app, GlobalFlags& g, int& exit_code);
 void add_cp_command(CLI::App& app, GlobalFlags& g, int& exit_code);
+// create, start, stop, restart, rm, list/ls/ps, inspect, exec (boxes.cpp)
+void add_box_commands(CLI::App& app, GlobalFlags& g, int& exit_code);
+
+// attach.cpp: shared by run and exec.
+EnvList parse_env(const std::vector<std::string>& items);
+// Streams the command's output here, forwards stdin (-i), signals and resizes.
+ExecResult run_attached(Box& box, ExecOptions e, bool interactive, bool tty);
+// 128+N for death by signal N, as shells report it.
+int exit_code_for_result(const ExecResult& r);
+// Prints "Error: ..." and maps a failure to docker's exit codes (125/126/127).
+int report_error(const Error& e);
 
 // Exit codes for failures of boxlite itself, as docker uses them.
 inline constexpr int kExitRuntimeError = 125;

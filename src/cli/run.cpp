@@ -1,13 +1,7 @@
 // boxlite run IMAGE [CMD...]: create a box, run CMD in it with live output, exit
 // with CMD's exit code.
-#include <signal.h>
-#include <sys/ioctl.h>
-#include <termios.h>
-#include <unistd.h>
-
-#include <atomic>
 #include <cstdio>
-#include <thread>
+#include <optional>
 
 #include "cli/commands.hpp"
 #include "common/error.hpp"
@@ -25,41 +19,6 @@ struct RunFlags {
   int cpus = 0, memory = 0;
   bool rm = false, interactive = false, tty = false;
 };
-
-EnvList parse_env(const std::vector<std::string>& items) {
-  EnvList out;
-  for (const auto& item : items) {
-    auto eq = item.find('=');
-    if (eq == 0) throw Error(ErrorCode::InvalidArgument, "invalid -e value '" + item + "': expected KEY=VALUE or KEY");
-    if (eq == std::string::npos) {
-      // A bare KEY takes its value from this environment (and is skipped if unset).
-      if (const char* v = std::getenv(item.c_str())) out.emplace_back(item, v);
-      continue;
-    }
-    out.emplace_back(item.substr(0, eq), item.substr(eq + 1));
-  }
-  return out;
-}
-
-// Restores the terminal however the command ends.
-class RawTerminal {
- public:
-  RawTerminal() {
-    if (::tcgetattr(0, &saved_) != 0) return;
-    termios raw = saved_;
-    ::cfmakeraw(&raw);
-    active_ = ::tcsetattr(0, TCSANOW, &raw) == 0;
-  }
-  ~RawTerminal() {
-    if (active_) ::tcsetattr(0, TCSANOW, &saved_);
-  }
-
- private:
-  termios saved_{};
-  bool active_ = false;
-};
-
-int exit_code_for(const ExecResult& r) { return r.exit_code >= 0 ? r.exit_code : 128 - r.exit_code; }
 
 int run_box(const GlobalFlags& g, const RunFlags& f) {
   BoxOptions o;
@@ -84,79 +43,20 @@ int run_box(const GlobalFlags& g, const RunFlags& f) {
   auto box = rt.create(o, f.name);
   ExecOptions e;
   e.argv = box->default_command();
-  e.tty = f.tty;
-  e.stdin_open = f.interactive;
-  if (f.tty) {
-    winsize ws{};
-    if (::ioctl(0, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0) {
-      e.rows = ws.ws_row;
-      e.cols = ws.ws_col;
-    }
-  }
-  // Signals to the CLI go to the command, as with docker run.
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGWINCH}) sigaddset(&sigs, s);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-
-  Execution exec = box->exec(e);
-  std::optional<RawTerminal> raw;
-  if (f.tty && ::isatty(0)) raw.emplace();
-  std::atomic<bool> done{false};
-  std::thread signals([&] {
-    for (;;) {
-      int sig = 0;
-      if (sigwait(&sigs, &sig) != 0 || done) return;
-      try {
-        if (sig == SIGWINCH) {
-          winsize ws{};
-          if (f.tty && ::ioctl(0, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0) exec.resize(ws.ws_row, ws.ws_col);
-        } else {
-          exec.signal(sig);
-        }
-      } catch (const Error&) {
-      }
-    }
-  });
-  std::thread input;
-  if (f.interactive) {
-    input = std::thread([&] {
-      char buf[65536];
-      try {
-        for (;;) {
-          ssize_t n = ::read(0, buf, sizeof buf);
-          if (n < 0 && errno == EINTR) continue;
-          if (n <= 0) break;
-          exec.write_stdin(std::string_view(buf, static_cast<size_t>(n)));
-        }
-        exec.close_stdin();
-      } catch (const Error&) {
-        // The command ended first.
-      }
-    });
-    input.detach();  // a blocking read of our stdin cannot be interrupted; it ends with the process
-  }
   std::optional<ExecResult> result;
   std::optional<Error> failure;
   try {
-    while (auto chunk = exec.next_output()) {
-      write_all(chunk->stream == StreamKind::Stdout ? 1 : 2, chunk->data.data(), chunk->data.size());
-    }
-    result = exec.wait();
+    result = run_attached(*box, e, f.interactive, f.tty);
   } catch (const Error& err) {
     failure = err;
   }
-  done = true;
-  ::kill(::getpid(), SIGWINCH);  // wake the signal thread so it sees `done`
-  signals.join();
-  raw.reset();
   if (f.rm) {
     box->destroy();
   } else {
     box->stop();
   }
   if (failure) throw *failure;
-  return exit_code_for(*result);
+  return exit_code_for_result(*result);
 }
 
 }  // namespace
@@ -184,13 +84,7 @@ void add_run_command(CLI::App& app, GlobalFlags& g, int& exit_code) {
     try {
       exit_code = run_box(g, *f);
     } catch (const Error& e) {
-      std::fprintf(stderr, "Error: %s\n", e.what());
-      std::string msg = e.what();
-      if (msg.find("spawn_failed") != std::string::npos) {
-        exit_code = msg.find("not found") != std::string::npos ? kExitNotFound : kExitCannotInvoke;
-      } else {
-        exit_code = kExitRuntimeError;
-      }
+      exit_code = report_error(e);
     }
   });
 }

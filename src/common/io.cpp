@@ -31,13 +31,19 @@ std::string read_file(const std::string& path) {
 }
 
 void write_file_atomic(const std::string& path, std::string_view data, mode_t mode) {
-  std::string tmp = path + ".tmp";
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
+  // A name of its own: two processes may write the same file at once.
+  std::string tmp = path + ".tmp." + random_hex(6);
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
   if (!fd) throw_errno(ErrorCode::Storage, "create " + tmp);
-  write_all(fd.get(), data.data(), data.size());
-  if (::fsync(fd.get()) != 0) throw_errno(ErrorCode::Storage, "fsync " + tmp);
-  fd.reset();
-  if (::rename(tmp.c_str(), path.c_str()) != 0) throw_errno(ErrorCode::Storage, "rename " + tmp + " to " + path);
+  try {
+    write_all(fd.get(), data.data(), data.size());
+    if (::fsync(fd.get()) != 0) throw_errno(ErrorCode::Storage, "fsync " + tmp);
+    fd.reset();
+    if (::rename(tmp.c_str(), path.c_str()) != 0) throw_errno(ErrorCode::Storage, "rename " + tmp + " to " + path);
+  } catch (...) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
 }
 
 void write_all(int fd, const void* data, size_t len) {

@@ -125,6 +125,34 @@ Child spawn(const SpawnOptions& opts) {
   return Child(pid);
 }
 
+bool process_alive(pid_t pid) {
+  if (pid <= 0 || ::kill(pid, 0) != 0) return false;
+  try {
+    std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+    auto close = stat.rfind(')');
+    return close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] != 'Z';
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+bool wait_pid_exit(pid_t pid, int timeout_ms) {
+  if (!process_alive(pid)) return true;
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  double deadline = now_ms() + timeout_ms;
+  while (process_alive(pid)) {
+    int left = static_cast<int>(deadline - now_ms());
+    if (left <= 0) return false;
+    if (pidfd) {
+      pollfd p{pidfd.get(), POLLIN, 0};
+      ::poll(&p, 1, left);
+    } else {
+      ::usleep(5000);
+    }
+  }
+  return true;
+}
+
 bool RunResult::ok() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
 
 RunResult run_capture(const std::vector<std::string>& argv) {

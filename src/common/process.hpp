@@ -50,6 +50,11 @@ class Child {
 
 Child spawn(const SpawnOptions& opts);
 
+// For a process that is not our child: alive (and not a zombie)?
+bool process_alive(pid_t pid);
+// Waits up to timeout_ms for any process to exit (pidfd + poll). True if it did.
+bool wait_pid_exit(pid_t pid, int timeout_ms);
+
 struct RunResult {
   int status = 0;  // raw wait status
   std::string out, err;

@@ -4,7 +4,12 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <signal.h>
+
+#include <chrono>
 #include <cstdio>
+
+#include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
 #include "common/io.hpp"
@@ -26,6 +31,55 @@ const char* box_state_name(BoxState s) {
 Box::Box(engine::ShimSpec spec, std::string name, std::vector<std::string> default_argv, bool auto_remove)
     : spec_(std::move(spec)), name_(std::move(name)), default_argv_(std::move(default_argv)), auto_remove_(auto_remove) {}
 
+Box::Box(engine::ShimSpec spec, store::BoxRecord record, std::vector<std::string> default_argv,
+         std::shared_ptr<store::Store> store)
+    : spec_(std::move(spec)),
+      name_(record.name),
+      default_argv_(std::move(default_argv)),
+      auto_remove_(record.auto_remove),
+      record_(std::move(record)),
+      store_(std::move(store)) {
+  state_ = record_.state == "running" ? BoxState::Running
+           : record_.state == "stopped" ? BoxState::Stopped
+                                        : BoxState::Created;
+}
+
+std::shared_ptr<Box> Box::attach(engine::ShimSpec spec, store::BoxRecord record, std::shared_ptr<store::Store> store) {
+  auto box = attach(std::move(spec));
+  box->name_ = record.name;
+  box->auto_remove_ = record.auto_remove;
+  box->record_ = std::move(record);
+  box->store_ = std::move(store);
+  return box;
+}
+
+void Box::persist() {
+  if (!store_) return;
+  try {
+    store_->update(record_);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "boxlite: warning: box %s: could not record its state: %s\n", id().c_str(), e.what());
+  }
+}
+
+static int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// The shim leaves exit.json saying why the box stopped.
+void Box::record_stopped() {
+  record_.state = "stopped";
+  record_.shim_pid = 0;
+  record_.stopped_at_ms = wall_ms();
+  record_.stop_reason = "stopped";
+  try {
+    auto j = nlohmann::json::parse(read_file(spec_.box_dir + "/exit.json"));
+    record_.stop_reason = j.value("reason", record_.stop_reason);
+  } catch (const std::exception&) {
+  }
+  persist();
+}
+
 std::shared_ptr<Box> Box::attach(engine::ShimSpec spec) {
   std::string id = spec.box_id;
   auto box = std::make_shared<Box>(std::move(spec), "", std::vector<std::string>{}, /*auto_remove=*/false);
@@ -40,7 +94,8 @@ std::shared_ptr<Box> Box::attach(engine::ShimSpec spec) {
 }
 
 Box::~Box() {
-  if (attached_) return;  // not ours to stop; the client closes with its last user
+  // Not ours to stop (another process's, or detached to outlive us).
+  if (attached_ || record_.detach) return;
   try {
     if (auto_remove_) {
       destroy();
@@ -100,8 +155,14 @@ void Box::start() {
   Pipe ready = make_pipe();
   Pipe lifeline = make_pipe();
   SpawnOptions so;
-  so.argv = {core::libexec_dir() + "/boxlite-shim", spec_.box_dir, "--ready-fd", "3", "--lifeline-fd", "4"};
-  so.fds = {{ready.write.get(), 3}, {lifeline.read.get(), 4}};
+  so.argv = {core::libexec_dir() + "/boxlite-shim", spec_.box_dir, "--ready-fd", "3"};
+  so.fds = {{ready.write.get(), 3}};
+  // A detached box has no lifeline: it outlives this process.
+  if (!record_.detach) {
+    so.argv.insert(so.argv.end(), {"--lifeline-fd", "4"});
+    so.fds.emplace_back(lifeline.read.get(), 4);
+  }
+  ::unlink((spec_.box_dir + "/exit.json").c_str());
   so.stdout_path = so.stderr_path = engine::shim_log_path(spec_.box_dir);
   so.new_session = true;
   Child shim = spawn(so);
@@ -128,9 +189,18 @@ void Box::start() {
     if (line.rfind("WARN ", 0) == 0) std::fprintf(stderr, "boxlite: warning: box %s: %s\n", id().c_str(), line.c_str() + 5);
   }
   client_ = core::ShimClient::connect(engine::shim_socket_path(spec_.box_dir), id());
-  shim_ = std::move(shim);
-  lifeline_ = std::move(lifeline.write);
+  record_.shim_pid = shim.pid();
+  if (record_.detach) {
+    shim.release();  // nobody may kill it when this process exits
+  } else {
+    shim_ = std::move(shim);
+    lifeline_ = std::move(lifeline.write);
+  }
   state_ = BoxState::Running;
+  record_.state = "running";
+  record_.started_at_ms = wall_ms();
+  record_.stop_reason.clear();
+  persist();
 }
 
 Execution Box::exec(const ExecOptions& o) {
@@ -204,9 +274,13 @@ void Box::stop_locked() {
       // Already gone.
     }
   }
+  bool was_running = state_ == BoxState::Running || shim_.valid();
   if (shim_.valid()) {
     // The guest powers off; the shim exits when QEMU does (its own deadline is 10 s).
     if (!shim_.wait_for(15000)) shim_.kill_now();
+  } else if (record_.shim_pid > 0) {
+    // Not our child (detached, or another process's): wait for it all the same.
+    if (!wait_pid_exit(record_.shim_pid, 15000)) ::kill(record_.shim_pid, SIGKILL);
   }
   if (client_) {
     client_->close();
@@ -214,6 +288,7 @@ void Box::stop_locked() {
   }
   lifeline_.reset();
   if (state_ == BoxState::Running) state_ = BoxState::Stopped;
+  if (was_running && store_) record_stopped();
 }
 
 void Box::destroy() {
@@ -222,6 +297,7 @@ void Box::destroy() {
   // The shim retires them; this covers a shim that was killed first.
   if (spec_.engine == "jail") engine::jail::remove_cgroups(spec_.box_id);
   remove_tree(spec_.box_dir);
+  if (store_) store_->remove(id());
 }
 
 }  // namespace boxlite

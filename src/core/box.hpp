@@ -12,6 +12,7 @@
 #include "core/execution.hpp"
 #include "core/options.hpp"
 #include "engine/spec.hpp"
+#include "store/store.hpp"
 
 namespace boxlite {
 
@@ -21,11 +22,15 @@ const char* box_state_name(BoxState s);
 class Box {
  public:
   Box(engine::ShimSpec spec, std::string name, std::vector<std::string> default_argv, bool auto_remove);
+  // A box with a record in the home's state store: its transitions are persisted.
+  Box(engine::ShimSpec spec, store::BoxRecord record, std::vector<std::string> default_argv,
+      std::shared_ptr<store::Store> store);
   // A box that another process created and is running (Runtime::attach): connects
   // to its shim. Dropping it leaves the box running; it is never booted from here
   // (exec on it once it stopped is a Stopped error); stop() and destroy() still act
   // on it. Throws Stopped when its shim does not answer.
   static std::shared_ptr<Box> attach(engine::ShimSpec spec);
+  static std::shared_ptr<Box> attach(engine::ShimSpec spec, store::BoxRecord record, std::shared_ptr<store::Store> store);
   ~Box();
   Box(const Box&) = delete;
   Box& operator=(const Box&) = delete;
@@ -55,9 +60,12 @@ class Box {
   // Stops and deletes everything of the box (its directory, disk, sockets).
   void destroy();
   bool auto_remove() const { return auto_remove_; }
+  bool detach() const { return record_.detach; }
 
  private:
   void stop_locked();
+  void persist();
+  void record_stopped();
   // The connection to the running box, starting it first if needed.
   std::shared_ptr<core::ShimClient> running_client();
   // Starts a guest builtin (copy.cpp) as an exec.
@@ -68,6 +76,8 @@ class Box {
   std::vector<std::string> default_argv_;
   bool auto_remove_;
   bool attached_ = false;  // another process owns the box (attach)
+  store::BoxRecord record_;
+  std::shared_ptr<store::Store> store_;  // null: a box without a record
   std::mutex mu_;
   BoxState state_ = BoxState::Created;
   Child shim_;

@@ -1,5 +1,7 @@
 #include "core/client.hpp"
 
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -116,6 +118,10 @@ void ShimClient::fail_all(const Error& why) {
 }
 
 void ShimClient::reader_loop() {
+  // A library thread takes no process signals: they belong to the application.
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
   protocol::FrameDecoder dec;
   std::optional<Error> last_error;
   char buf[65536];

@@ -28,6 +28,8 @@ struct BoxOptions {
   std::string accel;   // "auto" | "kvm" | "tcg"; "" = $BOXLITE_ACCEL or auto
   std::string kernel;  // "" = the minimal kernel; "debian"; or a path (file, or a dpkg -x tree)
   bool auto_remove = true;
+  // Keep running after the creating process exits (needs auto_remove=false).
+  bool detach = false;
   double boot_timeout_secs = 60;
 };
 

@@ -3,9 +3,12 @@
 #include <dirent.h>
 #include <poll.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -191,6 +194,11 @@ void validate_box_options(const BoxOptions& o) {
     throw Error(ErrorCode::InvalidArgument, "working_dir must be an absolute path, got '" + o.working_dir + "'");
   }
   if (o.boot_timeout_secs <= 0) throw Error(ErrorCode::InvalidArgument, "boot timeout must be positive");
+  if (o.auto_remove && o.detach) {
+    throw Error(ErrorCode::InvalidArgument,
+                "invalid argument: remove-on-stop is incompatible with detach=true. Detached boxes should use "
+                "auto_delete=0 (or deprecated auto_remove=false) for manual lifecycle control.");
+  }
   for (const auto& [k, v] : o.env) {
     if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos) {
       throw Error(ErrorCode::InvalidArgument, "invalid environment variable name '" + k + "'");
@@ -205,6 +213,7 @@ Runtime::Runtime(RuntimeOptions opts) {
   }
   layout_.create();
   load_home_config();
+  store_ = std::make_shared<store::Store>(layout_.root + "/db/boxlite.db");
 }
 
 // <home>/config.json: {"engine": "vm"|"jail", "accel": "auto"|"kvm"|"tcg"}. An
@@ -334,8 +343,26 @@ void Runtime::prepare_jail(engine::ShimSpec& spec, const image::LocalImage& img)
   spec.lower_dirs = rootfs::ensure_overlay_layers(layout_.root, img, spec.uid_offset);
 }
 
+namespace {
+
+// Docker's rule for names: they appear in paths, URLs and shell commands.
+void validate_name(const std::string& name) {
+  if (name.empty()) return;
+  bool ok = name.size() <= 128 && std::isalnum(static_cast<unsigned char>(name[0]));
+  for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-');
+  if (!ok) throw Error(ErrorCode::InvalidArgument, "invalid box name '" + name + "': use [a-zA-Z0-9][a-zA-Z0-9_.-]* (at most 128)");
+}
+
+int64_t wall_clock_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
 std::shared_ptr<Box> Runtime::create(const BoxOptions& opts, const std::string& name) {
   validate_box_options(opts);
+  validate_name(name);
+  if (!name.empty() && store_->find(name)) throw Error(ErrorCode::AlreadyExists, "box name '" + name + "' is already in use");
   std::string engine = opts.engine.empty() ? default_engine() : opts.engine;
   if (engine != "vm" && engine != "jail") {
     throw Error(ErrorCode::InvalidArgument, "unknown engine '" + engine + "' (from BOXLITE_ENGINE or the home config): expected 'vm' or 'jail'");
@@ -382,11 +409,153 @@ std::shared_ptr<Box> Runtime::create(const BoxOptions& opts, const std::string& 
   const auto& cmd = opts.cmd.empty() && opts.entrypoint.empty() ? img.config.cmd : opts.cmd;
   argv.insert(argv.end(), cmd.begin(), cmd.end());
   if (argv.empty()) argv = {"sh"};
+  store::BoxRecord rec;
+  rec.id = spec.box_id;
+  rec.name = name;
+  rec.image = source;
+  rec.engine = engine;
+  rec.state = "created";
+  rec.created_at_ms = wall_clock_ms();
+  rec.auto_remove = opts.auto_remove;
+  rec.detach = opts.detach;
+  rec.options_json = nlohmann::json{{"argv", argv}, {"cpus", spec.cpus}, {"memory_mib", spec.memory_mib}}.dump();
+  store_->insert(rec);  // a taken name fails here too (a race with another creator)
   guard.committed = true;
-  return std::make_shared<Box>(spec, name, argv, opts.auto_remove);
+  return std::make_shared<Box>(spec, rec, argv, store_);
+}
+
+void Runtime::reconcile(store::BoxRecord& r) {
+  if (r.state != "running") return;
+  std::string dir = layout_.box_dir(r.id);
+  bool alive = process_alive(r.shim_pid);
+  if (alive) {
+    // A recycled pid is not our shim.
+    try {
+      std::string cmdline = read_file("/proc/" + std::to_string(r.shim_pid) + "/cmdline");
+      alive = cmdline.find(dir) != std::string::npos;
+    } catch (const Error&) {
+      alive = false;
+    }
+  }
+  if (alive) return;
+  r.state = "stopped";
+  r.stop_reason = "the box's shim was killed";
+  r.stopped_at_ms = wall_clock_ms();
+  try {
+    auto j = nlohmann::json::parse(read_file(dir + "/exit.json"));
+    if (j.value("stopped_at_ms", int64_t{0}) >= r.started_at_ms) {
+      r.stop_reason = j.value("reason", r.stop_reason);
+      r.stopped_at_ms = j.value("stopped_at_ms", r.stopped_at_ms);
+    }
+  } catch (const std::exception&) {
+  }
+  r.shim_pid = 0;
+  try {
+    store_->update(r);
+  } catch (const Error&) {
+    // Removed meanwhile.
+  }
+}
+
+std::shared_ptr<Box> Runtime::box_from_record(const store::BoxRecord& r) {
+  std::string dir = layout_.box_dir(r.id);
+  engine::ShimSpec spec;
+  try {
+    spec = engine::spec_from_json(read_file(dir + "/shim.json"));
+  } catch (const Error& e) {
+    throw Error(ErrorCode::Storage, "box " + r.id + ": unreadable " + dir + "/shim.json: " + e.what() +
+                                        " (remove it with `boxlite rm -f " + r.id + "`)");
+  }
+  std::vector<std::string> argv;
+  try {
+    argv = nlohmann::json::parse(r.options_json).value("argv", std::vector<std::string>{"sh"});
+  } catch (const std::exception&) {
+    argv = {"sh"};
+  }
+  if (r.state == "running") return Box::attach(std::move(spec), r, store_);
+  return std::make_shared<Box>(std::move(spec), r, argv, store_);
+}
+
+std::shared_ptr<Box> Runtime::get(const std::string& id_or_name) {
+  auto r = store_->find(id_or_name);
+  if (!r) return nullptr;
+  reconcile(*r);
+  try {
+    return box_from_record(*r);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::Stopped) throw;
+    // Its shim stopped answering between the check and the connect.
+    r->state = "running";
+    reconcile(*r);
+    return box_from_record(*r);
+  }
+}
+
+static BoxInfo info_of(const store::BoxRecord& r) {
+  BoxInfo i;
+  i.id = r.id;
+  i.name = r.name;
+  i.image = r.image;
+  i.engine = r.engine;
+  i.status = r.state;
+  i.stop_reason = r.stop_reason;
+  i.created_at_ms = r.created_at_ms;
+  i.started_at_ms = r.started_at_ms;
+  i.stopped_at_ms = r.stopped_at_ms;
+  i.shim_pid = r.shim_pid;
+  i.auto_remove = r.auto_remove;
+  i.detach = r.detach;
+  try {
+    auto j = nlohmann::json::parse(r.options_json);
+    i.cpus = j.value("cpus", 1);
+    i.memory_mib = j.value("memory_mib", 1024);
+  } catch (const std::exception&) {
+  }
+  return i;
+}
+
+BoxInfo Runtime::get_info(const std::string& id_or_name) {
+  auto r = store_->find(id_or_name);
+  if (!r) throw Error(ErrorCode::NotFound, "No such box: " + id_or_name);
+  reconcile(*r);
+  return info_of(*r);
+}
+
+std::vector<BoxInfo> Runtime::list_info() {
+  std::vector<BoxInfo> out;
+  for (auto& r : store_->list()) {
+    reconcile(r);
+    out.push_back(info_of(r));
+  }
+  return out;
+}
+
+void Runtime::remove(const std::string& id_or_name, bool force) {
+  auto r = store_->find(id_or_name);
+  if (!r) throw Error(ErrorCode::NotFound, "No such box: " + id_or_name);
+  reconcile(*r);
+  if (r->state == "running" && !force) {
+    throw Error(ErrorCode::InvalidState, "box " + r->id + " is running: stop it first, or remove it with force");
+  }
+  try {
+    auto box = box_from_record(*r);
+    box->destroy();
+    return;
+  } catch (const Error&) {
+    // A half-made or unreadable box: remove what there is.
+  }
+  if (r->shim_pid > 0 && process_alive(r->shim_pid)) ::kill(r->shim_pid, SIGKILL);
+  if (r->engine == "jail") engine::jail::remove_cgroups(r->id);
+  remove_tree(layout_.box_dir(r->id));
+  store_->remove(r->id);
 }
 
 std::shared_ptr<Box> Runtime::attach(const std::string& id) {
+  if (auto r = store_->find(id)) {
+    reconcile(*r);
+    if (r->state != "running") throw Error(ErrorCode::Stopped, "box " + r->id + " is not running");
+    return box_from_record(*r);
+  }
   // Ids are [0-9a-z]; anything that could leave boxes/ is simply not a box.
   bool plausible = !id.empty() && id.size() <= 64 && id != "." && id != ".." &&
                    id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") == std::string::npos;

@@ -11,6 +11,7 @@
 #include "core/paths.hpp"
 #include "engine/spec.hpp"
 #include "image/oci_layout.hpp"
+#include "store/store.hpp"
 
 namespace boxlite {
 
@@ -24,6 +25,17 @@ struct HostInfo {
   std::string version, home, default_engine;
   std::vector<EngineStatus> engines;       // vm, jail
   std::vector<EngineStatus> accelerators;  // kvm, tcg
+};
+
+// What list_info()/get_info() report, never booting a box.
+struct BoxInfo {
+  std::string id, name, image, engine;
+  std::string status;       // created | running | stopped
+  std::string stop_reason;  // why it last stopped
+  int64_t created_at_ms = 0, started_at_ms = 0, stopped_at_ms = 0;
+  int shim_pid = 0;
+  int cpus = 1, memory_mib = 1024;
+  bool auto_remove = true, detach = false;
 };
 
 class Runtime {
@@ -40,6 +52,16 @@ class Runtime {
   // it exists but is not running.
   std::shared_ptr<Box> attach(const std::string& id);
 
+  // A box by id, name or unique id prefix: nullptr when there is none. A running
+  // box is reached through its shim; a created or stopped one can be started.
+  std::shared_ptr<Box> get(const std::string& id_or_name);
+  // Never boots anything. Throws NotFound "No such box: <x>".
+  BoxInfo get_info(const std::string& id_or_name);
+  // Newest first.
+  std::vector<BoxInfo> list_info();
+  // A running box needs force (it is stopped first); throws NotFound / InvalidState.
+  void remove(const std::string& id_or_name, bool force = false);
+
   HostInfo host_info();
 
   // Warnings (such as falling back to TCG) go here; default: stderr.
@@ -55,7 +77,12 @@ class Runtime {
   std::string default_engine() const;
   std::string default_accel() const;
 
+  // A "running" record whose shim is gone becomes "stopped", with the reason.
+  void reconcile(store::BoxRecord& r);
+  std::shared_ptr<Box> box_from_record(const store::BoxRecord& r);
+
   core::HomeLayout layout_;
+  std::shared_ptr<store::Store> store_;
   std::string config_engine_, config_accel_;  // from <home>/config.json
   std::function<void(const std::string&)> warn_;
 };

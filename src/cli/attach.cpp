@@ -1,0 +1,136 @@
+// Running one command in a box with this terminal attached: live output, stdin
+// (-i), a PTY in raw mode (-t) that follows window resizes, and signals to the CLI
+// forwarded to the command. Shared by `run` and `exec`.
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <thread>
+
+#include "cli/commands.hpp"
+#include "common/error.hpp"
+#include "common/io.hpp"
+
+namespace boxlite::cli {
+namespace {
+
+// Restores the terminal however the command ends.
+class RawTerminal {
+ public:
+  RawTerminal() {
+    if (::tcgetattr(0, &saved_) != 0) return;
+    termios raw = saved_;
+    ::cfmakeraw(&raw);
+    active_ = ::tcsetattr(0, TCSANOW, &raw) == 0;
+  }
+  ~RawTerminal() {
+    if (active_) ::tcsetattr(0, TCSANOW, &saved_);
+  }
+  RawTerminal(const RawTerminal&) = delete;
+  RawTerminal& operator=(const RawTerminal&) = delete;
+
+ private:
+  termios saved_{};
+  bool active_ = false;
+};
+
+}  // namespace
+
+EnvList parse_env(const std::vector<std::string>& items) {
+  EnvList out;
+  for (const auto& item : items) {
+    auto eq = item.find('=');
+    if (eq == 0) throw Error(ErrorCode::InvalidArgument, "invalid -e value '" + item + "': expected KEY=VALUE or KEY");
+    if (eq == std::string::npos) {
+      // A bare KEY takes its value from this environment (and is skipped if unset).
+      if (const char* v = std::getenv(item.c_str())) out.emplace_back(item, v);
+      continue;
+    }
+    out.emplace_back(item.substr(0, eq), item.substr(eq + 1));
+  }
+  return out;
+}
+
+int report_error(const Error& e) {
+  std::fprintf(stderr, "Error: %s\n", e.what());
+  std::string msg = e.what();
+  if (msg.find("spawn_failed") == std::string::npos) return kExitRuntimeError;
+  return msg.find("not found") != std::string::npos ? kExitNotFound : kExitCannotInvoke;
+}
+
+int exit_code_for_result(const ExecResult& r) { return r.exit_code >= 0 ? r.exit_code : 128 - r.exit_code; }
+
+ExecResult run_attached(Box& box, ExecOptions e, bool interactive, bool tty) {
+  e.tty = tty;
+  e.stdin_open = interactive;
+  if (tty) {
+    winsize ws{};
+    if (::ioctl(0, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0) {
+      e.rows = ws.ws_row;
+      e.cols = ws.ws_col;
+    }
+  }
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGWINCH}) sigaddset(&sigs, s);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  Execution exec = box.exec(e);
+  std::optional<RawTerminal> raw;
+  if (tty && ::isatty(0)) raw.emplace();
+  std::atomic<bool> done{false};
+  std::thread signals([&] {
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&sigs, &sig) != 0 || done) return;
+      try {
+        if (sig == SIGWINCH) {
+          winsize ws{};
+          if (tty && ::ioctl(0, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0) exec.resize(ws.ws_row, ws.ws_col);
+        } else {
+          exec.signal(sig);
+        }
+      } catch (const Error&) {
+      }
+    }
+  });
+  if (interactive) {
+    std::thread([&exec] {
+      char buf[65536];
+      try {
+        for (;;) {
+          ssize_t n = ::read(0, buf, sizeof buf);
+          if (n < 0 && errno == EINTR) continue;
+          if (n <= 0) break;
+          exec.write_stdin(std::string_view(buf, static_cast<size_t>(n)));
+        }
+        exec.close_stdin();
+      } catch (const Error&) {
+        // The command ended first.
+      }
+    }).detach();  // a blocking read of our stdin cannot be interrupted; it ends with the process
+  }
+  std::optional<ExecResult> result;
+  std::optional<Error> failure;
+  try {
+    while (auto chunk = exec.next_output()) {
+      write_all(chunk->stream == StreamKind::Stdout ? 1 : 2, chunk->data.data(), chunk->data.size());
+    }
+    result = exec.wait();
+  } catch (const Error& err) {
+    failure = err;
+  }
+  done = true;
+  pthread_kill(signals.native_handle(), SIGWINCH);  // wake the signal thread so it sees `done`
+  signals.join();
+  raw.reset();
+  if (failure) throw *failure;
+  return *result;
+}
+
+}  // namespace boxlite::cli

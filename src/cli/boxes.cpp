@@ -1,0 +1,356 @@
+// Box management: create, start, stop, restart, rm, list (ls, ps), inspect, exec.
+// Each is argument handling over Runtime; boxes made here are detached, so they
+// outlive this process and any later `boxlite` reaches them through their shim.
+#include <unistd.h>
+
+#include <ctime>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "common/io.hpp"
+#include "core/runtime.hpp"
+
+namespace boxlite::cli {
+namespace {
+
+std::string iso_time(int64_t ms) {
+  if (ms <= 0) return "";
+  time_t t = static_cast<time_t>(ms / 1000);
+  tm utc{};
+  gmtime_r(&t, &utc);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &utc);
+  return std::string(buf) + "." + std::to_string(1000 + ms % 1000).substr(1) + "Z";
+}
+
+std::string ago(int64_t ms) {
+  int64_t now = static_cast<int64_t>(std::time(nullptr)) * 1000;
+  int64_t s = std::max<int64_t>(0, (now - ms) / 1000);
+  if (s < 60) return std::to_string(s) + " seconds ago";
+  if (s < 3600) return std::to_string(s / 60) + " minutes ago";
+  if (s < 86400) return std::to_string(s / 3600) + " hours ago";
+  return std::to_string(s / 86400) + " days ago";
+}
+
+// The inspect document, in the shape docker users know.
+nlohmann::json inspect_json(const BoxInfo& i) {
+  return {
+      {"Id", i.id},
+      {"Name", i.name},
+      {"Image", i.image},
+      {"Created", iso_time(i.created_at_ms)},
+      {"State",
+       {{"Status", i.status},
+        {"Running", i.status == "running"},
+        {"Pid", i.shim_pid},
+        {"StartedAt", iso_time(i.started_at_ms)},
+        {"FinishedAt", iso_time(i.stopped_at_ms)},
+        {"Error", i.stop_reason}}},
+      {"Config", {{"Engine", i.engine}, {"Cpus", i.cpus}, {"MemoryMib", i.memory_mib}, {"AutoRemove", i.auto_remove},
+                  {"Detach", i.detach}}},
+  };
+}
+
+void print_yaml(const nlohmann::json& j, int indent, std::ostream& out) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    out << std::string(static_cast<size_t>(indent), ' ') << it.key() << ":";
+    if (it->is_object()) {
+      out << "\n";
+      print_yaml(*it, indent + 2, out);
+    } else {
+      out << " " << it->dump() << "\n";
+    }
+  }
+}
+
+// {{.A.B}} paths over the inspect document (the subset of Go templates people use).
+std::string render_template(const std::string& tmpl, const nlohmann::json& doc) {
+  std::string out;
+  size_t pos = 0;
+  while (pos < tmpl.size()) {
+    size_t open = tmpl.find("{{", pos);
+    if (open == std::string::npos) {
+      out += tmpl.substr(pos);
+      break;
+    }
+    out += tmpl.substr(pos, open - pos);
+    size_t close = tmpl.find("}}", open);
+    if (close == std::string::npos) throw Error(ErrorCode::InvalidArgument, "template: unclosed '{{' in '" + tmpl + "'");
+    std::string expr = tmpl.substr(open + 2, close - open - 2);
+    while (!expr.empty() && expr.front() == ' ') expr.erase(0, 1);
+    while (!expr.empty() && expr.back() == ' ') expr.pop_back();
+    if (expr.empty() || expr[0] != '.') throw Error(ErrorCode::InvalidArgument, "template: unsupported expression '" + expr + "'");
+    const nlohmann::json* node = &doc;
+    for (const auto& key : split(expr.substr(1), '.')) {
+      if (key.empty()) continue;
+      if (!node->is_object() || !node->contains(key)) throw Error(ErrorCode::InvalidArgument, "template: no field '" + expr + "'");
+      node = &(*node)[key];
+    }
+    out += node->is_string() ? node->get<std::string>() : node->dump();
+    pos = close + 2;
+  }
+  return out;
+}
+
+std::shared_ptr<Box> must_get(Runtime& rt, const std::string& id) {
+  auto box = rt.get(id);
+  if (!box) throw Error(ErrorCode::NotFound, "No such box: " + id);
+  return box;
+}
+
+// Runs fn over each box; failures are reported and make the exit code 1, as docker does.
+template <typename Fn>
+int for_each_box(const std::vector<std::string>& ids, Fn fn) {
+  int rc = 0;
+  for (const auto& id : ids) {
+    try {
+      fn(id);
+      std::printf("%s\n", id.c_str());
+    } catch (const Error& e) {
+      std::fprintf(stderr, "Error: %s\n", e.what());
+      rc = 1;
+    }
+  }
+  return rc;
+}
+
+struct CreateFlags {
+  std::string image, name, workdir, user, entrypoint, engine, kernel;
+  std::vector<std::string> cmd, env;
+  int cpus = 0, memory = 0;
+};
+
+void add_create(CLI::App& app, GlobalFlags& g, int& exit_code) {
+  auto f = std::make_shared<CreateFlags>();
+  CLI::App* c = app.add_subcommand("create", "Create a box (nothing boots until start or exec); prints its ID");
+  c->add_option("image", f->image, "OCI image layout directory, or oci:DIR[:TAG]")->required();
+  c->add_option("cmd", f->cmd, "The box's command (default: the image's)");
+  c->positionals_at_end();
+  c->add_option("--name", f->name, "Box name (unique)");
+  c->add_option("-e,--env", f->env, "Set KEY=VALUE (a bare KEY takes the host value)");
+  c->add_option("-w,--workdir", f->workdir, "Working directory inside the box");
+  c->add_option("-u,--user", f->user, "user[:group]");
+  c->add_option("--entrypoint", f->entrypoint, "Override the image entrypoint");
+  c->add_option("--engine", f->engine, "vm (default) or jail")->envname("BOXLITE_ENGINE");
+  c->add_option("--kernel", f->kernel, "Guest kernel: a path, or 'debian'");
+  c->add_option("--cpus", f->cpus, "Virtual CPUs (default 1)");
+  c->add_option("--memory", f->memory, "Memory in MiB (default 1024)");
+  c->callback([f, &g, &exit_code] {
+    try {
+      BoxOptions o;
+      o.image = f->image;
+      if (f->cpus > 255) {
+        std::fprintf(stderr, "boxlite: warning: --cpus %d is over the maximum of 255; using 255\n", f->cpus);
+        f->cpus = 255;
+      }
+      if (f->cpus != 0) o.cpus = f->cpus;
+      if (f->memory != 0) o.memory_mib = f->memory;
+      o.env = parse_env(f->env);
+      o.working_dir = f->workdir;
+      o.user = f->user;
+      if (!f->entrypoint.empty()) o.entrypoint = {f->entrypoint};
+      o.cmd = f->cmd;
+      o.engine = f->engine;
+      o.kernel = f->kernel;
+      o.auto_remove = false;  // a CLI box lives until `rm`
+      o.detach = true;        // and outlives each `boxlite` that touches it
+      Runtime rt(RuntimeOptions{g.home});
+      auto box = rt.create(o, f->name);
+      std::printf("%s\n", box->id().c_str());
+      exit_code = 0;
+    } catch (const Error& e) {
+      exit_code = report_error(e);
+    }
+  });
+}
+
+void add_lifecycle(CLI::App& app, GlobalFlags& g, int& exit_code, const char* name, const char* help,
+                   void (*action)(Runtime&, const std::string&)) {
+  auto ids = std::make_shared<std::vector<std::string>>();
+  CLI::App* c = app.add_subcommand(name, help);
+  c->add_option("box", *ids, "Box IDs or names")->required();
+  c->callback([ids, &g, &exit_code, action] {
+    try {
+      Runtime rt(RuntimeOptions{g.home});
+      exit_code = for_each_box(*ids, [&](const std::string& id) { action(rt, id); });
+    } catch (const Error& e) {
+      exit_code = report_error(e);
+    }
+  });
+}
+
+void add_rm(CLI::App& app, GlobalFlags& g, int& exit_code) {
+  auto ids = std::make_shared<std::vector<std::string>>();
+  auto force = std::make_shared<bool>(false);
+  auto all = std::make_shared<bool>(false);
+  CLI::App* c = app.add_subcommand("rm", "Remove boxes (a running one needs -f)");
+  c->add_option("box", *ids, "Box IDs or names");
+  c->add_flag("-f,--force", *force, "Stop running boxes first; with -a, do not ask");
+  c->add_flag("-a,--all", *all, "Remove every box");
+  c->callback([ids, force, all, &g, &exit_code] {
+    try {
+      if (ids->empty() && !*all) throw CLI::ValidationError("rm", "give at least one BOX, or --all");
+      Runtime rt(RuntimeOptions{g.home});
+      if (*all) {
+        if (!*force) {
+          std::fprintf(stderr, "Remove all boxes? [y/N] ");
+          std::string answer;
+          std::getline(std::cin, answer);
+          if (answer != "y" && answer != "Y" && answer != "yes") {
+            std::fprintf(stderr, "Aborted.\n");
+            exit_code = 1;
+            return;
+          }
+        }
+        for (const auto& i : rt.list_info()) ids->push_back(i.id);
+      }
+      bool f = *force || *all;
+      exit_code = for_each_box(*ids, [&](const std::string& id) { rt.remove(id, f); });
+    } catch (const Error& e) {
+      exit_code = report_error(e);
+    }
+  });
+}
+
+void add_list(CLI::App& app, GlobalFlags& g, int& exit_code) {
+  auto all = std::make_shared<bool>(false);
+  auto quiet = std::make_shared<bool>(false);
+  auto format = std::make_shared<std::string>("table");
+  CLI::App* c = app.add_subcommand("list", "List boxes (running ones; -a for all)");
+  c->alias("ls");
+  c->alias("ps");
+  c->add_flag("-a,--all", *all, "Show all boxes, not only running ones");
+  c->add_flag("-q,--quiet", *quiet, "Only IDs");
+  c->add_option("--format", *format, "table, json or yaml")->check(CLI::IsMember({"table", "json", "yaml"}));
+  c->callback([all, quiet, format, &g, &exit_code] {
+    try {
+      Runtime rt(RuntimeOptions{g.home});
+      std::vector<BoxInfo> boxes;
+      for (auto& i : rt.list_info()) {
+        if (*all || i.status == "running") boxes.push_back(i);
+      }
+      if (*quiet) {
+        for (const auto& i : boxes) std::printf("%s\n", i.id.c_str());
+      } else if (*format == "table") {
+        std::printf("%-14s %-20s %-10s %-8s %-20s %s\n", "ID", "NAME", "STATUS", "ENGINE", "CREATED", "IMAGE");
+        for (const auto& i : boxes) {
+          std::printf("%-14s %-20s %-10s %-8s %-20s %s\n", i.id.c_str(), i.name.c_str(), i.status.c_str(),
+                      i.engine.c_str(), ago(i.created_at_ms).c_str(), i.image.c_str());
+        }
+      } else {
+        nlohmann::json arr = nlohmann::json::array();
+        for (const auto& i : boxes) arr.push_back(inspect_json(i));
+        if (*format == "json") {
+          std::printf("%s\n", arr.dump(2).c_str());
+        } else {
+          for (const auto& doc : arr) {
+            std::cout << "-\n";
+            print_yaml(doc, 2, std::cout);
+          }
+          if (arr.empty()) std::cout << "[]\n";
+        }
+      }
+      exit_code = 0;
+    } catch (const Error& e) {
+      exit_code = report_error(e);
+    }
+  });
+}
+
+void add_inspect(CLI::App& app, GlobalFlags& g, int& exit_code) {
+  auto ids = std::make_shared<std::vector<std::string>>();
+  auto latest = std::make_shared<bool>(false);
+  auto format = std::make_shared<std::string>("json");
+  CLI::App* c = app.add_subcommand("inspect", "Show boxes' details (json, yaml, or a {{.Field}} template)");
+  auto* box_opt = c->add_option("box", *ids, "Box IDs or names");
+  c->add_flag("-l,--latest", *latest, "The most recently created box")->excludes(box_opt);
+  c->add_option("-f,--format", *format, "json (default), yaml, or a template such as '{{.State.Status}}'");
+  c->callback([ids, latest, format, &g, &exit_code] {
+    try {
+      Runtime rt(RuntimeOptions{g.home});
+      if (*latest) {
+        auto all = rt.list_info();
+        if (all.empty()) throw Error(ErrorCode::NotFound, "no boxes");
+        ids->push_back(all.front().id);
+      }
+      if (ids->empty()) throw CLI::ValidationError("inspect", "give at least one BOX, or --latest");
+      nlohmann::json docs = nlohmann::json::array();
+      for (const auto& id : *ids) docs.push_back(inspect_json(rt.get_info(id)));
+      if (*format == "json") {
+        std::printf("%s\n", docs.dump(2).c_str());
+      } else if (*format == "yaml") {
+        for (const auto& d : docs) {
+          std::cout << "-\n";
+          print_yaml(d, 2, std::cout);
+        }
+      } else {
+        for (const auto& d : docs) std::printf("%s\n", render_template(*format, d).c_str());
+      }
+      exit_code = 0;
+    } catch (const Error& e) {
+      exit_code = report_error(e);
+    }
+  });
+}
+
+struct ExecFlags {
+  std::string box, workdir, user;
+  std::vector<std::string> cmd, env;
+  bool interactive = false, tty = false, detach = false;
+};
+
+void add_exec(CLI::App& app, GlobalFlags& g, int& exit_code) {
+  auto f = std::make_shared<ExecFlags>();
+  CLI::App* c = app.add_subcommand("exec", "Run a command in a box: exec BOX -- CMD [ARGS...]");
+  c->add_option("box", f->box, "Box ID or name")->required();
+  c->add_option("cmd", f->cmd, "Command and arguments")->required();
+  c->positionals_at_end();
+  c->add_flag("-i,--interactive", f->interactive, "Keep stdin open");
+  c->add_flag("-t,--tty", f->tty, "Allocate a pseudo-terminal");
+  c->add_flag("-d,--detach", f->detach, "Start the command and return (it ends when this process does)");
+  c->add_option("-e,--env", f->env, "Set KEY=VALUE");
+  c->add_option("-w,--workdir", f->workdir, "Working directory");
+  c->add_option("-u,--user", f->user, "user[:group]");
+  c->callback([f, &g, &exit_code] {
+    try {
+      Runtime rt(RuntimeOptions{g.home});
+      auto box = must_get(rt, f->box);
+      if (box->state() != BoxState::Running) {
+        throw Error(ErrorCode::InvalidState, "box " + f->box + " is not running: start it first");
+      }
+      ExecOptions e;
+      e.argv = f->cmd;
+      if (!e.argv.empty() && e.argv.front() == "--") e.argv.erase(e.argv.begin());
+      if (e.argv.empty()) throw Error(ErrorCode::InvalidArgument, "exec: no command given (exec BOX -- CMD [ARGS...])");
+      e.env = parse_env(f->env);
+      e.cwd = f->workdir;
+      e.user = f->user;
+      if (f->detach) {
+        throw Error(ErrorCode::Unsupported, "exec -d is not supported yet: an exec ends with the client that started it");
+      }
+      exit_code = exit_code_for_result(run_attached(*box, e, f->interactive, f->tty));
+    } catch (const Error& e) {
+      exit_code = report_error(e);
+    }
+  });
+}
+
+}  // namespace
+
+void add_box_commands(CLI::App& app, GlobalFlags& g, int& exit_code) {
+  add_create(app, g, exit_code);
+  add_lifecycle(app, g, exit_code, "start", "Start boxes", [](Runtime& rt, const std::string& id) { must_get(rt, id)->start(); });
+  add_lifecycle(app, g, exit_code, "stop", "Stop boxes (the disk is kept)",
+                [](Runtime& rt, const std::string& id) { must_get(rt, id)->stop(); });
+  add_lifecycle(app, g, exit_code, "restart", "Stop, then start boxes", [](Runtime& rt, const std::string& id) {
+    must_get(rt, id)->stop();
+    must_get(rt, id)->start();
+  });
+  add_rm(app, g, exit_code);
+  add_list(app, g, exit_code);
+  add_inspect(app, g, exit_code);
+  add_exec(app, g, exit_code);
+}
+
+}  // namespace boxlite::cli

@@ -1,0 +1,166 @@
+// Boxes that live (issue 4): ids and names, created/running/stopped, persistence
+// across stop and start, management from another process, kill -9 recovery.
+#include <nlohmann/json.hpp>
+#include <signal.h>
+
+#include "support.hpp"
+
+namespace boxlite::testing {
+namespace {
+
+class LifecycleTest : public BoxliteTest, public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override {
+    BoxliteTest::SetUp();
+    ::setenv("BOXLITE_ENGINE", GetParam().c_str(), 1);
+  }
+  void TearDown() override {
+    run_cli({"rm", "-f", "-a"});
+    ::unsetenv("BOXLITE_ENGINE");
+    BoxliteTest::TearDown();
+  }
+  std::string create(const std::string& name) {
+    auto r = run_cli({"create", "--name", name, image("busybox")});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return trim(r.out);
+  }
+  std::string status(const std::string& box) { return trim(run_cli({"inspect", "-f", "{{.State.Status}}", box}).out); }
+};
+
+TEST_P(LifecycleTest, CreateIsLazyAndStopKeepsTheDisk) {
+  std::string id = create("work");
+  EXPECT_EQ(id.size(), 12u);
+  EXPECT_EQ(status("work"), "created");
+  EXPECT_TRUE(processes_mentioning(home_ + "/boxes/" + id).empty()) << "create must boot nothing";
+  EXPECT_EQ(trim(run_cli({"list", "-q"}).out), "") << "list shows running boxes only";
+  EXPECT_EQ(trim(run_cli({"list", "-a", "-q"}).out), id);
+  EXPECT_EQ(run_cli({"start", "work"}).exit_code, 0);
+  EXPECT_EQ(status(id), "running");
+  EXPECT_EQ(trim(run_cli({"ps", "-q"}).out), id);
+  auto w = run_cli({"exec", "work", "--", "sh", "-c", "echo kept > /root/f; echo gone > /tmp/g"});
+  EXPECT_EQ(w.exit_code, 0) << w.err;
+  EXPECT_EQ(run_cli({"stop", "work"}).exit_code, 0);
+  EXPECT_EQ(status("work"), "stopped");
+  EXPECT_TRUE(processes_mentioning(home_ + "/boxes/" + id).empty()) << "stop must end the box's processes";
+  auto refused = run_cli({"exec", "work", "--", "true"});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("not running"), std::string::npos) << refused.err;
+  EXPECT_EQ(run_cli({"restart", "work"}).exit_code, 0);
+  auto r = run_cli({"exec", "work", "--", "sh", "-c", "cat /root/f; cat /tmp/g 2>/dev/null || echo tmp-cleared"});
+  EXPECT_EQ(r.out, "kept\ntmp-cleared\n") << r.err;
+  auto rm = run_cli({"rm", "work"});
+  EXPECT_NE(rm.exit_code, 0) << "a running box needs -f";
+  EXPECT_NE(rm.err.find("is running"), std::string::npos) << rm.err;
+  EXPECT_EQ(run_cli({"rm", "-f", "work"}).exit_code, 0);
+  EXPECT_EQ(run_cli({"inspect", "work"}).exit_code, 125);
+  expect_no_leftovers();
+}
+
+TEST_P(LifecycleTest, AShimKilledWithSigkillLeavesAStoppedBoxThatStartsAgain) {
+  std::string id = create("victim");
+  ASSERT_EQ(run_cli({"start", id}).exit_code, 0);
+  ASSERT_EQ(run_cli({"exec", id, "--", "sh", "-c", "echo survives > /root/f && sync"}).exit_code, 0);  // synced: a crash keeps what was on disk
+  for (pid_t p : processes_mentioning(home_ + "/boxes/" + id)) {
+    if (trim(read_file("/proc/" + std::to_string(p) + "/comm")) == "boxlite-shim") ::kill(p, SIGKILL);
+  }
+  for (int i = 0; i < 100 && !processes_mentioning(home_ + "/boxes/" + id).empty(); ++i) ::usleep(50000);
+  auto info = nlohmann::json::parse(run_cli({"inspect", id}).out)[0];
+  EXPECT_EQ(info["State"]["Status"], "stopped");
+  EXPECT_NE(info["State"]["Error"].get<std::string>().find("killed"), std::string::npos) << info.dump();
+  ASSERT_EQ(run_cli({"start", id}).exit_code, 0);
+  EXPECT_EQ(run_cli({"exec", id, "--", "cat", "/root/f"}).out, "survives\n");
+}
+
+TEST_P(LifecycleTest, AnotherProcessReachesTheBoxThroughItsShim) {
+  std::string id = create("shared");
+  ASSERT_EQ(run_cli({"start", "shared"}).exit_code, 0);
+  // This process never created it: it finds it by name and execs through the shim.
+  Runtime rt;
+  auto box = rt.get("shared");
+  ASSERT_TRUE(box);
+  EXPECT_EQ(box->id(), id);
+  EXPECT_EQ(box->run(ExecOptions{{"echo", "from-api"}}).stdout_text, "from-api\n");
+  EXPECT_EQ(rt.get_info(id.substr(0, 5)).name, "shared") << "a unique id prefix finds it";
+  EXPECT_FALSE(rt.get("nosuch"));
+  try {
+    rt.get_info("nosuch");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::NotFound);
+  }
+  auto missing = run_cli({"exec", "nosuch", "--", "true"});
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("No such box: nosuch"), std::string::npos) << missing.err;
+  box.reset();  // dropping a handle of another process's box leaves it running
+  EXPECT_EQ(status("shared"), "running");
+}
+
+TEST_P(LifecycleTest, NamesAreUniqueAndValidated) {
+  create("one");
+  auto dup = run_cli({"create", "--name", "one", image("busybox")});
+  EXPECT_EQ(dup.exit_code, 125);
+  EXPECT_NE(dup.err.find("'one' is already in use"), std::string::npos) << dup.err;
+  auto bad = run_cli({"create", "--name", "../evil", image("busybox")});
+  EXPECT_EQ(bad.exit_code, 125);
+  EXPECT_NE(bad.err.find("invalid box name"), std::string::npos) << bad.err;
+  EXPECT_EQ(trim(run_cli({"list", "-a", "-q"}).out).size(), 12u) << "failed creates leave nothing";
+}
+
+TEST_P(LifecycleTest, ListFormatsInspectTemplatesAndRmAll) {
+  std::string a = create("alpha");
+  std::string b = create("beta");
+  auto json = nlohmann::json::parse(run_cli({"list", "-a", "--format", "json"}).out);
+  ASSERT_EQ(json.size(), 2u);
+  EXPECT_EQ(json[0]["Id"], b) << "newest first";
+  auto yaml = run_cli({"ls", "-a", "--format", "yaml"});
+  EXPECT_NE(yaml.out.find("Name: \"alpha\""), std::string::npos) << yaml.out;
+  auto table = run_cli({"ps", "-a"});
+  EXPECT_EQ(table.out.rfind("ID ", 0), 0u) << table.out;
+  EXPECT_EQ(trim(run_cli({"inspect", "-f", "{{.Name}}/{{.State.Status}}", "alpha"}).out), "alpha/created");
+  EXPECT_EQ(nlohmann::json::parse(run_cli({"inspect", "--latest"}).out)[0]["Id"], b);
+  EXPECT_EQ(run_cli({"inspect", "--latest", "alpha"}).exit_code, 2) << "--latest conflicts with BOX";
+  EXPECT_EQ(run_cli({"start"}).exit_code, 2) << "start needs a BOX";
+  // rm -a asks first; "n" (here: no input) aborts.
+  auto no = run_cli({"rm", "-a"});
+  EXPECT_NE(no.err.find("[y/N]"), std::string::npos) << no.err;
+  EXPECT_EQ(trim(run_cli({"list", "-a", "-q"}).out).size(), 25u);
+  EXPECT_EQ(run_cli({"rm", "-a", "-f"}).exit_code, 0);
+  EXPECT_EQ(trim(run_cli({"list", "-a", "-q"}).out), "");
+}
+
+TEST_P(LifecycleTest, RunKeepsTheBoxUnlessRm) {
+  EXPECT_EQ(run_cli({"run", "--rm", image("busybox"), "true"}).exit_code, 0);
+  EXPECT_EQ(trim(run_cli({"list", "-a", "-q"}).out), "") << "--rm leaves nothing";
+  EXPECT_EQ(run_cli({"run", "--name", "kept", image("busybox"), "sh", "-c", "echo x > /root/y"}).exit_code, 0);
+  EXPECT_EQ(status("kept"), "stopped");
+}
+
+TEST_P(LifecycleTest, DetachWithAutoRemoveIsTheDocumentedError) {
+  Runtime rt;
+  BoxOptions o;
+  o.rootfs_path = image("busybox");
+  o.detach = true;  // auto_remove defaults to true
+  try {
+    rt.create(o);
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("remove-on-stop is incompatible with detach=true"), std::string::npos);
+  }
+  // detach + auto_remove=false outlives its handle.
+  o.auto_remove = false;
+  std::string id;
+  {
+    auto box = rt.create(o, "daemon");
+    box->start();
+    id = box->id();
+  }
+  EXPECT_EQ(status("daemon"), "running");
+  EXPECT_EQ(run_cli({"exec", "daemon", "--", "echo", "still-here"}).out, "still-here\n");
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, LifecycleTest, ::testing::Values("jail", "vm"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+}  // namespace
+}  // namespace boxlite::testing
