@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   CLI::App app{"boxlite: sandboxes for AI agents, each box its own microVM", "boxlite"};
   app.set_version_flag("--version", std::string("boxlite ") + BOXLITE_VERSION);
   app.require_subcommand(1);
+  app.fallthrough();  // global flags (--home, --debug) also after the subcommand
   GlobalFlags g;
   app.add_flag("--debug", g.debug, "Verbose diagnostics")->configurable(false);
   app.add_option("--home", g.home, "Home directory (default $BOXLITE_HOME or ~/.boxlite)")->envname("BOXLITE_HOME");

@@ -2,6 +2,11 @@
 // across stop and start, management from another process, kill -9 recovery.
 #include <nlohmann/json.hpp>
 #include <signal.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <set>
+#include <thread>
 
 #include "support.hpp"
 
@@ -161,6 +166,84 @@ TEST_P(LifecycleTest, DetachWithAutoRemoveIsTheDocumentedError) {
 
 INSTANTIATE_TEST_SUITE_P(Engines, LifecycleTest, ::testing::Values("jail", "vm"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+}  // namespace
+}  // namespace boxlite::testing
+
+namespace boxlite::testing {
+namespace {
+
+class LifecycleConcurrencyTest : public BoxliteTest {};
+
+// 20 boxes created, started, stopped and removed in parallel from 4 threads of this
+// process and a second process; the store ends consistent, nothing lost or doubled.
+TEST_F(LifecycleConcurrencyTest, TwentyBoxesFromFourThreadsAndTwoProcesses) {
+  ::setenv("BOXLITE_ENGINE", "jail", 1);
+  // The second process: a shell loop over the real CLI.
+  std::string script;
+  for (int i = 0; i < 4; ++i) {
+    std::string n = "cli-" + std::to_string(i);
+    script += cli() + " create --name " + n + " " + image("busybox") + " >/dev/null && " + cli() + " start " + n +
+              " >/dev/null && " + cli() + " exec " + n + " -- true && " + cli() + " stop " + n + " >/dev/null && " +
+              cli() + " rm " + n + " >/dev/null || echo FAIL " + n + "; ";
+  }
+  script += cli() + " create --name cli-kept " + image("busybox") + " >/dev/null || echo FAIL kept";
+  SpawnOptions so;
+  so.argv = {"sh", "-c", script};
+  so.stdout_path = home_ + "/second-process.log";
+  Child second = spawn(so);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        Runtime rt;
+        for (int i = 0; i < 4; ++i) {
+          BoxOptions o;
+          o.rootfs_path = image("busybox");
+          o.auto_remove = false;
+          std::string name = "t" + std::to_string(t) + "-" + std::to_string(i);
+          auto box = rt.create(o, name);
+          box->start();
+          if (box->run(ExecOptions{{"echo", name}}).stdout_text != name + "\n") ++failures;
+          box->stop();
+          if (i < 3) rt.remove(name);  // the last of each thread stays
+        }
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "thread " << t << ": " << e.what();
+        ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  int status = second.wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(read_file(home_ + "/second-process.log"), "") << "the second process failed";
+  EXPECT_EQ(failures.load(), 0);
+  Runtime rt;
+  auto boxes = rt.list_info();
+  std::set<std::string> names;
+  for (const auto& b : boxes) {
+    names.insert(b.name);
+    EXPECT_EQ(b.status, b.name == "cli-kept" ? "created" : "stopped") << b.name;
+    EXPECT_TRUE(path_exists(home_ + "/boxes/" + b.id + "/shim.json")) << b.name;
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"t0-3", "t1-3", "t2-3", "t3-3", "cli-kept"}));
+  EXPECT_EQ(boxes.size(), 5u);
+  EXPECT_EQ(dir_entries(home_ + "/boxes").size(), 5u) << "box directories and records disagree";
+  for (const auto& b : boxes) rt.remove(b.id, true);
+  ::unsetenv("BOXLITE_ENGINE");
+}
+
+TEST_F(LifecycleConcurrencyTest, HomeFlagWorksBeforeAndAfterTheSubcommand) {
+  std::string other = home_ + "/other-home";
+  auto before = run_cli({"--home", other, "create", "--engine", "jail", image("busybox")});
+  ASSERT_EQ(before.exit_code, 0) << before.err;
+  auto after = run_cli({"list", "-a", "-q", "--home", other});
+  EXPECT_EQ(trim(after.out), trim(before.out)) << after.err;
+  EXPECT_EQ(trim(run_cli({"list", "-a", "-q"}).out), "") << "the default home is another one";
+  run_cli({"--home", other, "rm", "-f", "-a"});
+}
 
 }  // namespace
 }  // namespace boxlite::testing
