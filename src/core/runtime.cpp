@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -214,6 +215,30 @@ Runtime::Runtime(RuntimeOptions opts) {
   layout_.create();
   load_home_config();
   store_ = std::make_shared<store::Store>(layout_.root + "/db/boxlite.db");
+  sweep_half_made_boxes();
+}
+
+// A create killed between making the box directory and recording the box leaves a
+// directory nobody knows. A create spends milliseconds in that window, so one
+// older than a minute with no record is debris.
+void Runtime::sweep_half_made_boxes() {
+  std::set<std::string> known;
+  for (const auto& r : store_->list()) known.insert(r.id);
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(layout_.boxes().c_str()), ::closedir);
+  if (!dir) return;
+  time_t now = ::time(nullptr);
+  while (auto* e = ::readdir(dir.get())) {
+    std::string id = e->d_name;
+    if (id == "." || id == ".." || known.count(id)) continue;
+    std::string path = layout_.box_dir(id);
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || now - st.st_mtime < 60) continue;
+    try {
+      remove_tree(path);
+    } catch (const Error& err) {
+      warn("could not remove the half-made box directory " + path + ": " + err.what());
+    }
+  }
 }
 
 // <home>/config.json: {"engine": "vm"|"jail", "accel": "auto"|"kvm"|"tcg"}. An

@@ -74,6 +74,7 @@ class Runtime {
   void warn(const std::string& msg) const;
 
   void load_home_config();
+  void sweep_half_made_boxes();
   std::string default_engine() const;
   std::string default_accel() const;
 

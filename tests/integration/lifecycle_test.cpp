@@ -247,3 +247,51 @@ TEST_F(LifecycleConcurrencyTest, HomeFlagWorksBeforeAndAfterTheSubcommand) {
 
 }  // namespace
 }  // namespace boxlite::testing
+
+namespace boxlite::testing {
+namespace {
+
+class CrashSafetyTest : public BoxliteTest {};
+
+// What a create killed with SIGKILL between its steps leaves: a box directory with
+// no record. The next runtime removes it once it is clearly not in progress.
+TEST_F(CrashSafetyTest, ACreateKilledHalfwayLeavesNothingBroken) {
+  auto r = run_cli({"create", "--engine", "jail", "--name", "whole", image("busybox")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string old_debris = home_ + "/boxes/halfmade0001";
+  std::string fresh = home_ + "/boxes/inprogress01";
+  ASSERT_TRUE(run_capture({"mkdir", "-p", old_debris, fresh}).ok());
+  write_file_atomic(old_debris + "/shim.json", "{");
+  ASSERT_TRUE(run_capture({"touch", "-d", "10 minutes ago", old_debris}).ok());
+  auto list = run_cli({"list", "-a", "--format", "json"});
+  EXPECT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_FALSE(path_exists(old_debris)) << "debris of a killed create must go";
+  EXPECT_TRUE(path_exists(fresh)) << "a create in progress in another process must be left alone";
+  EXPECT_EQ(nlohmann::json::parse(list.out).size(), 1u);
+  EXPECT_EQ(run_cli({"start", "whole"}).exit_code, 0) << "the complete box is unaffected";
+  run_cli({"rm", "-f", "whole"});
+  remove_tree(fresh);
+}
+
+// Killing the creating process while create runs (here: during the first image
+// preparation) leaves a home that works: no record or a complete one.
+TEST_F(CrashSafetyTest, SigkillDuringCreateLeavesAUsableHome) {
+  for (int delay_ms : {5, 20, 60}) {
+    SpawnOptions so;
+    so.argv = {cli(), "create", "--engine", "jail", image("debian-python")};
+    so.stdout_path = so.stderr_path = home_ + "/create.log";
+    Child c = spawn(so);
+    ::usleep(static_cast<useconds_t>(delay_ms) * 1000);
+    c.kill_now();
+    auto list = run_cli({"list", "-a", "--format", "json"});
+    ASSERT_EQ(list.exit_code, 0) << list.err;
+    for (const auto& b : nlohmann::json::parse(list.out)) {
+      EXPECT_EQ(run_cli({"rm", "-f", b["Id"].get<std::string>()}).exit_code, 0);
+    }
+  }
+  auto r = run_cli({"run", "--rm", "--engine", "jail", image("debian-python"), "python3", "-c", "print(6*7)"});
+  EXPECT_EQ(r.out, "42\n") << r.err;
+}
+
+}  // namespace
+}  // namespace boxlite::testing
