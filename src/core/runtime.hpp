@@ -46,10 +46,10 @@ class Runtime {
   // Prepares a box (image, root disk, engine settings) without booting it.
   std::shared_ptr<Box> create(const BoxOptions& opts, const std::string& name = "");
 
-  // A running box of this home that another process (or this one) created, by id:
-  // connects to boxes/<id>/shim.sock. The Box does not own it (see Box::attach).
-  // Throws NotFound "No such box: <id>" when the home has no such box, Stopped when
-  // it exists but is not running.
+  // A running box of this home (by id, name or unique id prefix) that another
+  // process (or this one) created: connects to its shim.sock. The Box does not own
+  // it (see Box::attach). Throws NotFound "No such box: <id>" when the home has no
+  // such box, Stopped when it exists but is not running.
   std::shared_ptr<Box> attach(const std::string& id);
 
   // A box by id, name or unique id prefix: nullptr when there is none. A running

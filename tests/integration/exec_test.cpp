@@ -314,3 +314,39 @@ INSTANTIATE_TEST_SUITE_P(Engines, ExecTest, ::testing::Values("vm", "jail"),
 
 }  // namespace
 }  // namespace boxlite::testing
+
+namespace boxlite::testing {
+namespace {
+
+class CliExecTtyTest : public BoxliteTest {};
+
+TEST_F(CliExecTtyTest, ExecItInARealTerminal) {
+  if (which("tmux").empty()) GTEST_SKIP() << "tmux missing (scripts/setup installs it)";
+  ::setenv("BOXLITE_ENGINE", "jail", 1);
+  ASSERT_EQ(run_cli({"create", "--name", "tty", image("busybox")}).exit_code, 0);
+  ASSERT_EQ(run_cli({"start", "tty"}).exit_code, 0);
+  std::string sock = home_ + "/tmux.sock";
+  std::string cmd = "BOXLITE_HOME=" + home_ + " " + cli() +
+                    " exec -it tty -- sh -c 'test -t 0 && echo IS-A-TTY; stty size; read x; echo GOT-$x'; sleep 30";
+  ASSERT_TRUE(run_capture({"tmux", "-S", sock, "new-session", "-d", "-x", "100", "-y", "30", cmd}).ok());
+  auto screen = [&] { return run_capture({"tmux", "-S", sock, "capture-pane", "-p"}).out; };
+  std::string s;
+  for (int i = 0; i < 100 && s.find("30 100") == std::string::npos; ++i) {
+    ::usleep(100000);
+    s = screen();
+  }
+  EXPECT_NE(s.find("IS-A-TTY"), std::string::npos) << s;
+  EXPECT_NE(s.find("30 100"), std::string::npos) << s;
+  run_capture({"tmux", "-S", sock, "send-keys", "typed", "Enter"});
+  for (int i = 0; i < 100 && s.find("GOT-typed") == std::string::npos; ++i) {
+    ::usleep(100000);
+    s = screen();
+  }
+  EXPECT_NE(s.find("GOT-typed"), std::string::npos) << s;
+  run_capture({"tmux", "-S", sock, "kill-server"});
+  run_cli({"rm", "-f", "tty"});
+  ::unsetenv("BOXLITE_ENGINE");
+}
+
+}  // namespace
+}  // namespace boxlite::testing
