@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -266,7 +267,12 @@ void Box::stop() {
   stop_locked();
 }
 
-void Box::stop_locked() {
+void Box::stop(int timeout_ms) {
+  std::lock_guard lk(mu_);
+  stop_locked(timeout_ms < 0 ? std::numeric_limits<int>::max() : timeout_ms);
+}
+
+void Box::stop_locked(int timeout_ms) {
   if (client_) {
     try {
       client_->request_shutdown();
@@ -277,10 +283,10 @@ void Box::stop_locked() {
   bool was_running = state_ == BoxState::Running || shim_.valid();
   if (shim_.valid()) {
     // The guest powers off; the shim exits when QEMU does (its own deadline is 10 s).
-    if (!shim_.wait_for(15000)) shim_.kill_now();
+    if (!shim_.wait_for(timeout_ms)) shim_.kill_now();
   } else if (record_.shim_pid > 0) {
     // Not our child (detached, or another process's): wait for it all the same.
-    if (!wait_pid_exit(record_.shim_pid, 15000)) ::kill(record_.shim_pid, SIGKILL);
+    if (!wait_pid_exit(record_.shim_pid, timeout_ms)) ::kill(record_.shim_pid, SIGKILL);
   }
   if (client_) {
     client_->close();

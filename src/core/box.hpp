@@ -57,13 +57,17 @@ class Box {
   void copy_out(const std::string& box_path, const std::string& host_path, const CopyOptions& opts = {});
   // Stops the box: the guest shuts down and the VM exits. The disk stays.
   void stop();
+  // As stop(), but gives the guest at most timeout_ms to shut down before the
+  // engine is killed (-1: wait as long as it takes).
+  void stop(int timeout_ms);
   // Stops and deletes everything of the box (its directory, disk, sockets).
   void destroy();
   bool auto_remove() const { return auto_remove_; }
   bool detach() const { return record_.detach; }
 
  private:
-  void stop_locked();
+  void stop_locked(int timeout_ms = kDefaultStopTimeoutMs);
+  static constexpr int kDefaultStopTimeoutMs = 15000;
   void persist();
   void record_stopped();
   // The connection to the running box, starting it first if needed.

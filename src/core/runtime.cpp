@@ -11,9 +11,11 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -384,7 +386,41 @@ int64_t wall_clock_ms() {
 
 }  // namespace
 
+std::shared_ptr<Box> Runtime::track(std::shared_ptr<Box> box) {
+  std::lock_guard lk(boxes_mu_);
+  handed_out_.erase(std::remove_if(handed_out_.begin(), handed_out_.end(), [](const auto& w) { return w.expired(); }),
+                    handed_out_.end());
+  handed_out_.push_back(box);
+  return box;
+}
+
+void Runtime::shutdown(std::optional<double> timeout_secs) {
+  double secs = timeout_secs.value_or(10);
+  if (secs < 0 && secs != -1) throw Error(ErrorCode::InvalidArgument, "shutdown timeout must be >= 0 seconds, or -1 to wait indefinitely");
+  shut_down_ = true;
+  int timeout_ms = secs < 0 ? -1 : static_cast<int>(secs * 1000);
+  std::vector<std::shared_ptr<Box>> boxes;
+  {
+    std::lock_guard lk(boxes_mu_);
+    for (auto& w : handed_out_) {
+      if (auto b = w.lock()) boxes.push_back(b);
+    }
+  }
+  std::vector<std::thread> stoppers;
+  for (auto& b : boxes) {
+    stoppers.emplace_back([b, timeout_ms] {
+      try {
+        if (b->state() == BoxState::Running) b->stop(timeout_ms);
+      } catch (const Error& e) {
+        std::fprintf(stderr, "boxlite: warning: shutdown of box %s: %s\n", b->id().c_str(), e.what());
+      }
+    });
+  }
+  for (auto& t : stoppers) t.join();
+}
+
 std::shared_ptr<Box> Runtime::create(const BoxOptions& opts, const std::string& name) {
+  if (shut_down_) throw Error(ErrorCode::Stopped, "Cannot create box: runtime has been shut down");
   validate_box_options(opts);
   validate_name(name);
   if (!name.empty() && store_->find(name)) throw Error(ErrorCode::AlreadyExists, "box name '" + name + "' is already in use");
@@ -446,7 +482,7 @@ std::shared_ptr<Box> Runtime::create(const BoxOptions& opts, const std::string& 
   rec.options_json = nlohmann::json{{"argv", argv}, {"cpus", spec.cpus}, {"memory_mib", spec.memory_mib}}.dump();
   store_->insert(rec);  // a taken name fails here too (a race with another creator)
   guard.committed = true;
-  return std::make_shared<Box>(spec, rec, argv, store_);
+  return track(std::make_shared<Box>(spec, rec, argv, store_));
 }
 
 void Runtime::reconcile(store::BoxRecord& r) {
@@ -497,8 +533,8 @@ std::shared_ptr<Box> Runtime::box_from_record(const store::BoxRecord& r) {
   } catch (const std::exception&) {
     argv = {"sh"};
   }
-  if (r.state == "running") return Box::attach(std::move(spec), r, store_);
-  return std::make_shared<Box>(std::move(spec), r, argv, store_);
+  if (r.state == "running") return track(Box::attach(std::move(spec), r, store_));
+  return track(std::make_shared<Box>(std::move(spec), r, argv, store_));
 }
 
 std::shared_ptr<Box> Runtime::get(const std::string& id_or_name) {

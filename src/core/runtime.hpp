@@ -3,6 +3,9 @@
 
 #include <functional>
 #include <memory>
+#include <atomic>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +65,12 @@ class Runtime {
   // A running box needs force (it is stopped first); throws NotFound / InvalidState.
   void remove(const std::string& id_or_name, bool force = false);
 
+  // Gracefully stops every box this runtime handed out (create, get), in parallel:
+  // each guest gets `timeout_secs` to shut down (nullopt: 10 s; -1: as long as it
+  // takes) before its engine is killed. Afterwards create fails with Stopped:
+  // "Cannot create box: runtime has been shut down".
+  void shutdown(std::optional<double> timeout_secs = std::nullopt);
+
   HostInfo host_info();
 
   // Warnings (such as falling back to TCG) go here; default: stderr.
@@ -84,6 +93,10 @@ class Runtime {
 
   core::HomeLayout layout_;
   std::shared_ptr<store::Store> store_;
+  std::mutex boxes_mu_;
+  std::vector<std::weak_ptr<Box>> handed_out_;
+  std::atomic<bool> shut_down_{false};
+  std::shared_ptr<Box> track(std::shared_ptr<Box> box);
   std::string config_engine_, config_accel_;  // from <home>/config.json
   std::function<void(const std::string&)> warn_;
 };

@@ -295,3 +295,41 @@ TEST_F(CrashSafetyTest, SigkillDuringCreateLeavesAUsableHome) {
 
 }  // namespace
 }  // namespace boxlite::testing
+
+namespace boxlite::testing {
+namespace {
+
+class ShutdownTest : public BoxliteTest {};
+
+TEST_F(ShutdownTest, ShutdownStopsEveryBoxAndRefusesNewOnes) {
+  Runtime rt;
+  std::vector<std::shared_ptr<Box>> boxes;
+  for (int i = 0; i < 3; ++i) {
+    BoxOptions o;
+    o.rootfs_path = image("busybox");
+    o.engine = "jail";
+    o.auto_remove = false;
+    boxes.push_back(rt.create(o, "s" + std::to_string(i)));
+    boxes.back()->start();
+  }
+  rt.shutdown(5);
+  for (const auto& b : boxes) {
+    EXPECT_EQ(b->state(), BoxState::Stopped) << b->id();
+    EXPECT_EQ(rt.get_info(b->id()).status, "stopped");
+    EXPECT_TRUE(processes_mentioning(b->dir()).empty());
+  }
+  try {
+    BoxOptions o;
+    o.rootfs_path = image("busybox");
+    rt.create(o);
+    ADD_FAILURE() << "create after shutdown must fail";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Stopped);
+    EXPECT_STREQ(e.what(), "Cannot create box: runtime has been shut down");
+  }
+  EXPECT_THROW(rt.shutdown(-2), Error);
+  for (const auto& b : boxes) rt.remove(b->id(), true);
+}
+
+}  // namespace
+}  // namespace boxlite::testing
