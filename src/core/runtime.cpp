@@ -537,6 +537,18 @@ std::shared_ptr<Box> Runtime::box_from_record(const store::BoxRecord& r) {
   return track(std::make_shared<Box>(std::move(spec), r, argv, store_));
 }
 
+std::pair<std::shared_ptr<Box>, bool> Runtime::get_or_create(const BoxOptions& opts, const std::string& name) {
+  if (name.empty()) throw Error(ErrorCode::InvalidArgument, "get_or_create needs a name");
+  if (auto box = get(name)) return {box, false};
+  try {
+    return {create(opts, name), true};
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::AlreadyExists) throw;
+    if (auto box = get(name)) return {box, false};  // another process won the race
+    throw;
+  }
+}
+
 std::shared_ptr<Box> Runtime::get(const std::string& id_or_name) {
   auto r = store_->find(id_or_name);
   if (!r) return nullptr;

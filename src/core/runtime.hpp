@@ -7,6 +7,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/box.hpp"
@@ -54,6 +55,10 @@ class Runtime {
   // it (see Box::attach). Throws NotFound "No such box: <id>" when the home has no
   // such box, Stopped when it exists but is not running.
   std::shared_ptr<Box> attach(const std::string& id);
+
+  // The box named `name` if there is one (created=false), else a new one
+  // (created=true). Safe against another process creating the same name meanwhile.
+  std::pair<std::shared_ptr<Box>, bool> get_or_create(const BoxOptions& opts, const std::string& name);
 
   // A box by id, name or unique id prefix: nullptr when there is none. A running
   // box is reached through its shim; a created or stopped one can be started.

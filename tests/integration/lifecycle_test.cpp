@@ -333,3 +333,30 @@ TEST_F(ShutdownTest, ShutdownStopsEveryBoxAndRefusesNewOnes) {
 
 }  // namespace
 }  // namespace boxlite::testing
+
+namespace boxlite::testing {
+namespace {
+
+class GetOrCreateTest : public BoxliteTest {};
+
+TEST_F(GetOrCreateTest, CreatesOnceThenFindsTheSameBox) {
+  Runtime rt;
+  BoxOptions o;
+  o.rootfs_path = image("busybox");
+  o.engine = "jail";
+  o.auto_remove = false;
+  auto [first, created] = rt.get_or_create(o, "session-1");
+  EXPECT_TRUE(created);
+  ASSERT_EQ(first->run(ExecOptions{{"sh", "-c", "echo state > /root/s"}}).exit_code, 0);
+  auto [again, created_again] = rt.get_or_create(o, "session-1");
+  EXPECT_FALSE(created_again);
+  EXPECT_EQ(again->id(), first->id());
+  EXPECT_EQ(again->run(ExecOptions{{"cat", "/root/s"}}).stdout_text, "state\n");
+  EXPECT_THROW(rt.get_or_create(o, ""), Error);
+  first.reset();
+  again.reset();
+  rt.remove("session-1", true);
+}
+
+}  // namespace
+}  // namespace boxlite::testing
