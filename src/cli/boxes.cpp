@@ -115,44 +115,13 @@ int for_each_box(const std::vector<std::string>& ids, Fn fn) {
   return rc;
 }
 
-struct CreateFlags {
-  std::string image, name, workdir, user, entrypoint, engine, kernel;
-  std::vector<std::string> cmd, env;
-  int cpus = 0, memory = 0;
-};
-
 void add_create(CLI::App& app, GlobalFlags& g, int& exit_code) {
-  auto f = std::make_shared<CreateFlags>();
+  auto f = std::make_shared<BoxFlags>();
   CLI::App* c = app.add_subcommand("create", "Create a box (nothing boots until start or exec); prints its ID");
-  c->add_option("image", f->image, "OCI image layout directory, or oci:DIR[:TAG]")->required();
-  c->add_option("cmd", f->cmd, "The box's command (default: the image's)");
-  c->positionals_at_end();
-  c->add_option("--name", f->name, "Box name (unique)");
-  c->add_option("-e,--env", f->env, "Set KEY=VALUE (a bare KEY takes the host value)");
-  c->add_option("-w,--workdir", f->workdir, "Working directory inside the box");
-  c->add_option("-u,--user", f->user, "user[:group]");
-  c->add_option("--entrypoint", f->entrypoint, "Override the image entrypoint");
-  c->add_option("--engine", f->engine, "vm (default) or jail")->envname("BOXLITE_ENGINE");
-  c->add_option("--kernel", f->kernel, "Guest kernel: a path, or 'debian'");
-  c->add_option("--cpus", f->cpus, "Virtual CPUs (default 1)");
-  c->add_option("--memory", f->memory, "Memory in MiB (default 1024)");
+  add_box_flags(c, *f);
   c->callback([f, &g, &exit_code] {
     try {
-      BoxOptions o;
-      o.image = f->image;
-      if (f->cpus > 255) {
-        std::fprintf(stderr, "boxlite: warning: --cpus %d is over the maximum of 255; using 255\n", f->cpus);
-        f->cpus = 255;
-      }
-      if (f->cpus != 0) o.cpus = f->cpus;
-      if (f->memory != 0) o.memory_mib = f->memory;
-      o.env = parse_env(f->env);
-      o.working_dir = f->workdir;
-      o.user = f->user;
-      if (!f->entrypoint.empty()) o.entrypoint = {f->entrypoint};
-      o.cmd = f->cmd;
-      o.engine = f->engine;
-      o.kernel = f->kernel;
+      BoxOptions o = box_options_from(*f);
       o.auto_remove = false;  // a CLI box lives until `rm`
       o.detach = true;        // and outlives each `boxlite` that touches it
       Runtime rt(RuntimeOptions{g.home});

@@ -23,6 +23,16 @@ void add_cp_command(CLI::App& app, GlobalFlags& g, int& exit_code);
 // create, start, stop, restart, rm, list/ls/ps, inspect, exec (boxes.cpp)
 void add_box_commands(CLI::App& app, GlobalFlags& g, int& exit_code);
 
+// box_flags.cpp: the flags `run` and `create` share.
+struct BoxFlags {
+  std::string image, name, workdir, user, entrypoint, engine, kernel;
+  std::vector<std::string> cmd, env;
+  int cpus = 0, memory = 0;
+};
+void add_box_flags(CLI::App* c, BoxFlags& f);
+// Clamps --cpus over 255 with a warning, as documented.
+BoxOptions box_options_from(const BoxFlags& f);
+
 // attach.cpp: shared by run and exec.
 EnvList parse_env(const std::vector<std::string>& items);
 // Streams the command's output here, forwards stdin (-i), signals and resizes.

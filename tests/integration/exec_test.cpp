@@ -288,25 +288,16 @@ TEST_P(ExecTest, SixtyFourConcurrentMixedExecsKeepTheirOwnOutput) {
 
 TEST_P(ExecTest, CliRunWithATtyUnderTmux) {
   if (which("tmux").empty()) GTEST_SKIP() << "tmux missing (scripts/setup installs it)";
-  std::string sock = home_ + "/tmux.sock";
-  std::string cmd = cli() + " run --rm -it " + image("busybox") + " sh -c 'test -t 0 && echo IS-A-TTY; stty size; read x; echo GOT-$x'";
-  std::string env = "BOXLITE_HOME=" + home_ + " BOXLITE_ENGINE=" + GetParam() + " BOXLITE_ACCEL=tcg ";
-  ASSERT_TRUE(run_capture({"tmux", "-S", sock, "new-session", "-d", "-x", "120", "-y", "40", env + cmd + "; sleep 30"}).ok());
-  auto screen = [&] { return run_capture({"tmux", "-S", sock, "capture-pane", "-p"}).out; };
-  std::string s;
-  for (int i = 0; i < 300 && s.find("40 120") == std::string::npos; ++i) {
-    ::usleep(100000);
-    s = screen();
-  }
+  std::string cmd = "BOXLITE_HOME=" + home_ + " BOXLITE_ENGINE=" + GetParam() + " BOXLITE_ACCEL=tcg " + cli() +
+                    " run --rm -it " + image("busybox") + " sh -c 'test -t 0 && echo IS-A-TTY; stty size; read x; echo GOT-$x'; sleep 30";
+  TmuxSession term(home_ + "/tmux.sock", cmd, 120, 40);
+  ASSERT_TRUE(term.started());
+  std::string s = term.wait_for("40 120", 30);
   EXPECT_NE(s.find("IS-A-TTY"), std::string::npos) << s;
   EXPECT_NE(s.find("40 120"), std::string::npos) << s;
-  run_capture({"tmux", "-S", sock, "send-keys", "hello", "Enter"});
-  for (int i = 0; i < 100 && s.find("GOT-hello") == std::string::npos; ++i) {
-    ::usleep(100000);
-    s = screen();
-  }
+  term.type_line("hello");
+  s = term.wait_for("GOT-hello");
   EXPECT_NE(s.find("GOT-hello"), std::string::npos) << s;
-  run_capture({"tmux", "-S", sock, "kill-server"});
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, ExecTest, ::testing::Values("vm", "jail"),
@@ -325,25 +316,18 @@ TEST_F(CliExecTtyTest, ExecItInARealTerminal) {
   ::setenv("BOXLITE_ENGINE", "jail", 1);
   ASSERT_EQ(run_cli({"create", "--name", "tty", image("busybox")}).exit_code, 0);
   ASSERT_EQ(run_cli({"start", "tty"}).exit_code, 0);
-  std::string sock = home_ + "/tmux.sock";
   std::string cmd = "BOXLITE_HOME=" + home_ + " " + cli() +
                     " exec -it tty -- sh -c 'test -t 0 && echo IS-A-TTY; stty size; read x; echo GOT-$x'; sleep 30";
-  ASSERT_TRUE(run_capture({"tmux", "-S", sock, "new-session", "-d", "-x", "100", "-y", "30", cmd}).ok());
-  auto screen = [&] { return run_capture({"tmux", "-S", sock, "capture-pane", "-p"}).out; };
-  std::string s;
-  for (int i = 0; i < 100 && s.find("30 100") == std::string::npos; ++i) {
-    ::usleep(100000);
-    s = screen();
+  {
+    TmuxSession term(home_ + "/tmux.sock", cmd, 100, 30);
+    ASSERT_TRUE(term.started());
+    std::string s = term.wait_for("30 100");
+    EXPECT_NE(s.find("IS-A-TTY"), std::string::npos) << s;
+    EXPECT_NE(s.find("30 100"), std::string::npos) << s;
+    term.type_line("typed");
+    s = term.wait_for("GOT-typed");
+    EXPECT_NE(s.find("GOT-typed"), std::string::npos) << s;
   }
-  EXPECT_NE(s.find("IS-A-TTY"), std::string::npos) << s;
-  EXPECT_NE(s.find("30 100"), std::string::npos) << s;
-  run_capture({"tmux", "-S", sock, "send-keys", "typed", "Enter"});
-  for (int i = 0; i < 100 && s.find("GOT-typed") == std::string::npos; ++i) {
-    ::usleep(100000);
-    s = screen();
-  }
-  EXPECT_NE(s.find("GOT-typed"), std::string::npos) << s;
-  run_capture({"tmux", "-S", sock, "kill-server"});
   run_cli({"rm", "-f", "tty"});
   ::unsetenv("BOXLITE_ENGINE");
 }

@@ -64,6 +64,35 @@ inline int count_comm(const std::string& comm) {
   return n;
 }
 
+// A real terminal for interactive CLI tests: a detached tmux session.
+class TmuxSession {
+ public:
+  TmuxSession(const std::string& socket, const std::string& command, int cols, int rows) : socket_(socket) {
+    started_ = run_capture({"tmux", "-S", socket_, "new-session", "-d", "-x", std::to_string(cols), "-y",
+                            std::to_string(rows), command})
+                   .ok();
+  }
+  ~TmuxSession() { run_capture({"tmux", "-S", socket_, "kill-server"}); }
+  TmuxSession(const TmuxSession&) = delete;
+  TmuxSession& operator=(const TmuxSession&) = delete;
+  bool started() const { return started_; }
+  std::string screen() const { return run_capture({"tmux", "-S", socket_, "capture-pane", "-p"}).out; }
+  // The screen once it shows `text`, or after `seconds` whatever it shows.
+  std::string wait_for(const std::string& text, double seconds = 10) const {
+    std::string s = screen();
+    for (int i = 0; i < seconds * 10 && s.find(text) == std::string::npos; ++i) {
+      ::usleep(100000);
+      s = screen();
+    }
+    return s;
+  }
+  void type_line(const std::string& text) const { run_capture({"tmux", "-S", socket_, "send-keys", text, "Enter"}); }
+
+ private:
+  std::string socket_;
+  bool started_ = false;
+};
+
 struct CliResult {
   int exit_code = -1;
   std::string out, err;
