@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 
+#include "common/error_code.hpp"
 #include "support.hpp"
 
 namespace boxlite::testing {
@@ -16,19 +17,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class CopyTest : public BoxliteTest, public ::testing::WithParamInterface<std::string> {
+class CopyTest : public PerEngineTest {
  protected:
   void SetUp() override {
-    BoxliteTest::SetUp();
-    ::setenv("BOXLITE_ENGINE", GetParam().c_str(), 1);
+    PerEngineTest::SetUp();
     host_ = home_ + "/h";
     make_dirs(host_);
   }
   void TearDown() override {
     box_.reset();
     rt_.reset();
-    ::unsetenv("BOXLITE_ENGINE");
-    BoxliteTest::TearDown();
+    PerEngineTest::TearDown();
   }
 
   // One box per test: a VM boot is the expensive part.
@@ -58,16 +57,6 @@ class CopyTest : public BoxliteTest, public ::testing::WithParamInterface<std::s
     return run_cli(args);
   }
   std::string in_box(const std::string& path) { return box().id() + ":" + path; }
-
-  static ErrorCode code_of(const std::function<void()>& f, std::string* msg = nullptr) {
-    try {
-      f();
-    } catch (const Error& e) {
-      if (msg) *msg = e.what();
-      return e.code();
-    }
-    return ErrorCode::Ok;
-  }
 
   // Every entry below root (root itself as ""): type, mode, mtime to the
   // nanosecond, and contents or link target.
@@ -346,8 +335,7 @@ TEST_P(CopyTest, CliCopiesBothWaysIntoABoxOfAnotherProcess) {
   expect_no_leftovers();
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, CopyTest, ::testing::Values("vm", "jail"),
-                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+BOXLITE_ON_BOTH_ENGINES(CopyTest);
 
 }  // namespace
 }  // namespace boxlite::testing

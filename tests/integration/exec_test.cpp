@@ -11,18 +11,12 @@
 namespace boxlite::testing {
 namespace {
 
-class ExecTest : public BoxliteTest, public ::testing::WithParamInterface<std::string> {
+class ExecTest : public PerEngineTest {
  protected:
-  void SetUp() override {
-    BoxliteTest::SetUp();
-    ::setenv("BOXLITE_ENGINE", GetParam().c_str(), 1);
-  }
   void TearDown() override {
     box_.reset();
-    ::unsetenv("BOXLITE_ENGINE");
-    BoxliteTest::TearDown();
+    PerEngineTest::TearDown();
   }
-  bool vm() const { return GetParam() == "vm"; }
 
   Box& box(const std::string& img = "busybox") {
     if (!box_) {
@@ -300,14 +294,8 @@ TEST_P(ExecTest, CliRunWithATtyUnderTmux) {
   EXPECT_NE(s.find("GOT-hello"), std::string::npos) << s;
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, ExecTest, ::testing::Values("vm", "jail"),
-                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+BOXLITE_ON_BOTH_ENGINES(ExecTest);
 
-}  // namespace
-}  // namespace boxlite::testing
-
-namespace boxlite::testing {
-namespace {
 
 class CliExecTtyTest : public BoxliteTest {};
 
@@ -329,7 +317,6 @@ TEST_F(CliExecTtyTest, ExecItInARealTerminal) {
     EXPECT_NE(s.find("GOT-typed"), std::string::npos) << s;
   }
   run_cli({"rm", "-f", "tty"});
-  ::unsetenv("BOXLITE_ENGINE");
 }
 
 }  // namespace

@@ -207,11 +207,6 @@ TEST_F(JailEscapeTest, ExitCodeAndNothingLeftBehind) {
   EXPECT_EQ(cgroups(), cgroups_before) << "a cgroup of the box remains";
 }
 
-}  // namespace
-}  // namespace boxlite::testing
-
-namespace boxlite::testing {
-namespace {
 
 std::string memory_limit_of(const std::string& box_id) {
   for (const std::string& f : {"/sys/fs/cgroup/memory/boxlite/" + box_id + "/memory.limit_in_bytes",

@@ -13,16 +13,11 @@
 namespace boxlite::testing {
 namespace {
 
-class LifecycleTest : public BoxliteTest, public ::testing::WithParamInterface<std::string> {
+class LifecycleTest : public PerEngineTest {
  protected:
-  void SetUp() override {
-    BoxliteTest::SetUp();
-    ::setenv("BOXLITE_ENGINE", GetParam().c_str(), 1);
-  }
   void TearDown() override {
     run_cli({"rm", "-f", "-a"});
-    ::unsetenv("BOXLITE_ENGINE");
-    BoxliteTest::TearDown();
+    PerEngineTest::TearDown();
   }
   std::string create(const std::string& name) {
     auto r = run_cli({"create", "--name", name, image("busybox")});
@@ -164,14 +159,8 @@ TEST_P(LifecycleTest, DetachWithAutoRemoveIsTheDocumentedError) {
   EXPECT_EQ(run_cli({"exec", "daemon", "--", "echo", "still-here"}).out, "still-here\n");
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, LifecycleTest, ::testing::Values("jail", "vm"),
-                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+BOXLITE_ON_BOTH_ENGINES(LifecycleTest);
 
-}  // namespace
-}  // namespace boxlite::testing
-
-namespace boxlite::testing {
-namespace {
 
 class LifecycleConcurrencyTest : public BoxliteTest {};
 
@@ -232,7 +221,6 @@ TEST_F(LifecycleConcurrencyTest, TwentyBoxesFromFourThreadsAndTwoProcesses) {
   EXPECT_EQ(boxes.size(), 5u);
   EXPECT_EQ(dir_entries(home_ + "/boxes").size(), 5u) << "box directories and records disagree";
   for (const auto& b : boxes) rt.remove(b.id, true);
-  ::unsetenv("BOXLITE_ENGINE");
 }
 
 TEST_F(LifecycleConcurrencyTest, HomeFlagWorksBeforeAndAfterTheSubcommand) {
@@ -245,11 +233,6 @@ TEST_F(LifecycleConcurrencyTest, HomeFlagWorksBeforeAndAfterTheSubcommand) {
   run_cli({"--home", other, "rm", "-f", "-a"});
 }
 
-}  // namespace
-}  // namespace boxlite::testing
-
-namespace boxlite::testing {
-namespace {
 
 class CrashSafetyTest : public BoxliteTest {};
 
@@ -293,11 +276,6 @@ TEST_F(CrashSafetyTest, SigkillDuringCreateLeavesAUsableHome) {
   EXPECT_EQ(r.out, "42\n") << r.err;
 }
 
-}  // namespace
-}  // namespace boxlite::testing
-
-namespace boxlite::testing {
-namespace {
 
 class ShutdownTest : public BoxliteTest {};
 
@@ -331,11 +309,6 @@ TEST_F(ShutdownTest, ShutdownStopsEveryBoxAndRefusesNewOnes) {
   for (const auto& b : boxes) rt.remove(b->id(), true);
 }
 
-}  // namespace
-}  // namespace boxlite::testing
-
-namespace boxlite::testing {
-namespace {
 
 class GetOrCreateTest : public BoxliteTest {};
 

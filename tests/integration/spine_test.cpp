@@ -16,18 +16,7 @@ namespace {
 std::string host_uname_r() { return trim(run_capture({"uname", "-r"}).out); }
 
 // Everything here must hold for both engines (issue 3): each test runs on each.
-class EngineTest : public BoxliteTest, public ::testing::WithParamInterface<std::string> {
- protected:
-  void SetUp() override {
-    BoxliteTest::SetUp();
-    ::setenv("BOXLITE_ENGINE", GetParam().c_str(), 1);
-  }
-  void TearDown() override {
-    ::unsetenv("BOXLITE_ENGINE");
-    BoxliteTest::TearDown();
-  }
-  bool vm() const { return GetParam() == "vm"; }
-};
+class EngineTest : public PerEngineTest {};
 
 class VmTest : public BoxliteTest {};
 
@@ -367,14 +356,8 @@ TEST_P(EngineTest, ProtocolVersionMismatchIsAClearError) {
   EXPECT_EQ(box->run(ExecOptions{{"true"}}).exit_code, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, EngineTest, ::testing::Values("vm", "jail"),
-                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+BOXLITE_ON_BOTH_ENGINES(EngineTest);
 
-}  // namespace
-}  // namespace boxlite::testing
-
-namespace boxlite::testing {
-namespace {
 
 class AccelTest : public BoxliteTest {};
 

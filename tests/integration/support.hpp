@@ -109,6 +109,7 @@ class BoxliteTest : public ::testing::Test {
   }
 
   void TearDown() override {
+    ::unsetenv("BOXLITE_ENGINE");  // some tests choose one
     // Whatever a failed test left running goes now; then the home.
     for (int attempt = 0; attempt < 50; ++attempt) {
       auto pids = processes_mentioning(home_);
@@ -156,5 +157,21 @@ class BoxliteTest : public ::testing::Test {
 
   std::string home_;
 };
+
+// Base of the tests that must hold on both engines: the parameter sets
+// BOXLITE_ENGINE, so the CLI and Runtime pick that engine by default.
+class PerEngineTest : public BoxliteTest, public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override {
+    BoxliteTest::SetUp();
+    ::setenv("BOXLITE_ENGINE", GetParam().c_str(), 1);
+  }
+  bool vm() const { return GetParam() == "vm"; }
+};
+
+// Runs every TEST_P of `suite` once per engine, named .../vm and .../jail.
+#define BOXLITE_ON_BOTH_ENGINES(suite)                                        \
+  INSTANTIATE_TEST_SUITE_P(Engines, suite, ::testing::Values("vm", "jail"), \
+                           [](const ::testing::TestParamInfo<std::string>& i) { return i.param; })
 
 }  // namespace boxlite::testing

@@ -7,6 +7,8 @@
 #include <archive_entry.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
+#include "common/error_code.hpp"
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,6 +24,8 @@
 
 namespace boxlite::image {
 namespace {
+
+using boxlite::testing::code_of;
 
 using testing::ScratchDir;
 using testing::TarWriter;
@@ -72,16 +76,6 @@ std::string link_of(const std::string& p) {
 void set_mtime(const std::string& p, time_t sec, long nsec) {
   timespec t[2] = {{sec, nsec}, {sec, nsec}};
   ASSERT_EQ(::utimensat(AT_FDCWD, p.c_str(), t, AT_SYMLINK_NOFOLLOW), 0) << p;
-}
-
-ErrorCode code_of(const std::function<void()>& f, std::string* msg = nullptr) {
-  try {
-    f();
-  } catch (const Error& e) {
-    if (msg) *msg = e.what();
-    return e.code();
-  }
-  return ErrorCode::Ok;
 }
 
 class CopyArchiveTest : public ::testing::Test {
