@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -65,33 +66,45 @@ int report_error(const Error& e) {
 
 int exit_code_for_result(const ExecResult& r) { return r.exit_code >= 0 ? r.exit_code : 128 - r.exit_code; }
 
+void terminal_size(unsigned& rows, unsigned& cols) {
+  winsize ws{};
+  if (::ioctl(0, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0) {
+    rows = ws.ws_row;
+    cols = ws.ws_col;
+  }
+}
+
 ExecResult run_attached(Box& box, ExecOptions e, bool interactive, bool tty) {
   e.tty = tty;
   e.stdin_open = interactive;
-  if (tty) {
-    winsize ws{};
-    if (::ioctl(0, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0) {
-      e.rows = ws.ws_row;
-      e.cols = ws.ws_col;
-    }
-  }
+  if (tty) terminal_size(e.rows, e.cols);
+  return follow(box, [&] { return box.exec(e); }, interactive, tty);
+}
+
+ExecResult follow(Box& /*box*/, const std::function<Execution()>& open, bool interactive, bool tty) {
   sigset_t sigs;
   sigemptyset(&sigs);
   for (int s : {SIGINT, SIGTERM, SIGHUP, SIGWINCH}) sigaddset(&sigs, s);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
-  Execution exec = box.exec(e);
+  Execution exec = open();
   std::optional<RawTerminal> raw;
   if (tty && ::isatty(0)) raw.emplace();
   std::atomic<bool> done{false};
   std::thread signals([&] {
+    int interrupts = 0;
     for (;;) {
       int sig = 0;
       if (sigwait(&sigs, &sig) != 0 || done) return;
       try {
         if (sig == SIGWINCH) {
-          winsize ws{};
-          if (tty && ::ioctl(0, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0) exec.resize(ws.ws_row, ws.ws_col);
+          unsigned rows = 0, cols = 0;
+          terminal_size(rows, cols);
+          if (tty && rows > 0) exec.resize(rows, cols);
+        } else if (++interrupts >= 2) {
+          // A command that ignores the signal (PID 1 of its box ignores any it has
+          // no handler for) must not hold the terminal hostage: the second one kills.
+          exec.kill();
         } else {
           exec.signal(sig);
         }

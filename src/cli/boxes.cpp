@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
 #include "common/io.hpp"
 #include "core/runtime.hpp"
 
@@ -50,18 +51,6 @@ nlohmann::json inspect_json(const BoxInfo& i) {
       {"Config", {{"Engine", i.engine}, {"Cpus", i.cpus}, {"MemoryMib", i.memory_mib}, {"AutoRemove", i.auto_remove},
                   {"Detach", i.detach}}},
   };
-}
-
-void print_yaml(const nlohmann::json& j, int indent, std::ostream& out) {
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    out << std::string(static_cast<size_t>(indent), ' ') << it.key() << ":";
-    if (it->is_object()) {
-      out << "\n";
-      print_yaml(*it, indent + 2, out);
-    } else {
-      out << " " << it->dump() << "\n";
-    }
-  }
 }
 
 // {{.A.B}} paths over the inspect document (the subset of Go templates people use).
@@ -213,11 +202,7 @@ void add_list(CLI::App& app, GlobalFlags& g, int& exit_code) {
         if (*format == "json") {
           std::printf("%s\n", arr.dump(2).c_str());
         } else {
-          for (const auto& doc : arr) {
-            std::cout << "-\n";
-            print_yaml(doc, 2, std::cout);
-          }
-          if (arr.empty()) std::cout << "[]\n";
+          print_yaml(arr, std::cout);
         }
       }
       exit_code = 0;
@@ -249,10 +234,7 @@ void add_inspect(CLI::App& app, GlobalFlags& g, int& exit_code) {
       if (*format == "json") {
         std::printf("%s\n", docs.dump(2).c_str());
       } else if (*format == "yaml") {
-        for (const auto& d : docs) {
-          std::cout << "-\n";
-          print_yaml(d, 2, std::cout);
-        }
+        print_yaml(nlohmann::json(docs), std::cout);
       } else {
         for (const auto& d : docs) std::printf("%s\n", render_template(*format, d).c_str());
       }
@@ -277,7 +259,7 @@ void add_exec(CLI::App& app, GlobalFlags& g, int& exit_code) {
   c->positionals_at_end();
   c->add_flag("-i,--interactive", f->interactive, "Keep stdin open");
   c->add_flag("-t,--tty", f->tty, "Allocate a pseudo-terminal");
-  c->add_flag("-d,--detach", f->detach, "Start the command and return (it ends when this process does)");
+  c->add_flag("-d,--detach", f->detach, "Start the command in the background and return");
   c->add_option("-e,--env", f->env, "Set KEY=VALUE");
   c->add_option("-w,--workdir", f->workdir, "Working directory");
   c->add_option("-u,--user", f->user, "user[:group]");
@@ -296,7 +278,11 @@ void add_exec(CLI::App& app, GlobalFlags& g, int& exit_code) {
       e.cwd = f->workdir;
       e.user = f->user;
       if (f->detach) {
-        throw Error(ErrorCode::Unsupported, "exec -d is not supported yet: an exec ends with the client that started it");
+        if (f->interactive || f->tty) throw Error(ErrorCode::InvalidArgument, "exec: -d cannot be combined with -i or -t");
+        e.detach = true;
+        box->exec(e);  // started; it runs on in the box after we let go
+        exit_code = 0;
+        return;
       }
       exit_code = exit_code_for_result(run_attached(*box, e, f->interactive, f->tty));
     } catch (const Error& e) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,8 @@ struct GlobalFlags {
 void add_run_command(CLI::App& app, GlobalFlags& g, int& exit_code);
 void add_info_command(CLI::App& app, GlobalFlags& g, int& exit_code);
 void add_cp_command(CLI::App& app, GlobalFlags& g, int& exit_code);
+void add_logs_command(CLI::App& app, GlobalFlags& g, int& exit_code);
+void add_stats_command(CLI::App& app, GlobalFlags& g, int& exit_code);
 // create, start, stop, restart, rm, list/ls/ps, inspect, exec (boxes.cpp)
 void add_box_commands(CLI::App& app, GlobalFlags& g, int& exit_code);
 
@@ -37,6 +40,10 @@ BoxOptions box_options_from(const BoxFlags& f);
 EnvList parse_env(const std::vector<std::string>& items);
 // Streams the command's output here, forwards stdin (-i), signals and resizes.
 ExecResult run_attached(Box& box, ExecOptions e, bool interactive, bool tty);
+// The same for any stream `open` starts (an exec, or attaching to the main command).
+ExecResult follow(Box& box, const std::function<Execution()>& open, bool interactive, bool tty);
+// This terminal's size, when stdin is one (unchanged otherwise).
+void terminal_size(unsigned& rows, unsigned& cols);
 // 128+N for death by signal N, as shells report it.
 int exit_code_for_result(const ExecResult& r);
 // Prints "Error: ..." and maps a failure to docker's exit codes (125/126/127).

@@ -3,7 +3,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <iostream>
+
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
 #include "core/runtime.hpp"
 
 namespace boxlite::cli {
@@ -19,21 +22,6 @@ nlohmann::json to_json(const HostInfo& h) {
           {"engines", list(h.engines)}, {"accelerators", list(h.accelerators)}};
 }
 
-// YAML for the few shapes above (strings, bools, nested objects).
-void print_yaml(const nlohmann::json& j, int indent) {
-  for (const auto& [key, value] : j.items()) {
-    std::printf("%*s%s:", indent, "", key.c_str());
-    if (value.is_object()) {
-      std::printf("\n");
-      print_yaml(value, indent + 2);
-    } else if (value.is_boolean()) {
-      std::printf(" %s\n", value.get<bool>() ? "true" : "false");
-    } else {
-      std::printf(" %s\n", nlohmann::json(value.get<std::string>()).dump().c_str());
-    }
-  }
-}
-
 }  // namespace
 
 void add_info_command(CLI::App& app, GlobalFlags& g, int& exit_code) {
@@ -46,7 +34,7 @@ void add_info_command(CLI::App& app, GlobalFlags& g, int& exit_code) {
     if (*format == "json") {
       std::printf("%s\n", j.dump(2).c_str());
     } else {
-      print_yaml(j, 0);
+      print_yaml(j, std::cout);
     }
     exit_code = 0;
   });

@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   add_run_command(app, g, exit_code);
   add_info_command(app, g, exit_code);
   add_cp_command(app, g, exit_code);
+  add_logs_command(app, g, exit_code);
+  add_stats_command(app, g, exit_code);
   add_box_commands(app, g, exit_code);
   try {
     app.parse(argc, argv);

@@ -1,5 +1,6 @@
-// boxlite run IMAGE [CMD...]: create a box, run CMD in it with live output, exit
-// with CMD's exit code.
+// boxlite run IMAGE [CMD...]: create a box whose main command is CMD (default: the
+// image's), start it and follow that command with live output; exit with its exit
+// code. With -d, print the box id and leave it running.
 #include <cstdio>
 #include <optional>
 
@@ -12,21 +13,41 @@ namespace boxlite::cli {
 namespace {
 
 struct RunFlags : BoxFlags {
-  bool rm = false, interactive = false, tty = false;
+  bool rm = false, interactive = false, tty = false, detach = false;
 };
 
+int run_detached(const GlobalFlags& g, const RunFlags& f) {
+  BoxOptions o = box_options_from(f);
+  o.detach = true;
+  o.auto_remove = false;  // as documented: -d forces auto_remove=false
+  o.main_tty = f.tty;
+  o.main_stdin = true;  // nobody writes it, but a shell main command keeps the box up
+  Runtime rt(RuntimeOptions{g.home});
+  auto box = rt.create(o, f.name);
+  try {
+    box->start();
+  } catch (const Error&) {
+    rt.remove(box->id(), /*force=*/true);
+    throw;
+  }
+  std::printf("%s\n", box->id().c_str());
+  return 0;
+}
+
 int run_box(const GlobalFlags& g, const RunFlags& f) {
+  if (f.detach) return run_detached(g, f);
   BoxOptions o = box_options_from(f);
   o.auto_remove = f.rm;
+  o.main_tty = f.tty;
+  o.main_stdin = f.interactive;
+  if (f.tty) terminal_size(o.main_rows, o.main_cols);
 
   Runtime rt(RuntimeOptions{g.home});
   auto box = rt.create(o, f.name);
-  ExecOptions e;
-  e.argv = box->default_command();
   std::optional<ExecResult> result;
   std::optional<Error> failure;
   try {
-    result = run_attached(*box, e, f.interactive, f.tty);
+    result = follow(*box, [&] { return box->attach(/*with_stdin=*/f.interactive); }, f.interactive, f.tty);
   } catch (const Error& err) {
     failure = err;
   }
@@ -49,6 +70,7 @@ void add_run_command(CLI::App& app, GlobalFlags& g, int& exit_code) {
   run->add_flag("--rm", f->rm, "Remove the box when the command exits");
   run->add_flag("-i,--interactive", f->interactive, "Keep stdin open");
   run->add_flag("-t,--tty", f->tty, "Allocate a pseudo-terminal (stdout and stderr merge)");
+  run->add_flag("-d,--detach", f->detach, "Run in the background and print the box ID (forces auto_remove off)");
   run->callback([f, &g, &exit_code] {
     try {
       exit_code = run_box(g, *f);

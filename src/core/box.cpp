@@ -13,10 +13,12 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
+#include "common/file_lock.hpp"
 #include "common/io.hpp"
 #include "core/client.hpp"
 #include "core/paths.hpp"
 #include "engine/jail/jail.hpp"
+#include "protocol/main_log.hpp"
 
 namespace boxlite {
 
@@ -73,9 +75,11 @@ void Box::record_stopped() {
   record_.shim_pid = 0;
   record_.stopped_at_ms = wall_ms();
   record_.stop_reason = "stopped";
+  record_.main_exit_code.reset();
   try {
     auto j = nlohmann::json::parse(read_file(spec_.box_dir + "/exit.json"));
     record_.stop_reason = j.value("reason", record_.stop_reason);
+    if (j.contains("main_exit_code")) record_.main_exit_code = j.at("main_exit_code").get<int>();
   } catch (const std::exception&) {
   }
   persist();
@@ -110,8 +114,64 @@ Box::~Box() {
 
 BoxState Box::state() {
   std::lock_guard lk(mu_);
-  if (state_ == BoxState::Running && client_ && client_->closed()) state_ = BoxState::Stopped;
+  refresh_locked();
   return state_;
+}
+
+void Box::refresh_locked() {
+  if (state_ != BoxState::Running || !client_ || !client_->closed()) return;
+  // The shim writes exit.json and closes its clients just before it exits.
+  if (shim_.valid()) {
+    if (!shim_.wait_for(5000)) shim_.kill_now();
+  } else if (record_.shim_pid > 0) {
+    wait_pid_exit(record_.shim_pid, 5000);
+  }
+  client_->close();
+  client_.reset();
+  lifeline_.reset();
+  state_ = BoxState::Stopped;
+  record_stopped();
+}
+
+std::vector<OutputChunk> Box::main_log(size_t tail_lines) {
+  std::vector<OutputChunk> out;
+  for (auto& f : protocol::tail_lines(protocol::read_main_log(spec_.box_dir), tail_lines)) {
+    out.push_back(OutputChunk{f.type == protocol::FrameType::Stdout ? StreamKind::Stdout : StreamKind::Stderr, std::move(f.payload)});
+  }
+  return out;
+}
+
+void Box::logs(size_t tail_lines, bool follow, const std::function<void(const OutputChunk&)>& sink) {
+  if (!follow || state() != BoxState::Running) {
+    for (const auto& c : main_log(tail_lines)) sink(c);
+    return;
+  }
+  // Attaching replays the log, then goes live: cut the replay to the tail asked for.
+  Execution e = attach();
+  uint64_t history_left = e.history_bytes();
+  std::vector<protocol::Frame> history;
+  while (history_left > 0) {
+    auto c = e.next_output();
+    if (!c) break;
+    history_left -= std::min<uint64_t>(history_left, c->data.size());
+    auto type = c->stream == StreamKind::Stdout ? protocol::FrameType::Stdout : protocol::FrameType::Stderr;
+    history.push_back(protocol::Frame{0, type, std::move(c->data)});
+  }
+  for (auto& h : protocol::tail_lines(std::move(history), tail_lines)) {
+    sink(OutputChunk{h.type == protocol::FrameType::Stdout ? StreamKind::Stdout : StreamKind::Stderr, std::move(h.payload)});
+  }
+  try {
+    while (auto c = e.next_output()) sink(*c);
+  } catch (const Error& err) {
+    if (err.code() != ErrorCode::Stopped) throw;  // the box stopping ends the stream
+  }
+}
+
+std::optional<int> Box::main_exit_code() {
+  std::lock_guard lk(mu_);
+  refresh_locked();
+  if (state_ != BoxState::Stopped) return std::nullopt;
+  return record_.main_exit_code;
 }
 
 namespace {
@@ -145,12 +205,83 @@ std::string read_until_eof(int fd, double timeout_ms) {
 
 }  // namespace
 
+// The shim's report carries "STAGES <box_spawn> <guest_boot> <container_init>" (ms).
+void Box::record_timings(const std::string& report, double start_ms) {
+  nlohmann::json t = nlohmann::json::object();
+  try {
+    t = nlohmann::json::parse(record_.timings_json);
+  } catch (const std::exception&) {
+  }
+  t["start_ms"] = static_cast<int64_t>(start_ms);
+  for (const auto& line : split(report, '\n')) {
+    if (line.rfind("STAGES ", 0) != 0) continue;
+    auto f = split(line.substr(7), ' ');
+    if (f.size() < 3) continue;
+    try {
+      t["box_spawn_ms"] = std::stoll(f[0]);
+      t["guest_boot_ms"] = std::stoll(f[1]);
+      t["container_init_ms"] = std::stoll(f[2]);
+    } catch (const std::exception&) {
+    }
+  }
+  record_.timings_json = t.dump();
+}
+
+BoxMetrics Box::metrics() {
+  BoxMetrics m;
+  std::shared_ptr<core::ShimClient> client;
+  nlohmann::json t = nlohmann::json::object();
+  {
+    std::lock_guard lk(mu_);
+    refresh_locked();
+    if (state_ == BoxState::Running) client = client_;
+    try {
+      t = nlohmann::json::parse(record_.timings_json);
+    } catch (const std::exception&) {
+    }
+  }
+  auto stage = [&](const char* key) -> std::optional<int64_t> {
+    if (!t.contains(key) || !t[key].is_number_integer()) return std::nullopt;
+    return t[key].get<int64_t>();
+  };
+  m.stage_filesystem_setup_ms = stage("filesystem_setup_ms");
+  m.stage_image_prepare_ms = stage("image_prepare_ms");
+  m.stage_guest_rootfs_ms = stage("guest_rootfs_ms");
+  m.stage_box_spawn_ms = stage("box_spawn_ms");
+  m.stage_container_init_ms = stage("container_init_ms");
+  m.guest_boot_duration_ms = stage("guest_boot_ms").value_or(0);
+  m.total_create_duration_ms = stage("create_ms").value_or(0) + stage("start_ms").value_or(0);
+  if (!client) return m;
+  try {
+    proto::BoxStats s = client->stats();
+    m.cpu_percent = s.cpu_percent();
+    m.memory_bytes = s.memory_bytes();
+    m.commands_executed_total = s.commands_executed();
+    m.exec_errors_total = s.exec_errors();
+    m.network_bytes_sent = m.bytes_sent_total = s.net_bytes_sent();
+    m.network_bytes_received = m.bytes_received_total = s.net_bytes_received();
+    m.network_tcp_connections = s.net_tcp_connections();
+    m.network_tcp_errors = s.net_tcp_errors();
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::Stopped) throw;  // it stopped meanwhile: timings only
+  }
+  return m;
+}
+
+FileLock Box::lock_box() {
+  // Serialises start/stop/remove of this box across processes (mu_ does it
+  // within one). The kernel drops it if the holder dies.
+  return FileLock::acquire(spec_.box_dir + "/box.lock");
+}
+
 void Box::start() {
   std::lock_guard lk(mu_);
+  FileLock box_lock = lock_box();
   if (state_ == BoxState::Running) {
     if (client_ && !client_->closed()) return;
     stop_locked();
   }
+  if (join_started_elsewhere_locked()) return;
   // Booting it here would make a second owner of another process's box.
   if (attached_) throw Error(ErrorCode::Stopped, "box " + id() + " is not running");
   Pipe ready = make_pipe();
@@ -166,11 +297,13 @@ void Box::start() {
   ::unlink((spec_.box_dir + "/exit.json").c_str());
   so.stdout_path = so.stderr_path = engine::shim_log_path(spec_.box_dir);
   so.new_session = true;
+  double spawn_started_ms = now_ms();
   Child shim = spawn(so);
   ready.write.reset();
   lifeline.read.reset();
   std::string report = read_until_eof(ready.read.get(), spec_.boot_timeout_secs * 1000 + 15000);
   if (report.rfind("OK", 0) != 0) {
+    if (counters_) ++counters_->boxes_failed;
     int status = shim.terminate(2000);
     if (report.rfind("ERR ", 0) == 0) {
       auto nl = report.find('\n');
@@ -186,10 +319,22 @@ void Box::start() {
     throw Error(ErrorCode::Engine, "box " + id() + ": the shim exited during boot (" + describe_status(status) + ")" +
                                        (log.empty() ? "" : ": " + trim(log)));
   }
+  record_timings(report, now_ms() - spawn_started_ms);
   for (const auto& line : split(report, '\n')) {
     if (line.rfind("WARN ", 0) == 0) std::fprintf(stderr, "boxlite: warning: box %s: %s\n", id().c_str(), line.c_str() + 5);
   }
-  client_ = core::ShimClient::connect(engine::shim_socket_path(spec_.box_dir), id());
+  record_.started_at_ms = wall_ms();
+  try {
+    client_ = core::ShimClient::connect(engine::shim_socket_path(spec_.box_dir), id());
+  } catch (const Error&) {
+    // A main command that exits at once can take the box down before we connect:
+    // the box did start, and has stopped already.
+    if (!shim.wait_for(5000)) shim.kill_now();
+    state_ = BoxState::Stopped;
+    record_stopped();
+    if (!record_.main_exit_code) throw;
+    return;
+  }
   record_.shim_pid = shim.pid();
   if (record_.detach) {
     shim.release();  // nobody may kill it when this process exits
@@ -199,8 +344,8 @@ void Box::start() {
   }
   state_ = BoxState::Running;
   record_.state = "running";
-  record_.started_at_ms = wall_ms();
   record_.stop_reason.clear();
+  record_.main_exit_code.reset();
   persist();
 }
 
@@ -209,6 +354,13 @@ Execution Box::exec(const ExecOptions& o) {
   if (o.timeout_secs < 0) throw Error(ErrorCode::InvalidArgument, "exec: timeout must be >= 0 seconds (0 = none)");
   for (const auto& [k, v] : o.env) {
     if (k.empty() || k.find('=') != std::string::npos) throw Error(ErrorCode::InvalidArgument, "exec: invalid environment variable name '" + k + "'");
+  }
+  {
+    std::lock_guard lk(mu_);
+    refresh_locked();
+    if (state_ == BoxState::Stopped && record_.main_exit_code) {
+      throw Error(ErrorCode::InvalidState, "Cannot exec box " + id() + ": it is stopped, and its main command has already exited");
+    }
   }
   proto::ExecRequest req;
   for (const auto& a : o.argv) req.add_argv(a);
@@ -220,9 +372,55 @@ Execution Box::exec(const ExecOptions& o) {
   req.set_cols(o.cols);
   req.set_timeout_secs(o.timeout_secs);
   req.set_stdin(o.stdin_open);
+  req.set_detach(o.detach);
   auto client = running_client();
-  auto stream = client->start_exec(req);
-  return Execution(client, stream);
+  try {
+    auto stream = client->start_exec(req);
+    if (counters_) ++counters_->commands_executed;
+    return Execution(client, stream);
+  } catch (const Error&) {
+    if (counters_) ++counters_->exec_errors;
+    throw;
+  }
+}
+
+std::optional<Execution> Box::finished_main_locked() {
+  refresh_locked();
+  if (state_ != BoxState::Stopped || !record_.main_exit_code) return std::nullopt;
+  // It already ran: hand back that run, read from its log.
+  auto stream = std::make_shared<core::ExecStream>();
+  stream->started = true;
+  for (auto& f : protocol::read_main_log(spec_.box_dir)) {
+    stream->history_bytes += f.payload.size();
+    auto kind = f.type == protocol::FrameType::Stdout ? StreamKind::Stdout : StreamKind::Stderr;
+    stream->output.push_back(OutputChunk{kind, std::move(f.payload)});
+  }
+  proto::ExecExit ex;
+  ex.set_exit_code(*record_.main_exit_code);
+  stream->exit = ex;
+  return Execution(core::ShimClient::offline(id()), stream);
+}
+
+Execution Box::attach(bool with_stdin) {
+  if (state() == BoxState::Created) start();  // its main command may be over by the time this returns
+  {
+    std::lock_guard lk(mu_);
+    if (auto done = finished_main_locked()) return std::move(*done);
+  }
+  if (spec_.main_argv.empty()) throw Error(ErrorCode::NotFound, "box " + id() + " has no main command to attach to");
+  proto::AttachRequest req;
+  req.set_stdin(with_stdin);
+  auto client = running_client();
+  try {
+    return Execution(client, client->start_attach(req));
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::Stopped) throw;
+    // The main command exited (and the box stopped) before we got there.
+    std::lock_guard lk(mu_);
+    for (int i = 0; i < 250 && client_ == client && !client->closed(); ++i) ::usleep(20000);
+    if (auto done = finished_main_locked()) return std::move(*done);
+    throw;
+  }
 }
 
 std::shared_ptr<core::ShimClient> Box::running_client() {
@@ -262,13 +460,32 @@ BufferedResult Box::run(const ExecOptions& opts) {
   return r;
 }
 
+// Another process started this box while we held a stale handle: use its shim
+// rather than booting a second one.
+bool Box::join_started_elsewhere_locked() {
+  if (!store_) return false;
+  auto fresh = store_->find(id());
+  if (!fresh || fresh->id != id() || fresh->state != "running" || !process_alive(fresh->shim_pid)) return false;
+  try {
+    client_ = core::ShimClient::connect(engine::shim_socket_path(spec_.box_dir), id());
+  } catch (const Error&) {
+    return false;  // it is stopping: boot anew
+  }
+  record_ = *fresh;
+  attached_ = true;  // not ours to stop when this handle goes
+  state_ = BoxState::Running;
+  return true;
+}
+
 void Box::stop() {
   std::lock_guard lk(mu_);
+  FileLock box_lock = lock_box();
   stop_locked();
 }
 
 void Box::stop(int timeout_ms) {
   std::lock_guard lk(mu_);
+  FileLock box_lock = lock_box();
   stop_locked(timeout_ms < 0 ? std::numeric_limits<int>::max() : timeout_ms);
 }
 
@@ -299,6 +516,7 @@ void Box::stop_locked(int timeout_ms) {
 
 void Box::destroy() {
   std::lock_guard lk(mu_);
+  FileLock box_lock = lock_box();
   stop_locked();
   // The shim retires them; this covers a shim that was killed first.
   if (spec_.engine == "jail") engine::jail::remove_cgroups(spec_.box_id);

@@ -1,14 +1,18 @@
 // A box: one isolated machine. Created lazily; start() (or the first exec) boots it.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/fd.hpp"
+#include "common/file_lock.hpp"
 #include "common/process.hpp"
 #include "core/copy.hpp"
+#include "core/counters.hpp"
 #include "core/execution.hpp"
 #include "core/options.hpp"
 #include "engine/spec.hpp"
@@ -44,7 +48,22 @@ class Box {
   const engine::ShimSpec& spec() const { return spec_; }
 
   void start();
+  // Refused (InvalidState) when the box stopped because its main command exited:
+  // start() it again first.
   Execution exec(const ExecOptions& opts);
+  // Follows the main command: its output so far (from its log), then live output,
+  // then its exit code. with_stdin: this caller writes its stdin (one at a time).
+  // Starts a created box; on a box whose main command has exited, returns that
+  // finished run. NotFound when the box has no main command.
+  Execution attach(bool with_stdin = false);
+  // The main command's output kept in its log (capped; see protocol/main_log.hpp):
+  // the last `tail_lines` lines, or all with 0.
+  std::vector<OutputChunk> main_log(size_t tail_lines = 0);
+  // As main_log, handing each chunk to sink; with follow on a running box, then
+  // goes on with live output until the main command exits or the box stops.
+  void logs(size_t tail_lines, bool follow, const std::function<void(const OutputChunk&)>& sink);
+  // The main command's exit code once it has exited (the box then stops).
+  std::optional<int> main_exit_code();
   // Runs to completion and buffers output (at most kMaxBufferedOutput per stream).
   BufferedResult run(const ExecOptions& opts);
   // Copies host_path into the box at box_path, or box_path out to host_path, with
@@ -62,6 +81,10 @@ class Box {
   void stop(int timeout_ms);
   // Stops and deletes everything of the box (its directory, disk, sockets).
   void destroy();
+  // This run's counters and usage, and the creation and start timings by stage.
+  // Never starts the box: a box that is not running reports timings only.
+  BoxMetrics metrics();
+  void set_counters(std::shared_ptr<core::RuntimeCounters> c) { counters_ = std::move(c); }
   bool auto_remove() const { return auto_remove_; }
   bool detach() const { return record_.detach; }
 
@@ -70,6 +93,14 @@ class Box {
   static constexpr int kDefaultStopTimeoutMs = 15000;
   void persist();
   void record_stopped();
+  // A running box whose shim went away by itself (its main command exited, or it
+  // was killed) becomes stopped, with the reason the shim left.
+  void refresh_locked();
+  FileLock lock_box();
+  void record_timings(const std::string& shim_report, double start_ms);
+  bool join_started_elsewhere_locked();
+  // The main command's finished run, when the box stopped because it exited.
+  std::optional<Execution> finished_main_locked();
   // The connection to the running box, starting it first if needed.
   std::shared_ptr<core::ShimClient> running_client();
   // Starts a guest builtin (copy.cpp) as an exec.
@@ -87,6 +118,7 @@ class Box {
   Child shim_;
   UniqueFd lifeline_;
   std::shared_ptr<core::ShimClient> client_;
+  std::shared_ptr<core::RuntimeCounters> counters_;  // null: not counted
 };
 
 }  // namespace boxlite

@@ -1,5 +1,7 @@
 #include "core/client.hpp"
 
+#include <chrono>
+
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -77,6 +79,7 @@ bool ShimClient::closed() {
 }
 
 void ShimClient::send(uint32_t stream, FrameType type, std::string_view payload) {
+  if (!fd_) throw Error(ErrorCode::Stopped, "box " + box_id_ + " is not running");
   std::string out = protocol::encode_frame(stream, type, payload);
   std::lock_guard lk(write_mu_);
   ssize_t off = 0;
@@ -90,7 +93,21 @@ void ShimClient::send(uint32_t stream, FrameType type, std::string_view payload)
   }
 }
 
+std::shared_ptr<ShimClient> ShimClient::offline(const std::string& box_id) {
+  auto c = std::shared_ptr<ShimClient>(new ShimClient(UniqueFd(), box_id));
+  c->closed_ = true;
+  return c;
+}
+
 std::shared_ptr<ExecStream> ShimClient::start_exec(const proto::ExecRequest& req) {
+  return open_stream(FrameType::Exec, req.SerializeAsString());
+}
+
+std::shared_ptr<ExecStream> ShimClient::start_attach(const proto::AttachRequest& req) {
+  return open_stream(FrameType::Attach, req.SerializeAsString());
+}
+
+std::shared_ptr<ExecStream> ShimClient::open_stream(FrameType type, const std::string& payload) {
   auto s = std::make_shared<ExecStream>();
   {
     std::lock_guard lk(mu_);
@@ -98,11 +115,26 @@ std::shared_ptr<ExecStream> ShimClient::start_exec(const proto::ExecRequest& req
     s->id = next_stream_++;
     streams_[s->id] = s;
   }
-  send(s->id, FrameType::Exec, req.SerializeAsString());
+  send(s->id, type, payload);
   std::unique_lock lk(mu_);
   s->cv.wait(lk, [&] { return s->started || s->error; });
   if (!s->started) throw *s->error;
   return s;
+}
+
+proto::BoxStats ShimClient::stats() {
+  std::lock_guard one(stats_mu_);
+  {
+    std::lock_guard lk(mu_);
+    stats_reply_.reset();
+  }
+  send(0, FrameType::Metrics, {});
+  std::unique_lock lk(mu_);
+  if (!stats_cv_.wait_for(lk, std::chrono::seconds(10), [&] { return stats_reply_.has_value() || closed_; })) {
+    throw Error(ErrorCode::Rpc, "box " + box_id_ + ": the shim did not answer a metrics request");
+  }
+  if (!stats_reply_) throw Error(ErrorCode::Stopped, "box " + box_id_ + " stopped");
+  return *stats_reply_;
 }
 
 void ShimClient::request_shutdown() { send(0, FrameType::Shutdown, proto::Shutdown{}.SerializeAsString()); }
@@ -110,6 +142,7 @@ void ShimClient::request_shutdown() { send(0, FrameType::Shutdown, proto::Shutdo
 void ShimClient::fail_all(const Error& why) {
   std::lock_guard lk(mu_);
   closed_ = true;
+  stats_cv_.notify_all();
   for (auto& [id, s] : streams_) {
     if (!s->finished()) s->error = why;
     s->cv.notify_all();
@@ -134,6 +167,11 @@ void ShimClient::reader_loop() {
       while (auto f = dec.next()) {
         if (f->stream == 0) {
           if (f->type == FrameType::Error) last_error = error_from_reply(*f);
+          if (f->type == FrameType::Metrics) {
+            std::lock_guard lk(mu_);
+            stats_reply_ = protocol::parse_message<proto::BoxStats>(*f);
+            stats_cv_.notify_all();
+          }
           continue;
         }
         std::lock_guard lk(mu_);
@@ -142,10 +180,13 @@ void ShimClient::reader_loop() {
         auto keep = it->second;  // erase() below must not free it under us
         ExecStream& s = *keep;
         switch (f->type) {
-          case FrameType::Started:
+          case FrameType::Started: {
+            auto st = protocol::parse_message<proto::ExecStarted>(*f);
             s.started = true;
-            s.pid = protocol::parse_message<proto::ExecStarted>(*f).pid();
+            s.pid = st.pid();
+            s.history_bytes = st.history_bytes();
             break;
+          }
           case FrameType::Stdout:
           case FrameType::Stderr:
             s.output.push_back(OutputChunk{f->type == FrameType::Stdout ? StreamKind::Stdout : StreamKind::Stderr, std::move(f->payload)});

@@ -16,6 +16,7 @@ Execution::~Execution() = default;
 
 std::string Execution::id() const { return std::to_string(stream_->id); }
 int Execution::pid() const { return stream_->pid; }
+uint64_t Execution::history_bytes() const { return stream_->history_bytes; }
 
 std::optional<OutputChunk> Execution::next_output() {
   OutputChunk chunk;

@@ -23,6 +23,9 @@ class Execution {
 
   std::string id() const;
   int pid() const;
+  // On an attached main command: how many leading output bytes are history
+  // (replayed from its log) rather than live. 0 for an exec.
+  uint64_t history_bytes() const;
   // Blocks for the next chunk of stdout or stderr, in the order the box produced
   // each stream; nullopt once the process has exited and all output is read.
   // Reading returns flow-control credit, so an unread exec pauses its process.

@@ -1,6 +1,7 @@
 // Options of the runtime, a box, and an exec: the C++ face of the documented BoxOptions.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -12,6 +13,10 @@ using EnvList = std::vector<std::pair<std::string, std::string>>;
 
 struct RuntimeOptions {
   std::string home_dir;  // "" = $BOXLITE_HOME or ~/.boxlite
+  // Holds the home's runtime lock for the runtime's lifetime (what
+  // Runtime::default_runtime() does): a second exclusive runtime on the same home,
+  // in any process, fails with "Another BoxliteRuntime is already using directory".
+  bool exclusive = false;
 };
 
 struct BoxOptions {
@@ -31,6 +36,12 @@ struct BoxOptions {
   // Keep running after the creating process exits (needs auto_remove=false).
   bool detach = false;
   double boot_timeout_secs = 60;
+  // The main command's stdio (the CLI's `run -i/-t`). By default its stdin is an
+  // open pipe nobody writes, so a shell-like main command (`sh`, `python3`) waits
+  // instead of exiting at once and the box stays up for exec.
+  bool main_tty = false;
+  bool main_stdin = true;
+  unsigned main_rows = 24, main_cols = 80;
 };
 
 struct ExecOptions {
@@ -42,6 +53,9 @@ struct ExecOptions {
   unsigned rows = 24, cols = 80;
   double timeout_secs = 0;  // 0 = none
   bool stdin_open = false;
+  // Keeps running after this client lets go of it (CLI `exec -d`); its output is
+  // then discarded.
+  bool detach = false;
 };
 
 enum class StreamKind { Stdout, Stderr };
@@ -72,6 +86,30 @@ struct BufferedResult {
   std::string as_text(size_t max_chars = 10000) const;
 };
 inline constexpr size_t kMaxBufferedOutput = 16u << 20;
+
+// box.metrics(): this run of the box (counters restart with each start) and how
+// long its creation and last start took, by stage. Field names as documented.
+struct BoxMetrics {
+  double cpu_percent = 0;     // since the previous metrics() call (or the start); 100 = one CPU
+  uint64_t memory_bytes = 0;  // the VM's resident memory, or the jail's cgroup usage
+  uint64_t commands_executed_total = 0, exec_errors_total = 0;
+  uint64_t network_bytes_sent = 0, network_bytes_received = 0;
+  uint64_t bytes_sent_total = 0, bytes_received_total = 0;  // = network_bytes_*
+  uint64_t network_tcp_connections = 0, network_tcp_errors = 0;
+  // create() plus the last start(); guest_boot: from the engine's start to the agent's hello.
+  int64_t total_create_duration_ms = 0, guest_boot_duration_ms = 0;
+  // nullopt where the stage did not happen (never started; no disk image for a jail).
+  std::optional<int64_t> stage_filesystem_setup_ms, stage_image_prepare_ms, stage_guest_rootfs_ms,
+      stage_box_spawn_ms, stage_container_init_ms;
+};
+
+// runtime.metrics(): counters of this Runtime object since it was made, and the
+// boxes of its home running now.
+struct RuntimeMetrics {
+  uint64_t num_running_boxes = 0;
+  uint64_t boxes_created_total = 0, boxes_failed_total = 0;
+  uint64_t total_commands_executed = 0, total_exec_errors = 0;
+};
 
 // Validates BoxOptions; throws Error(InvalidArgument) naming the bad field.
 void validate_box_options(const BoxOptions& o);

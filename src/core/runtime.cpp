@@ -215,9 +215,24 @@ Runtime::Runtime(RuntimeOptions opts) {
     throw Error(ErrorCode::InvalidArgument, "home directory must be an absolute path, got '" + layout_.root + "'");
   }
   layout_.create();
+  if (opts.exclusive) {
+    home_lock_ = FileLock::try_acquire(layout_.locks() + "/runtime.lock");
+    if (!home_lock_.held()) {
+      throw Error(ErrorCode::InvalidState, "Another BoxliteRuntime is already using directory " + layout_.root +
+                                               " (a process holds " + layout_.locks() + "/runtime.lock)");
+    }
+  }
   load_home_config();
   store_ = std::make_shared<store::Store>(layout_.root + "/db/boxlite.db");
   sweep_half_made_boxes();
+}
+
+std::shared_ptr<Runtime> Runtime::default_runtime() {
+  static std::mutex mu;
+  static std::shared_ptr<Runtime> instance;
+  std::lock_guard lk(mu);
+  if (!instance) instance = std::make_shared<Runtime>(RuntimeOptions{.home_dir = "", .exclusive = true});
+  return instance;
 }
 
 // A create killed between making the box directory and recording the box leaves a
@@ -391,6 +406,7 @@ std::shared_ptr<Box> Runtime::track(std::shared_ptr<Box> box) {
   handed_out_.erase(std::remove_if(handed_out_.begin(), handed_out_.end(), [](const auto& w) { return w.expired(); }),
                     handed_out_.end());
   handed_out_.push_back(box);
+  box->set_counters(counters_);
   return box;
 }
 
@@ -419,8 +435,30 @@ void Runtime::shutdown(std::optional<double> timeout_secs) {
   for (auto& t : stoppers) t.join();
 }
 
+RuntimeMetrics Runtime::metrics() {
+  RuntimeMetrics m;
+  for (const auto& info : list_info()) m.num_running_boxes += info.status == "running";
+  m.boxes_created_total = counters_->boxes_created;
+  m.boxes_failed_total = counters_->boxes_failed;
+  m.total_commands_executed = counters_->commands_executed;
+  m.total_exec_errors = counters_->exec_errors;
+  return m;
+}
+
 std::shared_ptr<Box> Runtime::create(const BoxOptions& opts, const std::string& name) {
   if (shut_down_) throw Error(ErrorCode::Stopped, "Cannot create box: runtime has been shut down");
+  try {
+    auto box = create_box(opts, name);
+    ++counters_->boxes_created;
+    return box;
+  } catch (const Error& e) {
+    // A caller's mistake is not a failed box; a box that could not be made is.
+    if (e.code() != ErrorCode::InvalidArgument && e.code() != ErrorCode::AlreadyExists) ++counters_->boxes_failed;
+    throw;
+  }
+}
+
+std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::string& name) {
   validate_box_options(opts);
   validate_name(name);
   if (!name.empty() && store_->find(name)) throw Error(ErrorCode::AlreadyExists, "box name '" + name + "' is already in use");
@@ -429,6 +467,7 @@ std::shared_ptr<Box> Runtime::create(const BoxOptions& opts, const std::string& 
     throw Error(ErrorCode::InvalidArgument, "unknown engine '" + engine + "' (from BOXLITE_ENGINE or the home config): expected 'vm' or 'jail'");
   }
 
+  double create_started_ms = now_ms();
   std::string source = opts.rootfs_path.empty() ? opts.image : opts.rootfs_path;
   struct stat st;
   bool is_layout = source.rfind("oci:", 0) == 0 || ::stat(source.c_str(), &st) == 0 || !opts.rootfs_path.empty() ||
@@ -437,6 +476,7 @@ std::shared_ptr<Box> Runtime::create(const BoxOptions& opts, const std::string& 
     throw Error(ErrorCode::Image, "cannot use image '" + source + "': pulling from registries is not implemented yet; pass an OCI image layout directory (a path, or oci:DIR[:TAG])");
   }
   image::LocalImage img = image::open_oci_layout(image::parse_layout_ref(source));
+  nlohmann::json timings;
 
   engine::ShimSpec spec;
   spec.engine = engine;
@@ -449,6 +489,8 @@ std::shared_ptr<Box> Runtime::create(const BoxOptions& opts, const std::string& 
   } else {
     prepare_jail(spec, img);
   }
+  double t_image = now_ms();
+  timings["image_prepare_ms"] = static_cast<int64_t>(t_image - create_started_ms);
   spec.box_id = new_box_id();
   spec.box_dir = layout_.box_dir(spec.box_id);
   DirGuard guard{spec.box_dir};
@@ -460,16 +502,24 @@ std::shared_ptr<Box> Runtime::create(const BoxOptions& opts, const std::string& 
   spec.env = env_list(img.config.env, opts.env);
   spec.working_dir = opts.working_dir.empty() ? img.config.working_dir : opts.working_dir;
   spec.user = opts.user.empty() ? img.config.user : opts.user;
+  timings["filesystem_setup_ms"] = static_cast<int64_t>(now_ms() - t_image);
   if (engine == "vm") {
+    double t_disk = now_ms();
     spec.disk = spec.box_dir + "/disk.qcow2";
     rootfs::create_overlay(spec.disk_base, spec.disk);
+    timings["guest_rootfs_ms"] = static_cast<int64_t>(now_ms() - t_disk);
   }
-  write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600);
-
   std::vector<std::string> argv = opts.entrypoint.empty() ? img.config.entrypoint : opts.entrypoint;
   const auto& cmd = opts.cmd.empty() && opts.entrypoint.empty() ? img.config.cmd : opts.cmd;
   argv.insert(argv.end(), cmd.begin(), cmd.end());
   if (argv.empty()) argv = {"sh"};
+  spec.main_argv = argv;
+  spec.main_tty = opts.main_tty;
+  spec.main_stdin = opts.main_stdin;
+  spec.main_rows = opts.main_rows;
+  spec.main_cols = opts.main_cols;
+  write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600);
+
   store::BoxRecord rec;
   rec.id = spec.box_id;
   rec.name = name;
@@ -480,6 +530,8 @@ std::shared_ptr<Box> Runtime::create(const BoxOptions& opts, const std::string& 
   rec.auto_remove = opts.auto_remove;
   rec.detach = opts.detach;
   rec.options_json = nlohmann::json{{"argv", argv}, {"cpus", spec.cpus}, {"memory_mib", spec.memory_mib}}.dump();
+  timings["create_ms"] = static_cast<int64_t>(now_ms() - create_started_ms);
+  rec.timings_json = timings.dump();
   store_->insert(rec);  // a taken name fails here too (a race with another creator)
   guard.committed = true;
   return track(std::make_shared<Box>(spec, rec, argv, store_));
@@ -507,6 +559,7 @@ void Runtime::reconcile(store::BoxRecord& r) {
     if (j.value("stopped_at_ms", int64_t{0}) >= r.started_at_ms) {
       r.stop_reason = j.value("reason", r.stop_reason);
       r.stopped_at_ms = j.value("stopped_at_ms", r.stopped_at_ms);
+      if (j.contains("main_exit_code")) r.main_exit_code = j.at("main_exit_code").get<int>();
     }
   } catch (const std::exception&) {
   }

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/file_lock.hpp"
 #include "core/box.hpp"
 #include "core/options.hpp"
 #include "core/paths.hpp"
@@ -45,6 +46,12 @@ struct BoxInfo {
 class Runtime {
  public:
   explicit Runtime(RuntimeOptions opts = {});
+  // The process-wide runtime of $BOXLITE_HOME (~/.boxlite), made on first use. It
+  // holds the home's lock until the process exits: a second process's default
+  // runtime on that home gets InvalidState "Another BoxliteRuntime is already
+  // using directory <home>". Runtimes made with RuntimeOptions take no lock and
+  // are what several processes sharing a home use.
+  static std::shared_ptr<Runtime> default_runtime();
   const std::string& home() const { return layout_.root; }
 
   // Prepares a box (image, root disk, engine settings) without booting it.
@@ -77,6 +84,7 @@ class Runtime {
   void shutdown(std::optional<double> timeout_secs = std::nullopt);
 
   HostInfo host_info();
+  RuntimeMetrics metrics();
 
   // Warnings (such as falling back to TCG) go here; default: stderr.
   void set_warning_sink(std::function<void(const std::string&)> sink) { warn_ = std::move(sink); }
@@ -97,11 +105,14 @@ class Runtime {
   std::shared_ptr<Box> box_from_record(const store::BoxRecord& r);
 
   core::HomeLayout layout_;
+  FileLock home_lock_;
   std::shared_ptr<store::Store> store_;
   std::mutex boxes_mu_;
   std::vector<std::weak_ptr<Box>> handed_out_;
   std::atomic<bool> shut_down_{false};
   std::shared_ptr<Box> track(std::shared_ptr<Box> box);
+  std::shared_ptr<Box> create_box(const BoxOptions& opts, const std::string& name);
+  std::shared_ptr<core::RuntimeCounters> counters_ = std::make_shared<core::RuntimeCounters>();
   std::string config_engine_, config_accel_;  // from <home>/config.json
   std::function<void(const std::string&)> warn_;
 };

@@ -15,6 +15,7 @@ std::string spec_to_json(const ShimSpec& s) {
       {"cpus", s.cpus}, {"memory_mib", s.memory_mib}, {"boot_timeout_secs", s.boot_timeout_secs},
       {"hostname", s.hostname}, {"env", s.env}, {"working_dir", s.working_dir}, {"user", s.user},
   };
+  j["main"] = {{"argv", s.main_argv}, {"tty", s.main_tty}, {"stdin", s.main_stdin}, {"rows", s.main_rows}, {"cols", s.main_cols}};
   return j.dump(2);
 }
 
@@ -45,6 +46,14 @@ ShimSpec spec_from_json(const std::string& text) {
     s.env = j.at("env").get<std::vector<std::string>>();
     s.working_dir = j.at("working_dir");
     s.user = j.at("user");
+    if (j.contains("main")) {
+      const auto& m = j.at("main");
+      s.main_argv = m.at("argv").get<std::vector<std::string>>();
+      s.main_tty = m.at("tty");
+      s.main_stdin = m.at("stdin");
+      s.main_rows = m.at("rows");
+      s.main_cols = m.at("cols");
+    }
     return s;
   } catch (const nlohmann::json::exception& e) {
     throw Error(ErrorCode::Config, std::string("invalid shim spec: ") + e.what());

@@ -38,6 +38,12 @@ struct ShimSpec {
   std::vector<std::string> env;
   std::string working_dir;
   std::string user;
+  // The main command (entrypoint+cmd), PID 1 of the box's processes; the box stops
+  // when it exits. Empty: none (the box runs until stopped).
+  std::vector<std::string> main_argv;
+  bool main_tty = false;
+  bool main_stdin = true;  // an open (never written) stdin keeps `sh`-like commands alive
+  unsigned main_rows = 24, main_cols = 80;
 };
 
 std::string spec_to_json(const ShimSpec& s);

@@ -3,7 +3,10 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sched.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -30,6 +33,33 @@ constexpr uint32_t kMaxCredit = 64u << 20;
 constexpr int kTermGraceSecs = 2;
 
 uint64_t key(uint32_t src, uint32_t stream) { return (uint64_t{src} << 32) | stream; }
+
+// Every process of the box (the main command, execs, copies) lives in one PID
+// namespace below the agent's, so the main command is PID 1 there, as in a
+// container. In a jail the host made it already (the agent has no CAP_SYS_ADMIN).
+void ensure_box_pid_namespace() {
+  struct stat self{}, children{};
+  // A namespace made by unshare() has no link until its first process exists.
+  if (::stat("/proc/self/ns/pid_for_children", &children) != 0 && errno == ENOENT) return;
+  if (::stat("/proc/self/ns/pid", &self) == 0 && self.st_ino != children.st_ino) return;
+  if (::unshare(CLONE_NEWPID) != 0) throw_errno(ErrorCode::Engine, "unshare(CLONE_NEWPID) for the box's processes");
+}
+
+// PID 1 of the box's namespace when there is no main command: reaps orphans and
+// otherwise waits, so the namespace (and the box) lives until it is stopped.
+[[noreturn]] void run_holder_init() {
+  ::prctl(PR_SET_NAME, "boxlite-init");
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  ::sigprocmask(SIG_BLOCK, &chld, nullptr);
+  for (;;) {
+    siginfo_t si;
+    ::sigwaitinfo(&chld, &si);
+    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+  }
+}
 }  // namespace
 
 struct Exec {
@@ -48,6 +78,7 @@ struct Exec {
   int status = 0;
   bool timed_out = false;
   int kill_stage = 0;
+  bool main = false;  // the box's main command
 };
 
 Agent::Agent(UniqueFd channel, std::function<void(const proto::BoxConfig&)> configure, std::function<void()> power_off)
@@ -235,14 +266,29 @@ void Agent::handle_configure(const protocol::Frame& f) {
   if (configured_) throw Error(ErrorCode::InvalidState, "box is already configured");
   config_ = protocol::parse_message<proto::BoxConfig>(f);
   configure_(config_);
+  ensure_box_pid_namespace();
+  // The first child made now is PID 1 of that namespace.
+  if (config_.main().argv_size() > 0) {
+    start_exec(protocol::kMainStream, config_.main(), /*main=*/true);
+  } else {
+    pid_t pid = ::fork();
+    if (pid < 0) throw_errno(ErrorCode::Engine, "fork the box's init");
+    if (pid == 0) run_holder_init();
+  }
   configured_ = true;
   send_msg(0, FrameType::Configured, proto::Configured{});
 }
 
 void Agent::handle_exec(const protocol::Frame& f) {
   if (!configured_) throw Error(ErrorCode::InvalidState, "box is not configured yet");
-  if (execs_.count(f.stream)) throw Error(ErrorCode::Rpc, "stream " + std::to_string(f.stream) + " is already in use");
-  auto req = protocol::parse_message<proto::ExecRequest>(f);
+  if (main_exited_) throw Error(ErrorCode::InvalidState, "the box's main command has already exited");
+  if (f.stream == protocol::kMainStream || execs_.count(f.stream)) {
+    throw Error(ErrorCode::Rpc, "stream " + std::to_string(f.stream) + " is already in use");
+  }
+  start_exec(f.stream, protocol::parse_message<proto::ExecRequest>(f), /*main=*/false);
+}
+
+void Agent::start_exec(uint32_t stream, const proto::ExecRequest& req, bool main) {
   SpawnRequest sr;
   sr.argv.assign(req.argv().begin(), req.argv().end());
   sr.env = env_merge({config_.env().begin(), config_.env().end()}, {req.env().begin(), req.env().end()});
@@ -264,7 +310,8 @@ void Agent::handle_exec(const protocol::Frame& f) {
   Spawned sp = spawn_process(sr);
 
   auto e = std::make_unique<Exec>();
-  e->stream = f.stream;
+  e->main = main;
+  e->stream = stream;
   e->pid = sp.pid;
   e->tty = sr.tty;
   e->in = std::move(sp.stdin_fd);
@@ -273,9 +320,9 @@ void Agent::handle_exec(const protocol::Frame& f) {
   for (int fd : {e->in.get(), e->out.get(), e->err.get()}) {
     if (fd >= 0) set_nonblocking(fd);
   }
-  if (e->out) watch(e->out.get(), kStdout, f.stream, 0);
-  if (e->err) watch(e->err.get(), kStderr, f.stream, 0);
-  if (e->in) watch(e->in.get(), kStdin, f.stream, 0);
+  if (e->out) watch(e->out.get(), kStdout, stream, 0);
+  if (e->err) watch(e->err.get(), kStderr, stream, 0);
+  if (e->in) watch(e->in.get(), kStdin, stream, 0);
   if (req.timeout_secs() > 0) {
     e->timer = UniqueFd(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
     if (!e->timer) throw_errno(ErrorCode::Internal, "timerfd_create");
@@ -285,14 +332,14 @@ void Agent::handle_exec(const protocol::Frame& f) {
     its.it_value.tv_nsec = ns % 1000000000;
     if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0) its.it_value.tv_nsec = 1;
     ::timerfd_settime(e->timer.get(), 0, &its, nullptr);
-    watch(e->timer.get(), kTimer, f.stream, EPOLLIN);
+    watch(e->timer.get(), kTimer, stream, EPOLLIN);
   }
-  pids_[e->pid] = f.stream;
+  pids_[e->pid] = stream;
   Exec& ref = *e;
-  execs_[f.stream] = std::move(e);
+  execs_[stream] = std::move(e);
   proto::ExecStarted started;
   started.set_pid(ref.pid);
-  send_msg(f.stream, FrameType::Started, started);
+  send_msg(stream, FrameType::Started, started);
   update_output_interest(ref);
 }
 
@@ -475,6 +522,7 @@ void Agent::maybe_finish(Exec& e) {
   }
   ex.set_timed_out(e.timed_out);
   uint32_t stream = e.stream;
+  if (e.main) main_exited_ = true;
   if (e.in) unwatch(e.in.get());
   if (e.timer) unwatch(e.timer.get());
   execs_.erase(stream);  // e is gone from here on

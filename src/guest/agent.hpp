@@ -48,6 +48,7 @@ class Agent {
   void handle_hello(const protocol::Frame& f);
   void handle_configure(const protocol::Frame& f);
   void handle_exec(const protocol::Frame& f);
+  void start_exec(uint32_t stream, const proto::ExecRequest& req, bool main);
   void handle_stdin(Exec& e, const protocol::Frame& f);
   void handle_stdin_eof(Exec& e);
   void handle_credit(Exec& e, const protocol::Frame& f);
@@ -70,6 +71,7 @@ class Agent {
   bool channel_wants_out_ = false;
   bool hello_done_ = false;
   bool configured_ = false;
+  bool main_exited_ = false;
   bool running_ = true;
   proto::BoxConfig config_;
   std::map<uint32_t, std::unique_ptr<Exec>> execs_;

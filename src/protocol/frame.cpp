@@ -23,11 +23,13 @@ const char* frame_type_name(FrameType t) {
     case FrameType::Shutdown: return "Shutdown";
     case FrameType::Ping: return "Ping";
     case FrameType::Pong: return "Pong";
+    case FrameType::Attach: return "Attach";
+    case FrameType::Metrics: return "Metrics";
   }
   return "Unknown";
 }
 
-bool is_known_frame_type(uint8_t t) { return t >= 1 && t <= 17; }
+bool is_known_frame_type(uint8_t t) { return t >= 1 && t <= 19; }
 
 static void put_u32(std::string& out, uint32_t v) {
   out.push_back(static_cast<char>(v >> 24));

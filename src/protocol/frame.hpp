@@ -12,7 +12,9 @@
 
 namespace boxlite::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
+// The guest stream of the box's main command; the shim numbers execs from 2.
+inline constexpr uint32_t kMainStream = 1;
 inline constexpr size_t kHeaderSize = 9;
 inline constexpr size_t kMaxPayload = 1u << 20;
 // Largest DATA payload either side sends; data is chunked to this.
@@ -38,6 +40,8 @@ enum class FrameType : uint8_t {
   Shutdown = 15,   // Shutdown
   Ping = 16,       // empty, answered by Pong
   Pong = 17,
+  Attach = 18,     // AttachRequest (client -> shim), opens a stream following the main command
+  Metrics = 19,    // stream 0: empty (client -> shim), answered with BoxStats
 };
 
 const char* frame_type_name(FrameType t);

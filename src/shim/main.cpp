@@ -58,6 +58,9 @@ int main(int argc, char** argv) {
     s.boot();
     s.listen();
     std::string ok = "OK\n";
+    const auto& st = s.boot_stages();
+    ok += "STAGES " + std::to_string(st.box_spawn_ms) + " " + std::to_string(st.guest_boot_ms) + " " +
+          std::to_string(st.container_init_ms) + "\n";
     for (const auto& w : s.warnings()) ok += "WARN " + w + "\n";
     report(ready_fd, ok);
     ready_fd = -1;

@@ -22,6 +22,7 @@
 #include "common/io.hpp"
 #include "engine/jail/jail.hpp"
 #include "engine/vm/qemu.hpp"
+#include "protocol/main_log.hpp"
 
 namespace boxlite::shim {
 
@@ -164,7 +165,8 @@ void Shim::start_vm(double deadline) {
 }
 
 void Shim::boot() {
-  double deadline = now_ms() + spec_.boot_timeout_secs * 1000;
+  double t0 = now_ms();
+  double deadline = t0 + spec_.boot_timeout_secs * 1000;
   if (spec_.engine == "vm") {
     start_vm(deadline);
   } else if (spec_.engine == "jail") {
@@ -172,8 +174,12 @@ void Shim::boot() {
   } else {
     throw Error(ErrorCode::Unsupported, "engine '" + spec_.engine + "' is not supported by this shim");
   }
+  double t_engine = now_ms();
+  stages_.box_spawn_ms = static_cast<int64_t>(t_engine - t0);
 
   Frame hello_frame = read_guest_frame_blocking(deadline, "boot kernel and start the guest agent");
+  double t_hello = now_ms();
+  stages_.guest_boot_ms = static_cast<int64_t>(t_hello - t_engine);
   if (hello_frame.type != FrameType::Hello || hello_frame.stream != 0) {
     boot_failed("handshake", std::string("expected Hello, got ") + protocol::frame_type_name(hello_frame.type));
   }
@@ -195,19 +201,43 @@ void Shim::boot() {
   cfg.set_working_dir(spec_.working_dir);
   cfg.set_user(spec_.user);
   cfg.set_clock_unix_ns(wall_clock_ns());
+  if (!spec_.main_argv.empty()) {
+    proto::ExecRequest* m = cfg.mutable_main();
+    for (const auto& a : spec_.main_argv) m->add_argv(a);
+    m->set_tty(spec_.main_tty);
+    m->set_stdin(spec_.main_stdin);
+    m->set_rows(spec_.main_rows);
+    m->set_cols(spec_.main_cols);
+    main_.present = true;
+    main_.out_credit = main_.err_credit = protocol::kInitialWindow;
+    main_.log = UniqueFd(::open(protocol::main_log_path(spec_.box_dir).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+    if (!main_.log) throw_errno(ErrorCode::Storage, "open " + protocol::main_log_path(spec_.box_dir));
+    struct stat st{};
+    if (::fstat(main_.log.get(), &st) == 0) main_.log_bytes = static_cast<uint64_t>(st.st_size);
+  }
   std::string entropy(32, '\0');
   if (::getrandom(entropy.data(), entropy.size(), 0) == static_cast<ssize_t>(entropy.size())) cfg.set_entropy(entropy);
   send_guest(0, FrameType::Configure, cfg.SerializeAsString());
   flush_guest();
 
   Frame reply = read_guest_frame_blocking(deadline, "configure the box (phase 2)");
+  if (reply.stream == protocol::kMainStream && reply.type == FrameType::Started && main_.present) {
+    main_.pid = protocol::parse_message<proto::ExecStarted>(reply).pid();
+    reply = read_guest_frame_blocking(deadline, "configure the box (phase 2)");
+  }
   if (reply.type == FrameType::Error) {
     auto err = protocol::parse_message<proto::ErrorReply>(reply);
+    if (err.code() == static_cast<uint32_t>(ErrorCode::Execution)) {
+      if (engine_.valid()) engine_.kill_now();
+      throw Error(ErrorCode::Execution, "box " + spec_.box_id + ": cannot start its main command: " + err.message());
+    }
     boot_failed("configure the box (phase 2)", err.message());
   }
   if (reply.type != FrameType::Configured) {
     boot_failed("configure the box (phase 2)", std::string("unexpected ") + protocol::frame_type_name(reply.type));
   }
+  stages_.container_init_ms = static_cast<int64_t>(now_ms() - t_hello);
+  cpu_sampled_ms_ = t0;
 }
 
 void Shim::send_guest(uint32_t stream, FrameType type, std::string_view payload) {
@@ -281,9 +311,26 @@ void Shim::drop_client(uint64_t id) {
   auto it = clients_.find(id);
   if (it == clients_.end()) return;
   for (auto [cs, gs] : it->second->streams) {
+    if (gs == protocol::kMainStream) {
+      // A follower left: the main command carries on without it.
+      std::erase(main_.followers, std::make_pair(id, cs));
+      if (main_.stdin_client == id) main_.stdin_client = 0;
+      continue;
+    }
     auto r = routes_.find(gs);
     if (r == routes_.end()) continue;
     r->second.client = 0;
+    if (r->second.detached) {
+      // It runs on unread: give back the credit its unread output took.
+      for (auto [ch, credit] : {std::pair{proto::STDOUT, &r->second.out_credit}, std::pair{proto::STDERR, &r->second.err_credit}}) {
+        proto::Credit c;
+        c.set_channel(ch);
+        c.set_bytes(static_cast<uint32_t>(protocol::kInitialWindow - std::min<uint64_t>(*credit, protocol::kInitialWindow)));
+        *credit += c.bytes();
+        if (c.bytes() > 0) send_guest(gs, FrameType::Credit, c.SerializeAsString());
+      }
+      continue;
+    }
     // The exec's owner is gone: nobody can read its output, so end it.
     proto::Signal sig;
     sig.set_signo(SIGKILL);
@@ -329,6 +376,7 @@ void Shim::on_guest_frame(Frame& f) {
     }
     return;  // Pong and anything else on the control stream
   }
+  if (f.stream == protocol::kMainStream && main_.present) return on_main_frame(f);
   auto r = routes_.find(f.stream);
   if (r == routes_.end()) throw Error(ErrorCode::Rpc, "guest sent " + std::string(protocol::frame_type_name(f.type)) + " on unknown stream " + std::to_string(f.stream));
   Route& route = r->second;
@@ -338,6 +386,15 @@ void Shim::on_guest_frame(Frame& f) {
     credit -= f.payload.size();
   }
   bool closes = f.type == FrameType::Exit || f.type == FrameType::Error;
+  if (f.type == FrameType::Started) ++commands_executed_;
+  if (f.type == FrameType::Error) ++exec_errors_;
+  if (route.client == 0 && route.detached && (f.type == FrameType::Stdout || f.type == FrameType::Stderr)) {
+    proto::Credit back;  // discarded: the process may go on writing
+    back.set_channel(f.type == FrameType::Stdout ? proto::STDOUT : proto::STDERR);
+    back.set_bytes(static_cast<uint32_t>(f.payload.size()));
+    (f.type == FrameType::Stdout ? route.out_credit : route.err_credit) += f.payload.size();
+    send_guest(f.stream, FrameType::Credit, back.SerializeAsString());
+  }
   if (route.client != 0) {
     auto c = clients_.find(route.client);
     if (c != clients_.end()) {
@@ -393,27 +450,39 @@ void Shim::on_client_frame(Client& c, Frame& f) {
     switch (f.type) {
       case FrameType::Ping: send_client(c, 0, FrameType::Pong, {}); return;
       case FrameType::Shutdown: begin_stop("stop requested"); return;
+      case FrameType::Metrics: send_client(c, 0, FrameType::Metrics, stats().SerializeAsString()); return;
       default: throw Error(ErrorCode::Rpc, std::string("unexpected ") + protocol::frame_type_name(f.type) + " on stream 0");
     }
   }
+  if (f.type == FrameType::Attach) return attach_main(c, f);
   if (f.type == FrameType::Exec) {
     if (c.streams.count(f.stream)) throw Error(ErrorCode::Rpc, "stream " + std::to_string(f.stream) + " already in use");
+    if (main_.exit) {
+      proto::ErrorReply err;
+      err.set_code(static_cast<uint32_t>(ErrorCode::InvalidState));
+      err.set_message("Cannot exec box " + spec_.box_id + ": it is stopped, and its main command has already exited");
+      send_client(c, f.stream, FrameType::Error, err.SerializeAsString());
+      return;
+    }
     if (stopping_ || !guest_) {
       proto::ErrorReply err;
       err.set_code(static_cast<uint32_t>(ErrorCode::Stopped));
       err.set_message("box " + spec_.box_id + " is stopping");
       send_client(c, f.stream, FrameType::Error, err.SerializeAsString());
+      ++exec_errors_;
       return;
     }
     uint32_t gs = next_stream_++;
-    if (next_stream_ == 0) next_stream_ = 1;
-    routes_[gs] = Route{c.id, f.stream, protocol::kInitialWindow, protocol::kInitialWindow};
+    if (next_stream_ == 0) next_stream_ = protocol::kMainStream + 1;
+    auto req = protocol::parse_message<proto::ExecRequest>(f);
+    routes_[gs] = Route{c.id, f.stream, protocol::kInitialWindow, protocol::kInitialWindow, req.detach()};
     c.streams[f.stream] = gs;
     send_guest(gs, FrameType::Exec, f.payload);
     return;
   }
   auto s = c.streams.find(f.stream);
   if (s == c.streams.end()) return;  // the exec already ended
+  if (s->second == protocol::kMainStream) return on_main_client_frame(c, f);
   if (f.type == FrameType::Credit) {
     auto credit = protocol::parse_message<proto::Credit>(f);
     Route& r = routes_[s->second];
@@ -430,11 +499,157 @@ void Shim::on_client_frame(Client& c, Frame& f) {
   }
 }
 
+std::pair<uint64_t, uint64_t> Shim::engine_usage() {
+  if (spec_.engine == "jail") {
+    if (auto u = engine::jail::usage(spec_.box_id)) return {u->cpu_ns, u->memory_bytes};
+    return {engine::jail::process_cpu_ns(engine_.pid()), 0};
+  }
+  uint64_t rss = 0;
+  try {
+    auto statm = split(read_file("/proc/" + std::to_string(engine_.pid()) + "/statm"), ' ');
+    if (statm.size() > 1) rss = std::stoull(statm[1]) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  } catch (const std::exception&) {
+  }
+  return {engine::jail::process_cpu_ns(engine_.pid()), rss};
+}
+
+proto::BoxStats Shim::stats() {
+  proto::BoxStats s;
+  s.set_commands_executed(commands_executed_);
+  s.set_exec_errors(exec_errors_);
+  auto [cpu_ns, mem] = engine_usage();
+  double now = now_ms();
+  if (now > cpu_sampled_ms_ && cpu_ns >= cpu_sampled_ns_) {
+    s.set_cpu_percent(static_cast<double>(cpu_ns - cpu_sampled_ns_) / 1e6 / (now - cpu_sampled_ms_) * 100.0);
+  }
+  cpu_sampled_ms_ = now;
+  cpu_sampled_ns_ = cpu_ns;
+  s.set_memory_bytes(mem);
+  return s;
+}
+
+void Shim::log_main_output(const Frame& f) {
+  if (!main_.log) return;
+  if (main_.log_bytes > protocol::kMainLogRotateBytes) {
+    std::string path = protocol::main_log_path(spec_.box_dir);
+    if (::rename(path.c_str(), protocol::main_log_old_path(spec_.box_dir).c_str()) == 0) {
+      main_.log = UniqueFd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600));
+      main_.log_bytes = 0;
+      if (!main_.log) return;
+    }
+  }
+  std::string rec = protocol::encode_frame(0, f.type, f.payload);
+  try {
+    write_all(main_.log.get(), rec.data(), rec.size());
+    main_.log_bytes += rec.size();
+  } catch (const Error& e) {
+    // A full disk loses log lines, never the box.
+    std::fprintf(stderr, "boxlite-shim: main.log: %s\n", e.what());
+  }
+}
+
+// The main command's output goes to its log (which never blocks it: credit comes
+// straight back) and to whoever follows it; its exit stops the box.
+void Shim::on_main_frame(Frame& f) {
+  switch (f.type) {
+    case FrameType::Started: main_.pid = protocol::parse_message<proto::ExecStarted>(f).pid(); return;
+    case FrameType::Stdout:
+    case FrameType::Stderr: {
+      uint64_t& credit = f.type == FrameType::Stdout ? main_.out_credit : main_.err_credit;
+      if (f.payload.size() > credit) throw Error(ErrorCode::Rpc, "guest sent main command output beyond its credit");
+      log_main_output(f);
+      proto::Credit back;
+      back.set_channel(f.type == FrameType::Stdout ? proto::STDOUT : proto::STDERR);
+      back.set_bytes(static_cast<uint32_t>(f.payload.size()));
+      send_guest(protocol::kMainStream, FrameType::Credit, back.SerializeAsString());
+      for (auto [cid, cs] : main_.followers) {
+        if (auto c = clients_.find(cid); c != clients_.end()) send_client(*c->second, cs, f.type, f.payload);
+      }
+      return;
+    }
+    case FrameType::Credit:  // stdin credit: the stdin writer may send more
+      if (auto c = clients_.find(main_.stdin_client); c != clients_.end()) {
+        send_client(*c->second, main_.stdin_stream, f.type, f.payload);
+      }
+      return;
+    case FrameType::Exit:
+    case FrameType::Error: {
+      proto::ExecExit ex;
+      if (f.type == FrameType::Exit) {
+        ex = protocol::parse_message<proto::ExecExit>(f);
+      } else {
+        ex.set_exit_code(-1);
+      }
+      if (main_.exit) return;
+      main_.exit = ex;
+      for (auto [cid, cs] : main_.followers) {
+        auto c = clients_.find(cid);
+        if (c == clients_.end()) continue;
+        send_client(*c->second, cs, f.type, f.payload);
+        c->second->streams.erase(cs);
+      }
+      main_.followers.clear();
+      main_.stdin_client = 0;
+      begin_stop("main command exited with code " + std::to_string(ex.exit_code()));
+      return;
+    }
+    default: throw Error(ErrorCode::Rpc, std::string("unexpected ") + protocol::frame_type_name(f.type) + " on the main command's stream");
+  }
+}
+
+void Shim::attach_main(Client& c, Frame& f) {
+  auto fail = [&](ErrorCode code, const std::string& msg) {
+    proto::ErrorReply err;
+    err.set_code(static_cast<uint32_t>(code));
+    err.set_message(msg);
+    send_client(c, f.stream, FrameType::Error, err.SerializeAsString());
+  };
+  if (c.streams.count(f.stream)) throw Error(ErrorCode::Rpc, "stream " + std::to_string(f.stream) + " already in use");
+  auto req = protocol::parse_message<proto::AttachRequest>(f);
+  if (!main_.present) return fail(ErrorCode::NotFound, "box " + spec_.box_id + " has no main command to attach to");
+  if (req.stdin() && main_.stdin_client != 0) {
+    return fail(ErrorCode::InvalidState, "box " + spec_.box_id + ": another client already writes the main command's stdin");
+  }
+  std::vector<Frame> history = protocol::read_main_log(spec_.box_dir);
+  uint64_t history_bytes = 0;
+  for (const auto& h : history) history_bytes += h.payload.size();
+  proto::ExecStarted started;
+  started.set_pid(main_.pid);
+  started.set_history_bytes(history_bytes);
+  send_client(c, f.stream, FrameType::Started, started.SerializeAsString());
+  for (const auto& h : history) send_client(c, f.stream, h.type, h.payload);
+  if (main_.exit) {
+    send_client(c, f.stream, FrameType::Exit, main_.exit->SerializeAsString());
+    return;
+  }
+  c.streams[f.stream] = protocol::kMainStream;
+  main_.followers.emplace_back(c.id, f.stream);
+  if (req.stdin()) {
+    main_.stdin_client = c.id;
+    main_.stdin_stream = f.stream;
+  }
+}
+
+void Shim::on_main_client_frame(Client& c, Frame& f) {
+  switch (f.type) {
+    case FrameType::Stdin:
+    case FrameType::StdinEof:
+      if (main_.stdin_client != c.id || main_.stdin_stream != f.stream) return;  // a follower without stdin
+      send_guest(protocol::kMainStream, f.type, f.payload);
+      return;
+    case FrameType::Credit: return;  // the shim itself grants the main command's output credit
+    case FrameType::Signal:
+    case FrameType::Resize: send_guest(protocol::kMainStream, f.type, f.payload); return;
+    default: throw Error(ErrorCode::Rpc, std::string("unexpected ") + protocol::frame_type_name(f.type) + " from client");
+  }
+}
+
 // <box_dir>/exit.json tells any runtime process why the box stopped. A shim
 // killed outright cannot write it; the runtime then reports that instead.
 void Shim::record_exit() {
   try {
     nlohmann::json j = {{"reason", stop_reason_}, {"stopped_at_ms", wall_clock_ns() / 1000000}};
+    if (main_.exit) j["main_exit_code"] = main_.exit->exit_code();
     write_file_atomic(spec_.box_dir + "/exit.json", j.dump() + "\n", 0600);
   } catch (const Error& e) {
     std::fprintf(stderr, "boxlite-shim: %s\n", e.what());
@@ -466,6 +681,14 @@ void Shim::serve(int lifeline_fd) {
   };
   add(guest_.get(), kGuestKey);
   add(listen_.get(), kListenKey);
+  // Frames that arrived with the boot handshake (the main command's first output).
+  try {
+    while (auto f = guest_decoder_.next()) on_guest_frame(*f);
+  } catch (const Error& e) {
+    stopping_ = true;
+    stop_reason_ = std::string("guest protocol violation: ") + e.what();
+    stop_engine();
+  }
   add(sigfd_.get(), kSignalKey);
   if (lifeline_fd >= 0) add(lifeline_fd, kLifelineKey);
 

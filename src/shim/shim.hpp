@@ -24,6 +24,13 @@ class Shim {
   void boot();
   // Binds shim.sock; done before reporting ready so a client can connect at once.
   void listen();
+  // How long each boot stage took (ms): the engine's start, the guest kernel and
+  // agent up to its Hello, and the box's setup in the guest (phase 2 and the main
+  // command's start).
+  struct BootStages {
+    int64_t box_spawn_ms = 0, guest_boot_ms = 0, container_init_ms = 0;
+  };
+  const BootStages& boot_stages() const { return stages_; }
   // Limits that could not be enforced, for the runtime to show.
   const std::vector<std::string>& warnings() const { return warnings_; }
   // Serves clients until the box stops. lifeline: EOF on it stops the box (-1: none).
@@ -35,6 +42,7 @@ class Shim {
     uint64_t client = 0;       // 0: the client is gone, frames are dropped
     uint32_t client_stream = 0;
     uint64_t out_credit = 0, err_credit = 0;  // what the guest may still send
+    bool detached = false;                    // outlives its client (exec -d)
   };
 
   void start_vm(double deadline);
@@ -51,7 +59,14 @@ class Shim {
   void send_client(Client& c, uint32_t stream, protocol::FrameType type, std::string_view payload);
   void drop_client(uint64_t id);
   void update_interest();
+  void on_main_frame(protocol::Frame& f);
+  void attach_main(Client& c, protocol::Frame& f);
+  void on_main_client_frame(Client& c, protocol::Frame& f);
+  void log_main_output(const protocol::Frame& f);
   void begin_stop(const std::string& why);
+  proto::BoxStats stats();
+  // The engine's CPU time so far, and its memory in use.
+  std::pair<uint64_t, uint64_t> engine_usage();
   void stop_engine();
   void record_exit();
 
@@ -67,12 +82,28 @@ class Shim {
   std::map<uint64_t, std::unique_ptr<Client>> clients_;
   std::map<uint32_t, Route> routes_;  // guest stream -> client stream
   uint64_t next_client_ = 1;
-  uint32_t next_stream_ = 1;
+  uint32_t next_stream_ = protocol::kMainStream + 1;
+  // The box's main command: who follows it, who writes its stdin, its log and exit.
+  struct Main {
+    bool present = false;
+    int pid = 0;
+    std::optional<proto::ExecExit> exit;
+    std::vector<std::pair<uint64_t, uint32_t>> followers;  // (client, client stream)
+    uint64_t stdin_client = 0;
+    uint32_t stdin_stream = 0;
+    uint64_t out_credit = 0, err_credit = 0;
+    UniqueFd log;
+    uint64_t log_bytes = 0;
+  } main_;
   bool stopping_ = false;
   double stop_deadline_ms_ = 0;
   std::string stop_reason_;
   std::vector<std::string> warnings_;
   std::optional<int> engine_status_;
+  BootStages stages_;
+  uint64_t commands_executed_ = 0, exec_errors_ = 0;
+  double cpu_sampled_ms_ = 0;
+  uint64_t cpu_sampled_ns_ = 0;
 };
 
 }  // namespace boxlite::shim

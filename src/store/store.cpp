@@ -49,6 +49,12 @@ class Stmt {
     return p ? reinterpret_cast<const char*>(p) : "";
   }
   int64_t integer(int col) { return sqlite3_column_int64(s_, col); }
+  bool is_null(int col) { return sqlite3_column_type(s_, col) == SQLITE_NULL; }
+  Stmt& bind(int i, const std::optional<int>& v) {
+    if (v) return bind(i, int64_t{*v});
+    sqlite3_bind_null(s_, i);
+    return *this;
+  }
 
  private:
   sqlite3* db_;
@@ -66,7 +72,7 @@ void exec_sql(sqlite3* db, const char* sql) {
 
 constexpr const char* kColumns =
     "id, name, image, engine, state, stop_reason, created_at_ms, started_at_ms, stopped_at_ms, shim_pid, auto_remove, "
-    "detach, options_json";
+    "detach, options_json, main_exit_code, timings_json";
 
 BoxRecord read_row(Stmt& s) {
   BoxRecord r;
@@ -83,6 +89,8 @@ BoxRecord read_row(Stmt& s) {
   r.auto_remove = s.integer(10) != 0;
   r.detach = s.integer(11) != 0;
   r.options_json = s.text(12);
+  if (!s.is_null(13)) r.main_exit_code = static_cast<int>(s.integer(13));
+  r.timings_json = s.text(14);
   return r;
 }
 
@@ -144,6 +152,12 @@ void Store::migrate() {
                "CREATE INDEX boxes_created ON boxes(created_at_ms DESC);"
                "PRAGMA user_version = 1;");
     }
+    if (version < 2) {
+      exec_sql(db_,
+               "ALTER TABLE boxes ADD COLUMN main_exit_code INTEGER;"
+               "ALTER TABLE boxes ADD COLUMN timings_json TEXT NOT NULL DEFAULT '{}';"
+               "PRAGMA user_version = 2;");
+    }
     exec_sql(db_, "COMMIT");
   } catch (...) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
@@ -152,10 +166,11 @@ void Store::migrate() {
 }
 
 void Store::insert(const BoxRecord& r) {
-  Stmt s(db_, (std::string("INSERT INTO boxes (") + kColumns + ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)").c_str());
+  Stmt s(db_, (std::string("INSERT INTO boxes (") + kColumns + ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)").c_str());
   s.bind(1, r.id).bind_null_if_empty(2, r.name).bind(3, r.image).bind(4, r.engine).bind(5, r.state).bind(6, r.stop_reason);
   s.bind(7, r.created_at_ms).bind(8, r.started_at_ms).bind(9, r.stopped_at_ms).bind(10, int64_t{r.shim_pid});
   s.bind(11, int64_t{r.auto_remove}).bind(12, int64_t{r.detach}).bind(13, r.options_json);
+  s.bind(14, r.main_exit_code).bind(15, r.timings_json);
   try {
     s.step();
   } catch (const Error& e) {
@@ -168,10 +183,11 @@ void Store::insert(const BoxRecord& r) {
 void Store::update(const BoxRecord& r) {
   Stmt s(db_,
          "UPDATE boxes SET name=?, image=?, engine=?, state=?, stop_reason=?, started_at_ms=?, stopped_at_ms=?, "
-         "shim_pid=?, auto_remove=?, detach=?, options_json=? WHERE id=?");
+         "shim_pid=?, auto_remove=?, detach=?, options_json=?, main_exit_code=?, timings_json=? WHERE id=?");
   s.bind_null_if_empty(1, r.name).bind(2, r.image).bind(3, r.engine).bind(4, r.state).bind(5, r.stop_reason);
   s.bind(6, r.started_at_ms).bind(7, r.stopped_at_ms).bind(8, int64_t{r.shim_pid}).bind(9, int64_t{r.auto_remove});
-  s.bind(10, int64_t{r.detach}).bind(11, r.options_json).bind(12, r.id);
+  s.bind(10, int64_t{r.detach}).bind(11, r.options_json).bind(12, r.main_exit_code).bind(13, r.timings_json);
+  s.bind(14, r.id);
   s.step();
   if (sqlite3_changes(db_) == 0) throw Error(ErrorCode::NotFound, "No such box: " + r.id);
 }

@@ -12,7 +12,7 @@ struct sqlite3;
 
 namespace boxlite::store {
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 struct BoxRecord {
   std::string id;
@@ -28,6 +28,9 @@ struct BoxRecord {
   bool auto_remove = true;
   bool detach = false;
   std::string options_json;  // what it was created with
+  // v2
+  std::optional<int> main_exit_code;  // set when the box stopped because its main command exited
+  std::string timings_json = "{}";    // how long create and the last start took, by stage (core)
 };
 
 class Store {

@@ -331,5 +331,58 @@ TEST_F(GetOrCreateTest, CreatesOnceThenFindsTheSameBox) {
   rt.remove("session-1", true);
 }
 
+class LockTest : public BoxliteTest {};
+
+// The default runtime holds the home: a second one, in another process, is refused
+// with the documented message; the lock goes with its holder, even a killed one.
+TEST_F(LockTest, ASecondExclusiveRuntimeOnTheHomeIsRefused) {
+  auto holder = std::make_unique<Runtime>(RuntimeOptions{.home_dir = home_, .exclusive = true});
+  auto try_in_child = [this] {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      try {
+        Runtime second(RuntimeOptions{.home_dir = home_, .exclusive = true});
+        ::_exit(0);
+      } catch (const Error& e) {
+        bool documented = e.code() == ErrorCode::InvalidState &&
+                          std::string(e.what()).find("Another BoxliteRuntime is already using directory " + home_) == 0;
+        ::_exit(documented ? 3 : 4);
+      }
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return WEXITSTATUS(status);
+  };
+  EXPECT_EQ(try_in_child(), 3);
+  // Runtimes without the lock (what cross-process use needs) still work beside it.
+  EXPECT_NO_THROW(Runtime(RuntimeOptions{.home_dir = home_}).list_info());
+  holder.reset();
+  EXPECT_EQ(try_in_child(), 0) << "the lock is released with its runtime";
+}
+
+// Two processes starting the same box at once boot it once: the box lock
+// serialises them and the second joins the first one's shim.
+TEST_F(LockTest, ConcurrentStartsOfOneBoxBootItOnce) {
+  ::setenv("BOXLITE_ENGINE", "jail", 1);
+  auto c = run_cli({"create", "--name", "once", image("busybox")});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  std::string id = trim(c.out);
+  std::vector<std::thread> starters;
+  std::atomic<int> failures{0};
+  for (int i = 0; i < 4; ++i) {
+    starters.emplace_back([&] { failures += run_cli({"start", "once"}).exit_code != 0; });
+  }
+  for (auto& t : starters) t.join();
+  EXPECT_EQ(failures, 0);
+  int shims = 0;
+  for (pid_t p : processes_mentioning(home_ + "/boxes/" + id)) {
+    shims += trim(read_file("/proc/" + std::to_string(p) + "/comm")) == "boxlite-shim";
+  }
+  EXPECT_EQ(shims, 1);
+  EXPECT_EQ(run_cli({"exec", "once", "--", "echo", "ok"}).out, "ok\n");
+  EXPECT_EQ(run_cli({"rm", "-f", "once"}).exit_code, 0);
+  expect_no_leftovers();
+}
+
 }  // namespace
 }  // namespace boxlite::testing

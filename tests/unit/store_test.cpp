@@ -94,8 +94,38 @@ TEST_F(StoreTest, ANewerSchemaIsRefusedWithTheDocumentedMessage) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::Database);
-    EXPECT_STREQ(e.what(), "Schema version mismatch: database has v10, process expects v1. Upgrade boxlite to a newer version.");
+    EXPECT_STREQ(e.what(), "Schema version mismatch: database has v10, process expects v2. Upgrade boxlite to a newer version.");
   }
+}
+
+// A home made by the first release (schema v1) keeps its boxes and gains the v2 columns.
+TEST_F(StoreTest, AVersion1DatabaseIsMigrated) {
+  make_dirs(dir_ + "/db");
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "CREATE TABLE boxes (id TEXT PRIMARY KEY, name TEXT UNIQUE, image TEXT NOT NULL, engine TEXT NOT NULL,"
+                         " state TEXT NOT NULL CHECK (state IN ('created','running','stopped')), stop_reason TEXT NOT NULL DEFAULT '',"
+                         " created_at_ms INTEGER NOT NULL, started_at_ms INTEGER NOT NULL DEFAULT 0, stopped_at_ms INTEGER NOT NULL DEFAULT 0,"
+                         " shim_pid INTEGER NOT NULL DEFAULT 0, auto_remove INTEGER NOT NULL, detach INTEGER NOT NULL, options_json TEXT NOT NULL);"
+                         "INSERT INTO boxes (id, name, image, engine, state, created_at_ms, auto_remove, detach, options_json)"
+                         " VALUES ('abcdefabcdef', 'old', 'busybox', 'jail', 'stopped', 5, 0, 0, '{}');"
+                         "PRAGMA user_version = 1;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  Store s(path_);
+  auto r = s.find("old");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->id, "abcdefabcdef");
+  EXPECT_FALSE(r->main_exit_code);
+  r->main_exit_code = 7;
+  r->timings_json = R"({"guest_boot_ms":42})";
+  s.update(*r);
+  auto again = s.find("old");
+  ASSERT_TRUE(again && again->main_exit_code);
+  EXPECT_EQ(*again->main_exit_code, 7);
+  EXPECT_EQ(again->timings_json, R"({"guest_boot_ms":42})");
 }
 
 TEST_F(StoreTest, ConcurrentWritersFromThreadsLoseNothing) {

@@ -338,6 +338,9 @@ int child_main(void* arg) {
   // an RCU grace period, ~10 ms): wait for that before the cgroup namespace is made.
   if (::read(a.sync_read, &go, 1) != 1) ::_exit(125);
   if (::unshare(CLONE_NEWCGROUP) != 0) child_fail(a, "unshare cgroup namespace");
+  // The box's processes live one PID namespace down, where the main command is
+  // PID 1 (the agent's first child); the agent keeps no capability to make it.
+  if (::unshare(CLONE_NEWPID) != 0) child_fail(a, "unshare PID namespace for the box's processes");
   drop_capabilities(a);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_fail(a, "set no_new_privs");
   if (int rc = load_seccomp_filter(); rc != 0) {
@@ -422,6 +425,58 @@ Jail start(const ShimSpec& spec) {
   }
   j.channel = std::move(host_end);
   return j;
+}
+
+uint64_t process_cpu_ns(pid_t pid) {
+  std::string stat;
+  try {
+    stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  } catch (const Error&) {
+    return 0;  // exited meanwhile
+  }
+  auto close = stat.rfind(')');  // the command name may hold spaces and parens
+  if (close == std::string::npos) return 0;
+  auto fields = split(stat.substr(close + 2), ' ');
+  // After "(comm) ": state is field 3, utime..cstime are fields 14..17.
+  if (fields.size() < 15) return 0;
+  uint64_t ticks = 0;
+  for (int i = 11; i <= 14; ++i) ticks += std::stoull(fields[static_cast<size_t>(i)]);
+  return ticks * (1000000000ull / static_cast<uint64_t>(::sysconf(_SC_CLK_TCK)));
+}
+
+std::optional<Usage> usage(const std::string& box_id) {
+  auto number = [](const std::string& path) -> std::optional<uint64_t> {
+    try {
+      return std::stoull(trim(read_file(path)));
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  };
+  Usage u;
+  if (is_cgroup2()) {
+    auto mem = number(v2_dir(box_id) + "/memory.current");
+    if (!mem) return std::nullopt;
+    u.memory_bytes = *mem;
+    try {
+      for (const auto& line : split(read_file(v2_dir(box_id) + "/cpu.stat"), '\n')) {
+        if (line.rfind("usage_usec ", 0) == 0) u.cpu_ns = std::stoull(line.substr(11)) * 1000;
+      }
+    } catch (const std::exception&) {
+    }
+    return u;
+  }
+  auto mem = number(v1_dir("memory", box_id) + "/memory.usage_in_bytes");
+  if (!mem) return std::nullopt;
+  u.memory_bytes = *mem;
+  // The jail joins no cpuacct hierarchy under v1: add up its live processes'
+  // times, with what each has collected from the children it reaped.
+  try {
+    for (const auto& pid : split(read_file(v1_dir("memory", box_id) + "/cgroup.procs"), '\n')) {
+      if (!pid.empty()) u.cpu_ns += process_cpu_ns(std::stoi(pid));
+    }
+  } catch (const std::exception&) {
+  }
+  return u;
 }
 
 void remove_cgroups(const std::string& box_id) {

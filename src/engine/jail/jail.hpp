@@ -3,6 +3,10 @@
 // capabilities, masked /proc, read-only /sys, rlimits, cgroup limits).
 #pragma once
 
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +34,16 @@ void enter_private_mount_namespace();
 // Mounts the box root and starts the agent in its namespaces. Throws Error naming
 // the step that failed.
 Jail start(const ShimSpec& spec);
+
+// What the box's cgroups account: CPU time and memory in use. nullopt when the
+// box has no cgroup (limits could not be applied on this host).
+struct Usage {
+  uint64_t cpu_ns = 0;
+  uint64_t memory_bytes = 0;
+};
+std::optional<Usage> usage(const std::string& box_id);
+// CPU time of one process including its reaped children (/proc/PID/stat), or 0.
+uint64_t process_cpu_ns(pid_t pid);
 
 // Removes the box's cgroups (after its processes are gone). Safe to call twice.
 void remove_cgroups(const std::string& box_id);

@@ -1,0 +1,46 @@
+// boxlite logs BOX [-n N] [-f]: the main command's output, stdout to stdout and
+// stderr to stderr. -f follows a running box until its main command exits.
+#include <string>
+
+#include "cli/commands.hpp"
+#include "common/error.hpp"
+#include "common/io.hpp"
+#include "core/runtime.hpp"
+
+namespace boxlite::cli {
+namespace {
+
+struct LogsFlags {
+  std::string box;
+  size_t tail = 0;
+  bool follow = false;
+};
+
+void print(const OutputChunk& c) { write_all(c.stream == StreamKind::Stdout ? 1 : 2, c.data.data(), c.data.size()); }
+
+int logs(const GlobalFlags& g, const LogsFlags& f) {
+  Runtime rt(RuntimeOptions{g.home});
+  auto box = rt.get(f.box);
+  if (!box) throw Error(ErrorCode::NotFound, "No such box: " + f.box);
+  box->logs(f.tail, f.follow, print);
+  return 0;
+}
+
+}  // namespace
+
+void add_logs_command(CLI::App& app, GlobalFlags& g, int& exit_code) {
+  auto f = std::make_shared<LogsFlags>();
+  CLI::App* c = app.add_subcommand("logs", "Show the output of a box's main command");
+  c->add_option("box", f->box, "Box ID or name")->required();
+  c->add_option("-n,--tail", f->tail, "Only the last N lines (0 = all)");
+  c->add_flag("-f,--follow", f->follow, "Keep following the output while the box runs");
+  c->callback([f, &g, &exit_code] {
+    try {
+      exit_code = logs(g, *f);
+    } catch (const Error& e) {
+      exit_code = report_error(e);
+    }
+  });
+}
+
+}  // namespace boxlite::cli

@@ -1,0 +1,27 @@
+// Advisory whole-file locks (flock) that other processes honour and that the
+// kernel drops when the holder dies, so a crashed process never leaves one stale.
+#pragma once
+
+#include <string>
+
+#include "common/fd.hpp"
+
+namespace boxlite {
+
+class FileLock {
+ public:
+  enum class Mode { Shared, Exclusive };
+  FileLock() = default;
+  // Blocks until the lock is held. Throws Error(Storage) naming the path on failure.
+  static FileLock acquire(const std::string& path, Mode mode = Mode::Exclusive);
+  // Returns an unheld lock (held() == false) when another holder has it.
+  static FileLock try_acquire(const std::string& path, Mode mode = Mode::Exclusive);
+  bool held() const { return fd_.valid(); }
+  void release() { fd_.reset(); }
+
+ private:
+  static FileLock lock(const std::string& path, Mode mode, bool wait);
+  UniqueFd fd_;
+};
+
+}  // namespace boxlite

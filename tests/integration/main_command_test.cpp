@@ -1,0 +1,166 @@
+// The box's main command (issue 4): entrypoint+cmd runs as PID 1 of the box's
+// processes, attach() follows it and returns its exit code, and the box stops
+// when it exits; exec is then refused until the box is started again.
+#include <signal.h>
+
+#include "core/runtime.hpp"
+#include "support.hpp"
+
+namespace boxlite::testing {
+namespace {
+
+class MainCommandTest : public PerEngineTest {
+ protected:
+  BoxOptions opts(std::vector<std::string> cmd) {
+    BoxOptions o;
+    o.image = image("busybox");
+    o.cmd = std::move(cmd);
+    o.auto_remove = false;
+    return o;
+  }
+  static std::string collect(Execution& e) {
+    std::string out;
+    while (auto c = e.next_output()) out += (c->stream == StreamKind::Stdout ? "" : "ERR:") + c->data;
+    return out;
+  }
+  static bool wait_stopped(Box& b, double secs = 10) {
+    for (int i = 0; i < secs * 20; ++i) {
+      if (b.state() == BoxState::Stopped) return true;
+      ::usleep(50000);
+    }
+    return false;
+  }
+};
+
+TEST_P(MainCommandTest, RunsAsPid1AndItsExitStopsTheBox) {
+  Runtime rt;
+  auto box = rt.create(opts({"sh", "-c", "echo pid=$$; echo oops >&2; exit 7"}));
+  Execution a = box->attach();  // starts the created box
+  EXPECT_EQ(collect(a), "pid=1\nERR:oops\n");
+  EXPECT_EQ(a.wait().exit_code, 7);
+  ASSERT_TRUE(wait_stopped(*box)) << "the box must stop when its main command exits";
+  EXPECT_EQ(box->main_exit_code(), 7);
+  EXPECT_EQ(rt.get_info(box->id()).status, "stopped");
+  EXPECT_NE(rt.get_info(box->id()).stop_reason.find("main command exited with code 7"), std::string::npos);
+
+  try {
+    box->exec(ExecOptions{.argv = {"true"}});
+    ADD_FAILURE() << "exec after the main command exited must fail";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidState);
+    EXPECT_EQ(std::string(e.what()),
+              "Cannot exec box " + box->id() + ": it is stopped, and its main command has already exited");
+  }
+  // Attaching afterwards hands back that finished run, from another handle too.
+  Execution again = rt.get(box->id())->attach();
+  EXPECT_EQ(collect(again), "pid=1\nERR:oops\n");
+  EXPECT_EQ(again.wait().exit_code, 7);
+  rt.remove(box->id());
+  expect_no_leftovers();
+}
+
+TEST_P(MainCommandTest, StartRunsItAgainAndExecWorksWhileItRuns) {
+  Runtime rt;
+  // Exits the first time; the second time it keeps running.
+  auto box = rt.create(opts({"sh", "-c", "if [ -e /root/ran ]; then exec sleep 1000; fi; touch /root/ran; exit 3"}));
+  box->start();
+  ASSERT_TRUE(wait_stopped(*box));
+  EXPECT_EQ(box->main_exit_code(), 3);
+  box->start();
+  auto r = box->run(ExecOptions{.argv = {"sh", "-c", "echo $$; cat /proc/1/status >/dev/null; ls /root"}});
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text.substr(r.stdout_text.find('\n') + 1), "ran\n");
+  EXPECT_NE(r.stdout_text.substr(0, r.stdout_text.find('\n')), "1") << "an exec is not PID 1";
+  // PID 1 of the box ignores signals it has no handler for, as in a container.
+  EXPECT_EQ(box->run(ExecOptions{.argv = {"kill", "-TERM", "1"}}).exit_code, 0);
+  ::usleep(500000);
+  EXPECT_EQ(box->state(), BoxState::Running);
+  EXPECT_FALSE(box->main_exit_code());
+  EXPECT_EQ(box->run(ExecOptions{.argv = {"true"}}).exit_code, 0);
+  box->stop();
+  EXPECT_FALSE(box->main_exit_code()) << "a stop is not the main command exiting";
+  rt.remove(box->id());
+  expect_no_leftovers();
+}
+
+TEST_P(MainCommandTest, AttachWithStdinFeedsTheMainCommand) {
+  Runtime rt;
+  BoxOptions o = opts({"sh", "-c", "read line; echo got:$line"});
+  auto box = rt.create(o);
+  box->start();
+  // A follower without stdin sees the same output.
+  Execution watcher = box->attach();
+  Execution a = box->attach(/*with_stdin=*/true);
+  try {
+    box->attach(/*with_stdin=*/true);
+    ADD_FAILURE() << "only one client may write the main command's stdin";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidState);
+  }
+  a.write_stdin("hello\n");
+  a.close_stdin();
+  EXPECT_EQ(collect(a), "got:hello\n");
+  EXPECT_EQ(a.wait().exit_code, 0);
+  EXPECT_EQ(collect(watcher), "got:hello\n");
+  ASSERT_TRUE(wait_stopped(*box));
+  rt.remove(box->id());
+  expect_no_leftovers();
+}
+
+TEST_P(MainCommandTest, ADefaultShellMainCommandKeepsTheBoxUp) {
+  Runtime rt;
+  BoxOptions o;
+  o.image = image("busybox");  // its cmd is `sh`: waits on its (open, unwritten) stdin
+  auto box = rt.create(o);
+  box->start();
+  ::usleep(300000);
+  EXPECT_EQ(box->state(), BoxState::Running);
+  EXPECT_EQ(box->run(ExecOptions{.argv = {"sh", "-c", "echo ok"}}).stdout_text, "ok\n");
+  box->destroy();
+  expect_no_leftovers();
+}
+
+TEST_P(MainCommandTest, CliRunFollowsTheMainCommandAndLogsKeepItsOutput) {
+  auto r = run_cli({"run", "--name", "m", image("busybox"), "sh", "-c", "echo pid=$$; echo e >&2; exit 5"});
+  EXPECT_EQ(r.exit_code, 5);
+  EXPECT_EQ(r.out, "pid=1\n");
+  EXPECT_EQ(r.err, "e\n");
+  auto logs = run_cli({"logs", "m"});
+  EXPECT_EQ(logs.exit_code, 0) << logs.err;
+  EXPECT_EQ(logs.out, "pid=1\n");
+  EXPECT_EQ(logs.err, "e\n");
+  EXPECT_EQ(run_cli({"rm", "m"}).exit_code, 0);
+
+  auto missing = run_cli({"run", "--rm", image("busybox"), "no-such-command"});
+  EXPECT_EQ(missing.exit_code, 127);
+  EXPECT_NE(missing.err.find("not found"), std::string::npos) << missing.err;
+  expect_no_leftovers();
+}
+
+TEST_P(MainCommandTest, CliRunDetachedAndExecDetached) {
+  auto r = run_cli({"run", "-d", "--name", "bg", image("busybox"), "sh", "-c", "i=0; while true; do echo line$i; i=$((i+1)); sleep 0.1; done"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string id = trim(r.out);
+  EXPECT_EQ(id.size(), 12u);
+  EXPECT_EQ(trim(run_cli({"inspect", "-f", "{{.State.Status}}", "bg"}).out), "running");
+  auto d = run_cli({"exec", "-d", "bg", "--", "sh", "-c", "sleep 0.5; echo done > /root/bg-done"});
+  EXPECT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_EQ(d.out, "");
+  std::string seen;
+  for (int i = 0; i < 50 && seen != "done\n"; ++i) {
+    ::usleep(100000);
+    seen = run_cli({"exec", "bg", "--", "sh", "-c", "cat /root/bg-done 2>/dev/null || true"}).out;
+  }
+  EXPECT_EQ(seen, "done\n") << "the detached exec must outlive the CLI that started it";
+  auto tail = run_cli({"logs", "-n", "2", "bg"});
+  EXPECT_EQ(tail.exit_code, 0);
+  EXPECT_EQ(std::count(tail.out.begin(), tail.out.end(), '\n'), 2) << tail.out;
+  EXPECT_EQ(tail.out.rfind("line", 0), 0u) << tail.out;
+  EXPECT_EQ(run_cli({"rm", "-f", "bg"}).exit_code, 0);
+  expect_no_leftovers();
+}
+
+BOXLITE_ON_BOTH_ENGINES(MainCommandTest);
+
+}  // namespace
+}  // namespace boxlite::testing
