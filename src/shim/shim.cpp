@@ -34,6 +34,7 @@ constexpr uint64_t kGuestKey = 1, kListenKey = 2, kSignalKey = 3, kLifelineKey =
 // A client that lets this much pile up unread is dropped rather than buffered further.
 constexpr size_t kClientOutLimit = 64u << 20;
 constexpr double kStopTimeoutMs = 10000;
+constexpr const char* kGuestClosed = "the guest closed its channel";
 
 std::string tail_lines(const std::string& path, size_t lines, size_t max_bytes = 4096) {
   std::string text;
@@ -304,6 +305,7 @@ void Shim::begin_stop(const std::string& why) {
 }
 
 void Shim::stop_engine() {
+  engine_killed_by_us_ = true;
   if (engine_.valid()) engine_.kill_now();
 }
 
@@ -351,7 +353,7 @@ void Shim::on_guest_readable() {
   if (n == 0) {
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, guest_.get(), nullptr);
     guest_.reset();
-    begin_stop("the guest closed its channel");
+    begin_stop(kGuestClosed);
     return;
   }
   guest_decoder_.feed(buf, static_cast<size_t>(n));
@@ -747,7 +749,9 @@ void Shim::serve(int lifeline_fd) {
     }
     if (stopping_ && now_ms() > stop_deadline_ms_) stop_engine();
   }
-  if (stop_reason_.empty()) {
+  // A guest that hangs up because its engine was killed under it: say so.
+  bool engine_killed = engine_status_ && WIFSIGNALED(*engine_status_) && !engine_killed_by_us_;
+  if (stop_reason_.empty() || (engine_killed && stop_reason_ == kGuestClosed)) {
     std::string what = spec_.engine == "vm" ? "the VM (QEMU)" : "the box's init";
     stop_reason_ = engine_status_ ? what + " exited unexpectedly (" + describe_status(*engine_status_) + ")"
                                   : what + " exited unexpectedly";

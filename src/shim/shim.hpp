@@ -100,6 +100,7 @@ class Shim {
   std::string stop_reason_;
   std::vector<std::string> warnings_;
   std::optional<int> engine_status_;
+  bool engine_killed_by_us_ = false;
   BootStages stages_;
   uint64_t commands_executed_ = 0, exec_errors_ = 0;
   double cpu_sampled_ms_ = 0;

@@ -23,7 +23,7 @@ class ExecTest : public PerEngineTest {
       BoxOptions o;
       o.rootfs_path = image(img);
       o.env = {{"BOX_VAR", "from-box"}, {"IMAGE_VAR", "box-overrides-image"}};
-      box_ = rt_.create(o);
+      box_ = rt().create(o);
     }
     return *box_;
   }
@@ -44,7 +44,12 @@ class ExecTest : public PerEngineTest {
     return seen;
   }
 
-  Runtime rt_;
+  // Made on first use: SetUp has chosen the test's home by then.
+  std::unique_ptr<Runtime> rt_;
+  Runtime& rt() {
+    if (!rt_) rt_ = std::make_unique<Runtime>(RuntimeOptions{.home_dir = home_});
+    return *rt_;
+  }
   std::shared_ptr<Box> box_;
 };
 

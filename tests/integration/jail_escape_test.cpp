@@ -21,7 +21,7 @@ class JailEscapeTest : public BoxliteTest {
     o.rootfs_path = image(img);
     o.engine = "jail";
     o.memory_mib = memory_mib;
-    auto box = rt_.create(o);
+    auto box = rt().create(o);
     boxes_.push_back(box);
     return box;
   }
@@ -38,7 +38,12 @@ class JailEscapeTest : public BoxliteTest {
     EXPECT_EQ(r.stderr_text.find(secret_), std::string::npos) << r.stderr_text;
   }
 
-  Runtime rt_;
+  // Made on first use: SetUp has chosen the test's home by then.
+  std::unique_ptr<Runtime> rt_;
+  Runtime& rt() {
+    if (!rt_) rt_ = std::make_unique<Runtime>(RuntimeOptions{.home_dir = home_});
+    return *rt_;
+  }
   std::vector<std::shared_ptr<Box>> boxes_;
   std::string secret_, secret_path_;
 };
@@ -157,7 +162,7 @@ TEST_F(JailEscapeTest, ASymlinkInTheImagePointingAtAHostPathStaysInside) {
   BoxOptions o;
   o.rootfs_path = img;
   o.engine = "jail";
-  auto box = rt_.create(o);
+  auto box = rt().create(o);
   boxes_.push_back(box);
   auto r = box->run(ExecOptions{{"sh", "-c", "cat /etc/evil /etc/evil2 2>&1; ls -la /etc"}});
   expect_no_secret(r);

@@ -71,6 +71,36 @@ TEST_P(LifecycleTest, AShimKilledWithSigkillLeavesAStoppedBoxThatStartsAgain) {
   EXPECT_EQ(run_cli({"exec", id, "--", "cat", "/root/f"}).out, "survives\n");
 }
 
+// The engine itself (QEMU, or the jail's init) killed: its shim records why.
+TEST_P(LifecycleTest, AnEngineKilledWithSigkillLeavesAStoppedBoxThatStartsAgain) {
+  std::string id = create("engine-victim");
+  ASSERT_EQ(run_cli({"start", id}).exit_code, 0);
+  ASSERT_EQ(run_cli({"exec", id, "--", "sh", "-c", "echo survives > /root/f && sync"}).exit_code, 0);
+  bool killed = false;
+  if (vm()) {
+    for (pid_t p : processes_mentioning(home_ + "/boxes/" + id)) {
+      if (trim(read_file("/proc/" + std::to_string(p) + "/comm")).rfind("qemu", 0) == 0) killed = ::kill(p, SIGKILL) == 0;
+    }
+  } else {
+    // The jail's init is the shim's child named boxlite-guest.
+    std::string shim_pid = nlohmann::json::parse(run_cli({"inspect", id}).out)[0]["State"]["Pid"].dump();
+    for (const auto& child : split(trim(read_file("/proc/" + shim_pid + "/task/" + shim_pid + "/children")), ' ')) {
+      if (!child.empty() && trim(read_file("/proc/" + child + "/comm")) == "boxlite-guest") {
+        killed = ::kill(std::stoi(child), SIGKILL) == 0;
+      }
+    }
+  }
+  ASSERT_TRUE(killed);
+  for (int i = 0; i < 100 && status(id) != "stopped"; ++i) ::usleep(50000);
+  auto info = nlohmann::json::parse(run_cli({"inspect", id}).out)[0];
+  EXPECT_EQ(info["State"]["Status"], "stopped");
+  EXPECT_NE(info["State"]["Error"].get<std::string>().find("exited unexpectedly (killed by signal"), std::string::npos)
+      << info.dump();
+  EXPECT_TRUE(processes_mentioning(home_ + "/boxes/" + id).empty());
+  ASSERT_EQ(run_cli({"start", id}).exit_code, 0);
+  EXPECT_EQ(run_cli({"exec", id, "--", "cat", "/root/f"}).out, "survives\n");
+}
+
 TEST_P(LifecycleTest, AnotherProcessReachesTheBoxThroughItsShim) {
   std::string id = create("shared");
   ASSERT_EQ(run_cli({"start", "shared"}).exit_code, 0);
