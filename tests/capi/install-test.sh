@@ -13,7 +13,7 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 pc=$(dirname "$(find "$prefix" -name boxlite.pc)")
 export PKG_CONFIG_PATH="$pc"
 for f in include/boxlite.h; do test -f "$prefix/$f"; done
-libdir=$(pkg-config --variable=libdir boxlite)
+libdir=$(realpath "$(pkg-config --variable=libdir boxlite)")
 for f in libboxlite.so libboxlite.a boxlite/boxlite-shim boxlite/boxlite-guest boxlite/kernel/vmlinux; do
   test -e "$libdir/$f" || { echo "install-test: missing $libdir/$f" >&2; exit 1; }
 done
@@ -36,7 +36,7 @@ BOXLITE_LIBEXEC_DIR="$libdir/boxlite" ./prog-static > out-static.txt  # a static
 kill $watcher
 rm -rf "$home"
 grep -q "exit_code = 0" out-shared.txt && grep -q "exit_code = 0" out-static.txt
-sort -u shims.txt
+sort -u shims.txt -o shims.txt; cat shims.txt
 test -s shims.txt
 if grep -v "^$libdir/boxlite/boxlite-shim" shims.txt; then echo "install-test: a shim outside the prefix ran" >&2; exit 1; fi
 echo "install-test: ok ($prefix)"
