@@ -59,13 +59,15 @@ bool reserve_window(ExecState& st, size_t n) {
 }  // namespace
 
 void pump_output(const std::shared_ptr<ExecState>& st) {
-  while (auto chunk = st->exec->next_output()) {
-    if (!reserve_window(*st, chunk->data.size())) continue;
-    st->rt->post(output_event(st, std::move(*chunk)));
-  }
   int code = -1;
+  Outcome o = capture([&] {
+    while (auto chunk = st->exec->next_output()) {
+      if (!reserve_window(*st, chunk->data.size())) continue;
+      st->rt->post(output_event(st, std::move(*chunk)));
+    }
+    code = st->exec->wait().exit_code;
+  });
   std::optional<Error> err;
-  Outcome o = capture([&] { code = st->exec->wait().exit_code; });
   if (!o.ok()) err = Error(o.code, o.message);
   std::vector<std::function<void(int, const Error*)>> waiters;
   {

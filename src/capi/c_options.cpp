@@ -20,7 +20,11 @@ BoxOptions checked_options(const CBoxliteOptions& o, const char* fn) {
     for (const auto& u : unsupported) what += (what.empty() ? "" : "; ") + u;
     throw Error(ErrorCode::Unsupported, std::string(fn) + ": not supported yet: " + what);
   }
-  validate_box_options(o.core);
+  try {
+    validate_box_options(o.core);
+  } catch (const Error& e) {
+    throw Error(e.code(), std::string(fn) + ": " + e.what());
+  }
   return o.core;
 }
 

@@ -2,6 +2,7 @@
 // boundary; images; the free functions of plain structs.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -201,6 +202,25 @@ void free_runtime(CBoxliteRuntime* runtime) {
   delete runtime;
 }
 
+// Runs a batch on this thread (dispatch_mu held); returns how many callbacks ran.
+int dispatch_batch(RuntimeState* st, std::deque<Event>& batch) {
+  int count = 0;
+  RuntimeState* outer = tl_draining;
+  tl_draining = st;
+  for (auto& ev : batch) {
+    if (st->free_deferred) {
+      if (ev.exec) ev.exec->release(ev.bytes);
+      continue;
+    }
+    bool cancelled = ev.token && ev.token->cancelled;
+    dispatch(ev);
+    if (!cancelled) ++count;
+    ev = Event{};  // captures released now, not at the end of the batch
+  }
+  tl_draining = outer;
+  return count;
+}
+
 int drain(CBoxliteRuntime* runtime, int timeout_ms, CBoxliteError* out_error) {
   if (!runtime) {
     fill_error(out_error, ErrorCode::InvalidArgument, "boxlite_runtime_drain: runtime is NULL");
@@ -216,24 +236,24 @@ int drain(CBoxliteRuntime* runtime, int timeout_ms, CBoxliteError* out_error) {
     fill_error(out_error, ErrorCode::InvalidState, "boxlite_runtime_drain: the runtime has been freed");
     return -1;
   }
-  st->queue.wait(timeout_ms);
+  // Another thread draining at once may take what woke this one: wait again
+  // while the timeout allows.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
   int count = 0;
-  {
+  for (;;) {
+    int wait_ms = timeout_ms;
+    if (timeout_ms > 0) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      wait_ms = static_cast<int>(std::max<int64_t>(left.count(), 0));
+    }
+    if (timeout_ms <= 0 || wait_ms > 0) st->queue.wait(timeout_ms > 0 ? wait_ms : timeout_ms);
     std::lock_guard lk(st->dispatch_mu);
     std::deque<Event> batch = st->queue.take_all();
-    RuntimeState* outer = tl_draining;
-    tl_draining = st;
-    for (auto& ev : batch) {
-      if (st->free_deferred) {
-        if (ev.exec) ev.exec->release(ev.bytes);
-        continue;
-      }
-      bool cancelled = ev.token && ev.token->cancelled;
-      dispatch(ev);
-      if (!cancelled) ++count;
-      ev = Event{};  // captures released now, not at the end of the batch
+    if (!batch.empty()) {
+      count = dispatch_batch(st, batch);
+      break;
     }
-    tl_draining = outer;
+    if (timeout_ms == 0 || st->freed || (timeout_ms > 0 && std::chrono::steady_clock::now() >= deadline)) break;
   }
   if (st->free_deferred) free_runtime(runtime);
   return count;
