@@ -386,6 +386,47 @@ int main(int argc, char **argv) {
   boxlite_box_free(box);
   boxlite_free_string(id);
 
+  /* Every box option that the core supports, observed in the box. */
+  CHECK_RC(boxlite_options_new("not-a-registry-name", &o, &e), Ok, &e);
+  boxlite_options_set_rootfs_path(o, image); /* beats the image reference */
+  CHECK_RC(boxlite_options_set_engine(o, getenv("BOXLITE_ENGINE"), &e), Ok, &e);
+  boxlite_options_set_name(o, "configured");
+  boxlite_options_set_cpus(o, 2);
+  boxlite_options_set_memory(o, 512);
+  boxlite_options_set_workdir(o, "/tmp");
+  boxlite_options_set_user(o, "1000:1000");
+  boxlite_options_add_env(o, "OPT_VAR", "from-options");
+  const char *ep[] = {"/bin/sh", "-c"};
+  const char *cm[] = {"sleep 1"};
+  boxlite_options_set_entrypoint(o, ep, 2);
+  boxlite_options_set_cmd(o, cm, 1);
+  boxlite_options_set_network_disabled(o);
+  boxlite_options_set_auto_remove(o, 0);
+  boxlite_options_set_detach(o, 0);
+  CAdvancedBoxOptions *adv = NULL;
+  CHECK_RC(boxlite_advanced_options_new(&adv, &e), Ok, &e);
+  boxlite_advanced_options_set_security_enabled(adv, 1);
+  boxlite_options_set_advanced(o, adv);
+  boxlite_advanced_options_free(adv);
+  Op made = {0};
+  CHECK_RC(boxlite_create_box(rt, o, op_box, &made, &e), Ok, &e);
+  boxlite_options_free(o);
+  pump_until(rt, &made.done, 120);
+  CHECK(made.code == Ok);
+  info = boxlite_box_info(made.box);
+  CHECK(info && info->cpus == 2 && info->memory_mib == 512 && strcmp(info->name, "configured") == 0);
+  boxlite_free_box_info(info);
+  expect_out(made.box, "echo \"$(pwd) $(id -u) $OPT_VAR\"", "/tmp 1000 from-options\n");
+  boxlite_box_free(made.box); /* auto_remove off: the box stays (stopped) */
+  Info kept = {0};
+  CHECK_RC(boxlite_get_info(rt, "configured", on_info, &kept, &e), Ok, &e);
+  pump_until(rt, &kept.op.done, 30);
+  CHECK(kept.op.code == Ok && !kept.running);
+  memset(&rm, 0, sizeof rm);
+  CHECK_RC(boxlite_remove(rt, "configured", 0, op_done, &rm, &e), Ok, &e);
+  pump_until(rt, &rm.done, 60);
+  CHECK(rm.code == Ok);
+
   /* shutdown: later operations fail at once, before any drain */
   CBoxHandle *last = create(image, NULL);
   box_step(boxlite_start_box, last, Ok);
