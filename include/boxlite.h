@@ -351,6 +351,10 @@ enum BoxliteErrorCode boxlite_execution_tty_resize(CExecutionHandle *execution, 
                                                    CExecutionResizeCb cb, void *user_data,
                                                    CBoxliteError *out_error);
 
+/* Addition (docs/c-api.md): 1 when the command ended because of its timeout_secs,
+ * 0 otherwise (also before it ended, and for a NULL handle). Synchronous. */
+int boxlite_execution_timed_out(CExecutionHandle *execution);
+
 /* Releases the handle: callbacks not yet dispatched for it are dropped; the command
  * keeps running (its stdin is closed, its output is discarded). */
 void boxlite_execution_free(CExecutionHandle *execution);

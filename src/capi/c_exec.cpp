@@ -60,12 +60,15 @@ bool reserve_window(ExecState& st, size_t n) {
 
 void pump_output(const std::shared_ptr<ExecState>& st) {
   int code = -1;
+  bool timed_out = false;
   Outcome o = capture([&] {
     while (auto chunk = st->exec->next_output()) {
       if (!reserve_window(*st, chunk->data.size())) continue;
       st->rt->post(output_event(st, std::move(*chunk)));
     }
-    code = st->exec->wait().exit_code;
+    ExecResult r = st->exec->wait();
+    code = r.exit_code;
+    timed_out = r.timed_out;
   });
   std::optional<Error> err;
   if (!o.ok()) err = Error(o.code, o.message);
@@ -74,6 +77,7 @@ void pump_output(const std::shared_ptr<ExecState>& st) {
     std::lock_guard lk(st->mu);
     st->done = true;
     st->exit_code = code;
+    st->timed_out = timed_out;
     st->error = err;
     waiters.swap(st->waiters);
   }
@@ -287,6 +291,12 @@ BoxliteErrorCode boxlite_execution_tty_resize(CExecutionHandle* execution, int r
     post_done(st, capture([&] { st.exec->resize(static_cast<unsigned>(rows), static_cast<unsigned>(cols)); }), cb,
               user_data);
   });
+}
+
+int boxlite_execution_timed_out(CExecutionHandle* execution) {
+  if (!execution) return 0;
+  std::lock_guard lk(execution->st->mu);
+  return execution->st->done && execution->st->timed_out ? 1 : 0;
 }
 
 void boxlite_execution_free(CExecutionHandle* execution) {

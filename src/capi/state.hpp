@@ -123,6 +123,7 @@ struct ExecState {
   size_t queued_bytes = 0;  // output posted but not yet dispatched
   bool done = false;
   int exit_code = -1;
+  bool timed_out = false;  // stopped by its timeout_secs
   std::optional<Error> error;
   std::vector<std::function<void(int, const Error*)>> waiters;
 

@@ -73,6 +73,7 @@ static void check_frees(void) {
   boxlite_advanced_options_set_security_enabled(NULL, 0);
   CHECK(boxlite_box_id(NULL) == NULL);
   CHECK(boxlite_box_info(NULL) == NULL);
+  CHECK(boxlite_execution_timed_out(NULL) == 0);
 }
 
 /* A create that must fail synchronously with `want`, its message naming `needle`. */

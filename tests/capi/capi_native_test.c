@@ -210,7 +210,12 @@ int main(int argc, char **argv) {
   const char *longargs[] = {"30"};
   BoxliteCommand timed = {.command = "sleep", .args = longargs, .argc = 1, .timeout_secs = 0.5};
   t = now_s();
-  finish(start(box, &timed, &r), &r);
+  ex = start(box, &timed, &r);
+  CHECK(boxlite_execution_timed_out(ex) == 0);
+  CHECK_RC(boxlite_execution_wait(ex, op_wait, &r.wait, &e), Ok, &e);
+  pump_until(rt, &r.wait.done, 60);
+  CHECK(boxlite_execution_timed_out(ex) == 1);
+  boxlite_execution_free(ex);
   printf("a 0.5 s timeout ended `sleep 30` after %.2f s with exit code %d\n", now_s() - t, r.wait.exit_code);
   CHECK(now_s() - t < 10 && r.wait.exit_code != 0);
 
