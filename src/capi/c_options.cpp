@@ -1,6 +1,7 @@
 // CBoxliteOptions and CAdvancedBoxOptions. The void setters cannot report, so a
 // bad value is remembered and reported by boxlite_create_box; so is a documented
 // option the core does not support yet: it is never silently dropped.
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -104,7 +105,11 @@ BoxliteErrorCode boxlite_options_add_port(CBoxliteOptions* opts, uint16_t host_p
   return guard(nullptr, [&] {
     require(opts, "boxlite_options_add_port", "opts");
     if (guest_port == 0) invalid("boxlite_options_add_port: guest_port must be 1..65535");
-    if (protocol != BoxlitePortProtocolTcp && protocol != BoxlitePortProtocolUdp) {
+    // A C caller may pass any int; reading it as the C++ enum would be undefined.
+    unsigned raw = 0;
+    static_assert(sizeof raw == sizeof protocol);
+    std::memcpy(&raw, &protocol, sizeof raw);
+    if (raw != BoxlitePortProtocolTcp && raw != BoxlitePortProtocolUdp) {
       invalid("boxlite_options_add_port: protocol must be BoxlitePortProtocolTcp or BoxlitePortProtocolUdp");
     }
     note_unsupported(opts, "port forwarding (boxlite_options_add_port)");
