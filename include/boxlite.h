@@ -245,8 +245,8 @@ int boxlite_runtime_drain(CBoxliteRuntime *runtime, int timeout_ms, CBoxliteErro
 
 /* Stops every box this runtime handed out, in parallel (async). timeout_secs:
  * 0 = 10 s, -1 = as long as it takes, > 0 = that many seconds per box. The runtime
- * is marked closed before this returns: later create/get/remove calls fail at once
- * with Stopped. */
+ * is marked closed before this returns: later create, get_or_create, get, remove,
+ * start and exec calls fail at once with Stopped (stop, info and list still work). */
 enum BoxliteErrorCode boxlite_runtime_shutdown(CBoxliteRuntime *runtime, int timeout_secs,
                                                CRuntimeShutdownCb cb, void *user_data,
                                                CBoxliteError *out_error);
