@@ -24,7 +24,6 @@ void ExecState::add_waiter(std::function<void(int, const Error*)> w) {
   }
   int code = exit_code;
   std::optional<Error> err = error;
-  lk.unlock();
   rt->post({[w, code, err] { w(code, err ? &*err : nullptr); }, token, nullptr, 0});
 }
 
@@ -72,24 +71,24 @@ void pump_output(const std::shared_ptr<ExecState>& st) {
   });
   std::optional<Error> err;
   if (!o.ok()) err = Error(o.code, o.message);
+  // Posted under the lock, so a wait registered right after `done` is set still
+  // fires after the exit event.
+  std::lock_guard lk(st->mu);
+  st->done = true;
+  st->exit_code = code;
+  st->timed_out = timed_out;
+  st->error = err;
   std::vector<std::function<void(int, const Error*)>> waiters;
-  {
-    std::lock_guard lk(st->mu);
-    st->done = true;
-    st->exit_code = code;
-    st->timed_out = timed_out;
-    st->error = err;
-    waiters.swap(st->waiters);
-  }
+  waiters.swap(st->waiters);
   st->rt->post({[st, code, err, waiters] {
-              std::unique_lock lk(st->mu);
-              CBoxExitCb cb = st->exit_cb;
-              void* ud = st->exit_ud;
-              lk.unlock();
-              if (cb) cb(code, ud);
-              for (const auto& w : waiters) w(code, err ? &*err : nullptr);
-            },
-            st->token, nullptr, 0});
+                  std::unique_lock elk(st->mu);
+                  CBoxExitCb cb = st->exit_cb;
+                  void* ud = st->exit_ud;
+                  elk.unlock();
+                  if (cb) cb(code, ud);
+                  for (const auto& w : waiters) w(code, err ? &*err : nullptr);
+                },
+                st->token, nullptr, 0});
 }
 
 namespace {
