@@ -1,5 +1,6 @@
 #include "core/paths.hpp"
 
+#include <dlfcn.h>
 #include <pwd.h>
 #include <unistd.h>
 
@@ -32,6 +33,15 @@ std::string libexec_dir() {
   if (n > 0) {
     std::string exe(buf, static_cast<size_t>(n));
     std::string dir = exe.substr(0, exe.rfind('/'));
+    if (path_exists(dir + "/boxlite-shim")) return dir;
+  }
+  // Linked into libboxlite.so: the shim sits beside it in the build tree, or in
+  // <libdir>/boxlite once installed.
+  Dl_info self{};
+  if (::dladdr(reinterpret_cast<void*>(&libexec_dir), &self) != 0 && self.dli_fname) {
+    std::string lib = self.dli_fname;
+    std::string dir = lib.rfind('/') == std::string::npos ? "." : lib.substr(0, lib.rfind('/'));
+    if (path_exists(dir + "/boxlite/boxlite-shim")) return dir + "/boxlite";
     if (path_exists(dir + "/boxlite-shim")) return dir;
   }
   return BOXLITE_BUILD_DIR;

@@ -21,7 +21,8 @@ struct HomeLayout {
 
 // Directory of boxlite-shim, boxlite-guest and kernel/: $BOXLITE_LIBEXEC_DIR,
 // else the directory of the running executable when it holds boxlite-shim,
-// else the build tree this library was compiled in.
+// else <dir>/boxlite or <dir> of the shared library holding this code (an installed
+// or in-tree libboxlite.so), else the build tree this library was compiled in.
 std::string libexec_dir();
 
 }  // namespace boxlite::core

@@ -1,0 +1,386 @@
+// Boxes through the C API: create, get, start, stop, remove, info, copy.
+#include <cstdlib>
+#include <cstring>
+
+#include "capi/errors.hpp"
+#include "capi/options.hpp"
+#include "capi/state.hpp"
+
+namespace boxlite::capi {
+
+std::shared_ptr<Box> RuntimeState::lookup(const std::string& id_or_name) {
+  BoxInfo info;
+  try {
+    info = core->get_info(id_or_name);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::NotFound) return nullptr;
+    throw;
+  }
+  std::lock_guard lk(lookup_mu);
+  if (auto box = cached_box(info.id)) return box;
+  auto box = core->get(info.id);
+  if (box) remember_box(box);
+  return box;
+}
+
+namespace {
+
+// A handle made on a worker for a create/get callback: deleted unless the
+// callback took it (the event may be dropped when the runtime is freed).
+class HandleOwner {
+ public:
+  explicit HandleOwner(CBoxHandle* h) : h_(h) {}
+  ~HandleOwner() { delete h_; }
+  HandleOwner(const HandleOwner&) = delete;
+  HandleOwner& operator=(const HandleOwner&) = delete;
+  CBoxHandle* release() { return std::exchange(h_, nullptr); }
+
+ private:
+  CBoxHandle* h_;
+};
+
+std::shared_ptr<HandleOwner> own_handle(const std::shared_ptr<RuntimeState>& st, std::shared_ptr<Box> box) {
+  if (!box) return nullptr;
+  return std::make_shared<HandleOwner>(new CBoxHandle{st, std::move(box)});
+}
+
+// Posts cb(handle or NULL, err, user_data) for a create/get.
+template <class Cb>
+void post_handle(const std::shared_ptr<RuntimeState>& st, const Outcome& o, std::shared_ptr<Box> box, Cb cb,
+                 void* user_data) {
+  auto owner = o.ok() ? own_handle(st, std::move(box)) : nullptr;
+  st->post({[o, owner, cb, user_data] {
+              CBoxHandle* h = owner ? owner->release() : nullptr;
+              o.deliver([&](CBoxliteError* e) { cb(h, e, user_data); });
+            },
+            nullptr, nullptr, 0});
+}
+
+// Posts cb(err, user_data) for an operation on a box handle.
+template <class Cb>
+void post_done(CBoxHandle* handle, const Outcome& o, Cb cb, void* user_data) {
+  handle->rt->post({[o, cb, user_data] { o.deliver([&](CBoxliteError* e) { cb(e, user_data); }); }, handle->token,
+                    nullptr, 0});
+}
+
+void require_handle(CBoxHandle* h, const char* fn) {
+  require(h, fn, "handle");
+  h->rt->check_open(fn);
+}
+
+template <class Cb>
+void require_cb(Cb cb, const char* fn) {
+  require(reinterpret_cast<void*>(cb), fn, "cb");
+}
+
+// A CBoxInfo's strings, malloc'ed; throws bad_alloc (after freeing) on failure.
+void fill_info(CBoxInfo& c, const BoxInfo& i) {
+  c = CBoxInfo{};
+  c.id = dup_string(i.id);
+  c.name = i.name.empty() ? nullptr : dup_string(i.name);
+  c.image = dup_string(i.image);
+  c.status = dup_string(i.status);
+  c.running = i.status == "running";
+  c.pid = c.running ? i.shim_pid : 0;
+  c.cpus = i.cpus;
+  c.memory_mib = i.memory_mib;
+  c.created_at = i.created_at_ms / 1000;
+  if (!c.id || !c.image || !c.status || (!i.name.empty() && !c.name)) {
+    std::free(c.id);
+    std::free(c.name);
+    std::free(c.image);
+    std::free(c.status);
+    throw std::bad_alloc();
+  }
+}
+
+void free_info_fields(CBoxInfo& c) {
+  std::free(c.id);
+  std::free(c.name);
+  std::free(c.image);
+  std::free(c.status);
+}
+
+// Runs a box operation on a worker and posts its callback (arguments checked).
+template <class Work, class Cb>
+void submit_box_task(CBoxHandle* handle, Cb cb, void* user_data, Work work) {
+  std::shared_ptr<Box> box = handle->box;
+  handle->rt->pool.submit([rt = handle->rt, token = handle->token, box, work, cb, user_data] {
+    Outcome o = capture([&] { work(*box); });
+    rt->post({[o, cb, user_data] { o.deliver([&](CBoxliteError* e) { cb(e, user_data); }); }, token, nullptr, 0});
+  });
+}
+
+template <class Work, class Cb>
+BoxliteErrorCode box_op(CBoxHandle* handle, Cb cb, void* user_data, CBoxliteError* out_error, const char* fn,
+                        Work work) {
+  return guard(out_error, [&] {
+    require_handle(handle, fn);
+    require_cb(cb, fn);
+    submit_box_task(handle, cb, user_data, work);
+  });
+}
+
+}  // namespace
+}  // namespace boxlite::capi
+
+using namespace boxlite;
+using namespace boxlite::capi;
+
+extern "C" {
+
+BoxliteErrorCode boxlite_create_box(CBoxliteRuntime* runtime, CBoxliteOptions* opts, CBoxCreateBoxCb cb,
+                                    void* user_data, CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_create_box";
+    require(runtime, fn, "runtime");
+    require(opts, fn, "opts");
+    require_cb(cb, fn);
+    auto st = runtime->st;
+    st->check_open(fn);
+    BoxOptions o = checked_options(*opts, fn);
+    std::string name = opts->name;
+    st->pool.submit([st, o, name, cb, user_data] {
+      std::shared_ptr<Box> box;
+      Outcome out = capture([&] {
+        box = st->core->create(o, name);
+        st->remember_box(box);
+      });
+      post_handle(st, out, std::move(box), cb, user_data);
+    });
+  });
+}
+
+BoxliteErrorCode boxlite_get_or_create_box(CBoxliteRuntime* runtime, CBoxliteOptions* opts, CBoxGetOrCreateBoxCb cb,
+                                           void* user_data, CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_get_or_create_box";
+    require(runtime, fn, "runtime");
+    require(opts, fn, "opts");
+    require_cb(cb, fn);
+    if (opts->name.empty()) invalid("boxlite_get_or_create_box: the options have no name (boxlite_options_set_name)");
+    auto st = runtime->st;
+    st->check_open(fn);
+    BoxOptions o = checked_options(*opts, fn);
+    std::string name = opts->name;
+    st->pool.submit([st, o, name, cb, user_data] {
+      std::shared_ptr<Box> box;
+      bool created = false;
+      Outcome out = capture([&] {
+        box = st->lookup(name);
+        if (box) return;
+        try {
+          box = st->core->create(o, name);
+          st->remember_box(box);
+          created = true;
+        } catch (const Error& e) {
+          if (e.code() != ErrorCode::AlreadyExists) throw;
+          box = st->lookup(name);  // another creator won the race
+          if (!box) throw;
+        }
+      });
+      auto owner = out.ok() ? own_handle(st, std::move(box)) : nullptr;
+      st->post({[out, owner, created, cb, user_data] {
+                  CBoxHandle* h = owner ? owner->release() : nullptr;
+                  out.deliver([&](CBoxliteError* e) { cb(h, created ? 1 : 0, e, user_data); });
+                },
+                nullptr, nullptr, 0});
+    });
+  });
+}
+
+BoxliteErrorCode boxlite_start_box(CBoxHandle* handle, CBoxStartBoxCb cb, void* user_data, CBoxliteError* out_error) {
+  return box_op(handle, cb, user_data, out_error, "boxlite_start_box", [](Box& b) { b.start(); });
+}
+
+BoxliteErrorCode boxlite_stop_box(CBoxHandle* handle, CBoxStopBoxCb cb, void* user_data, CBoxliteError* out_error) {
+  // Stopping is allowed after a runtime shutdown: it is what shutdown does anyway.
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_stop_box";
+    require(handle, fn, "handle");
+    require_cb(cb, fn);
+    if (handle->rt->freed) throw Error(ErrorCode::InvalidState, "boxlite_stop_box: the runtime has been freed");
+    submit_box_task(handle, cb, user_data, [](Box& b) { b.stop(); });
+  });
+}
+
+BoxliteErrorCode boxlite_get(CBoxliteRuntime* runtime, const char* id_or_name, CBoxGetBoxCb cb, void* user_data,
+                             CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_get";
+    require(runtime, fn, "runtime");
+    require_str(id_or_name, fn, "id_or_name");
+    require_cb(cb, fn);
+    auto st = runtime->st;
+    st->check_open(fn);
+    std::string id = id_or_name;
+    st->pool.submit([st, id, cb, user_data] {
+      std::shared_ptr<Box> box;
+      Outcome out = capture([&] {
+        box = st->lookup(id);
+        if (!box) throw Error(ErrorCode::NotFound, "No such box: " + id);
+      });
+      post_handle(st, out, std::move(box), cb, user_data);
+    });
+  });
+}
+
+BoxliteErrorCode boxlite_remove(CBoxliteRuntime* runtime, const char* id_or_name, int force, CBoxRemoveBoxCb cb,
+                                void* user_data, CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_remove";
+    require(runtime, fn, "runtime");
+    require_str(id_or_name, fn, "id_or_name");
+    require_cb(cb, fn);
+    auto st = runtime->st;
+    st->check_open(fn);
+    std::string id = id_or_name;
+    st->pool.submit([st, id, force, cb, user_data] {
+      Outcome out = capture([&] {
+        BoxInfo info = st->core->get_info(id);
+        // A box this runtime handed out is removed through its own Box, which
+        // owns its shim; the core's remove would reach it through a second one.
+        if (auto box = st->cached_box(info.id)) {
+          if (box->state() == BoxState::Running && !force) {
+            throw Error(ErrorCode::InvalidState, "box " + info.id + " is running: stop it first, or remove it with force");
+          }
+          box->destroy();
+        } else {
+          st->core->remove(info.id, force != 0);
+        }
+      });
+      st->post({[out, cb, user_data] { out.deliver([&](CBoxliteError* e) { cb(e, user_data); }); }, nullptr,
+                nullptr, 0});
+    });
+  });
+}
+
+BoxliteErrorCode boxlite_get_info(CBoxliteRuntime* runtime, const char* id_or_name, CBoxInfoCb cb, void* user_data,
+                                  CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_get_info";
+    require(runtime, fn, "runtime");
+    require_str(id_or_name, fn, "id_or_name");
+    require_cb(cb, fn);
+    auto st = runtime->st;
+    if (st->freed) throw Error(ErrorCode::InvalidState, "boxlite_get_info: the runtime has been freed");
+    std::string id = id_or_name;
+    st->pool.submit([st, id, cb, user_data] {
+      auto info = std::make_shared<BoxInfo>();
+      Outcome out = capture([&] { *info = st->core->get_info(id); });
+      st->post({[out, info, cb, user_data] {
+                  if (!out.ok()) return out.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
+                  CBoxInfo c;
+                  Outcome conv = capture([&] { fill_info(c, *info); });
+                  if (!conv.ok()) return conv.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
+                  cb(&c, nullptr, user_data);
+                  free_info_fields(c);
+                },
+                nullptr, nullptr, 0});
+    });
+  });
+}
+
+BoxliteErrorCode boxlite_list_info(CBoxliteRuntime* runtime, CBoxInfoListCb cb, void* user_data,
+                                   CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_list_info";
+    require(runtime, fn, "runtime");
+    require_cb(cb, fn);
+    auto st = runtime->st;
+    if (st->freed) throw Error(ErrorCode::InvalidState, "boxlite_list_info: the runtime has been freed");
+    st->pool.submit([st, cb, user_data] {
+      auto infos = std::make_shared<std::vector<BoxInfo>>();
+      Outcome out = capture([&] { *infos = st->core->list_info(); });
+      st->post({[out, infos, cb, user_data] {
+                  if (!out.ok()) return out.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
+                  std::vector<CBoxInfo> items(infos->size());
+                  size_t filled = 0;
+                  Outcome conv = capture([&] {
+                    for (; filled < items.size(); ++filled) fill_info(items[filled], (*infos)[filled]);
+                  });
+                  if (conv.ok()) {
+                    CBoxInfoList list{items.data(), static_cast<int>(items.size())};
+                    cb(&list, nullptr, user_data);
+                  } else {
+                    conv.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
+                  }
+                  for (size_t i = 0; i < filled; ++i) free_info_fields(items[i]);
+                },
+                nullptr, nullptr, 0});
+    });
+  });
+}
+
+char* boxlite_box_id(CBoxHandle* handle) {
+  if (!handle) return nullptr;
+  return dup_string(handle->box->id());
+}
+
+CBoxInfo* boxlite_box_info(CBoxHandle* handle) {
+  if (!handle) return nullptr;
+  try {
+    BoxInfo info = handle->rt->core->get_info(handle->box->id());
+    auto* c = static_cast<CBoxInfo*>(std::calloc(1, sizeof(CBoxInfo)));
+    if (!c) return nullptr;
+    try {
+      fill_info(*c, info);
+    } catch (...) {
+      std::free(c);
+      return nullptr;
+    }
+    return c;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+void boxlite_box_free(CBoxHandle* handle) {
+  if (!handle) return;
+  handle->token->cancelled = true;
+  try {
+    delete handle;  // the last reference to an auto_remove box removes it (core ~Box)
+  } catch (...) {
+  }
+}
+
+BoxliteErrorCode boxlite_copy_into(CBoxHandle* handle, const char* host_src, const char* guest_dst, CBoxCopyCb cb,
+                                   void* user_data, CBoxliteError* out_error) {
+  const char* fn = "boxlite_copy_into";
+  return guard(out_error, [&] {
+    require_str(host_src, fn, "host_src");
+    require_str(guest_dst, fn, "guest_dst");
+    require_handle(handle, fn);
+    require_cb(cb, fn);
+    std::string src = host_src, dst = guest_dst;
+    submit_box_task(handle, cb, user_data, [src, dst](Box& b) { b.copy_in(src, dst); });
+  });
+}
+
+BoxliteErrorCode boxlite_copy_out(CBoxHandle* handle, const char* guest_src, const char* host_dst, CBoxCopyCb cb,
+                                  void* user_data, CBoxliteError* out_error) {
+  const char* fn = "boxlite_copy_out";
+  return guard(out_error, [&] {
+    require_str(guest_src, fn, "guest_src");
+    require_str(host_dst, fn, "host_dst");
+    require_handle(handle, fn);
+    require_cb(cb, fn);
+    std::string src = guest_src, dst = host_dst;
+    submit_box_task(handle, cb, user_data, [src, dst](Box& b) { b.copy_out(src, dst); });
+  });
+}
+
+void boxlite_free_box_info(CBoxInfo* info) {
+  if (!info) return;
+  free_info_fields(*info);
+  std::free(info);
+}
+
+void boxlite_free_box_info_list(CBoxInfoList* list) {
+  if (!list) return;
+  for (int i = 0; i < list->count; ++i) free_info_fields(list->items[i]);
+  std::free(list->items);
+  std::free(list);
+}
+
+}  // extern "C"

@@ -1,0 +1,319 @@
+// Executions through the C API: start, output pump, stdin, wait, signals.
+#include <signal.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "capi/errors.hpp"
+#include "capi/state.hpp"
+
+namespace boxlite::capi {
+
+void ExecState::release(size_t bytes) {
+  if (bytes == 0) return;
+  std::lock_guard lk(mu);
+  queued_bytes -= std::min(queued_bytes, bytes);
+  cv.notify_all();
+}
+
+void ExecState::add_waiter(std::function<void(int, const Error*)> w) {
+  std::unique_lock lk(mu);
+  if (!done) {
+    waiters.push_back(std::move(w));
+    return;
+  }
+  int code = exit_code;
+  std::optional<Error> err = error;
+  rt->post({[w, code, err] { w(code, err ? &*err : nullptr); }, token, nullptr, 0});
+}
+
+namespace {
+
+// The output event of one chunk: the callback registered when it is dispatched.
+Event output_event(const std::shared_ptr<ExecState>& st, OutputChunk chunk) {
+  size_t n = chunk.data.size();
+  bool out = chunk.stream == StreamKind::Stdout;
+  auto data = std::make_shared<std::string>(std::move(chunk.data));
+  Event ev{[st, out, data] {
+             std::unique_lock lk(st->mu);
+             auto cb = out ? st->out_cb : st->err_cb;
+             void* ud = out ? st->out_ud : st->err_ud;
+             lk.unlock();
+             if (cb) cb(reinterpret_cast<const uint8_t*>(data->data()), data->size(), ud);
+           },
+           st->token, st, n};
+  return ev;
+}
+
+// Waits until the chunk fits in the execution's window. False: discard it (the
+// handle or the runtime was freed).
+bool reserve_window(ExecState& st, size_t n) {
+  std::unique_lock lk(st.mu);
+  st.cv.wait(lk, [&] { return st.queued_bytes + n <= kOutputWindow || st.queued_bytes == 0 || st.token->cancelled || st.rt->freed; });
+  if (st.token->cancelled || st.rt->freed) return false;
+  st.queued_bytes += n;
+  return true;
+}
+
+}  // namespace
+
+void pump_output(const std::shared_ptr<ExecState>& st) {
+  int code = -1;
+  bool timed_out = false;
+  Outcome o = capture([&] {
+    while (auto chunk = st->exec->next_output()) {
+      if (!reserve_window(*st, chunk->data.size())) continue;
+      st->rt->post(output_event(st, std::move(*chunk)));
+    }
+    ExecResult r = st->exec->wait();
+    code = r.exit_code;
+    timed_out = r.timed_out;
+  });
+  std::optional<Error> err;
+  if (!o.ok()) err = Error(o.code, o.message);
+  // Posted under the lock, so a wait registered right after `done` is set still
+  // fires after the exit event.
+  std::lock_guard lk(st->mu);
+  st->done = true;
+  st->exit_code = code;
+  st->timed_out = timed_out;
+  st->error = err;
+  std::vector<std::function<void(int, const Error*)>> waiters;
+  waiters.swap(st->waiters);
+  st->rt->post({[st, code, err, waiters] {
+                  std::unique_lock elk(st->mu);
+                  CBoxExitCb cb = st->exit_cb;
+                  void* ud = st->exit_ud;
+                  elk.unlock();
+                  if (cb) cb(code, ud);
+                  for (const auto& w : waiters) w(code, err ? &*err : nullptr);
+                },
+                st->token, nullptr, 0});
+}
+
+namespace {
+
+ExecOptions exec_options(const BoxliteCommand& c) {
+  const char* fn = "boxlite_box_exec";
+  require_str(c.command, fn, "cmd->command");
+  ExecOptions o;
+  o.argv.emplace_back(c.command);
+  if (c.argc < 0) invalid("boxlite_box_exec: cmd->argc is negative");
+  if (c.argc > 0) require(c.args, fn, "cmd->args (with argc > 0)");
+  for (int i = 0; i < c.argc; ++i) {
+    if (!c.args[i]) invalid("boxlite_box_exec: cmd->args[" + std::to_string(i) + "] is NULL");
+    o.argv.emplace_back(c.args[i]);
+  }
+  if (c.env_pairs) {
+    if (c.env_count < 0) invalid("boxlite_box_exec: cmd->env_count is negative");
+    for (int i = 0; i + 1 < c.env_count; i += 2) {  // an odd trailing entry is ignored
+      if (!c.env_pairs[i] || !c.env_pairs[i + 1]) {
+        invalid("boxlite_box_exec: cmd->env_pairs[" + std::to_string(i) + "] or its value is NULL");
+      }
+      o.env.emplace_back(c.env_pairs[i], c.env_pairs[i + 1]);
+    }
+  }
+  if (c.workdir) o.cwd = c.workdir;
+  if (c.user) o.user = c.user;
+  if (!(c.timeout_secs >= 0) || std::isinf(c.timeout_secs)) {
+    invalid("boxlite_box_exec: cmd->timeout_secs must be >= 0 (0 = no timeout)");
+  }
+  o.timeout_secs = c.timeout_secs;
+  o.tty = c.tty != 0;
+  o.stdin_open = true;  // boxlite_execution_stdin_write may come at any time
+  return o;
+}
+
+ExecState& checked(CExecutionHandle* e, const char* fn) {
+  require(e, fn, "execution");
+  return *e->st;
+}
+
+template <class Cb>
+void require_cb(Cb cb, const char* fn) {
+  require(reinterpret_cast<void*>(cb), fn, "cb");
+}
+
+// Posts cb(err) for an operation on an execution.
+template <class Cb>
+void post_done(ExecState& st, const Outcome& o, Cb cb, void* user_data) {
+  st.rt->post({[o, cb, user_data] { o.deliver([&](CBoxliteError* e) { cb(e, user_data); }); }, st.token, nullptr, 0});
+}
+
+void check_runtime(ExecState& st, const char* fn) {
+  if (st.rt->freed) throw Error(ErrorCode::InvalidState, std::string(fn) + ": the runtime has been freed");
+}
+
+}  // namespace
+}  // namespace boxlite::capi
+
+using namespace boxlite;
+using namespace boxlite::capi;
+
+extern "C" {
+
+BoxliteErrorCode boxlite_box_exec(CBoxHandle* handle, const BoxliteCommand* cmd, CExecutionHandle** out_execution,
+                                  CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_box_exec";
+    require(out_execution, fn, "out_execution");
+    *out_execution = nullptr;
+    require(handle, fn, "handle");
+    require(cmd, fn, "cmd");
+    ExecOptions o = exec_options(*cmd);
+    auto rt = handle->rt;
+    rt->check_open(fn);
+    auto st = std::make_shared<ExecState>();
+    st->rt = rt;
+    st->tty = o.tty;
+    st->exec.emplace(handle->box->exec(o));
+    {
+      std::lock_guard lk(rt->execs_mu);
+      std::erase_if(rt->execs, [](const auto& w) { return w.expired(); });
+      rt->execs.push_back(st);
+    }
+    try {
+      rt->pool.submit([st] { pump_output(st); });
+    } catch (...) {
+      st->exec->kill();
+      throw;
+    }
+    *out_execution = new CExecutionHandle{st};
+  });
+}
+
+BoxliteErrorCode boxlite_execution_on_stdout(CExecutionHandle* execution, CBoxStdoutCb cb, void* user_data,
+                                             CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    ExecState& st = checked(execution, "boxlite_execution_on_stdout");
+    require_cb(cb, "boxlite_execution_on_stdout");
+    std::lock_guard lk(st.mu);
+    st.out_cb = cb;
+    st.out_ud = user_data;
+  });
+}
+
+BoxliteErrorCode boxlite_execution_on_stderr(CExecutionHandle* execution, CBoxStderrCb cb, void* user_data,
+                                             CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    ExecState& st = checked(execution, "boxlite_execution_on_stderr");
+    require_cb(cb, "boxlite_execution_on_stderr");
+    std::lock_guard lk(st.mu);
+    st.err_cb = cb;
+    st.err_ud = user_data;
+  });
+}
+
+BoxliteErrorCode boxlite_execution_on_exit(CExecutionHandle* execution, CBoxExitCb cb, void* user_data,
+                                           CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    ExecState& st = checked(execution, "boxlite_execution_on_exit");
+    require_cb(cb, "boxlite_execution_on_exit");
+    std::lock_guard lk(st.mu);
+    st.exit_cb = cb;
+    st.exit_ud = user_data;
+  });
+}
+
+BoxliteErrorCode boxlite_execution_stdin_write(CExecutionHandle* execution, const uint8_t* data, size_t len,
+                                               CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_execution_stdin_write";
+    ExecState& st = checked(execution, fn);
+    if (len > 0) require(data, fn, "data");
+    check_runtime(st, fn);
+    if (len == 0) return;
+    st.exec->write_stdin(std::string_view(reinterpret_cast<const char*>(data), len));
+  });
+}
+
+BoxliteErrorCode boxlite_execution_stdin_close(CExecutionHandle* execution, CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    ExecState& st = checked(execution, "boxlite_execution_stdin_close");
+    st.exec->close_stdin();
+  });
+}
+
+BoxliteErrorCode boxlite_execution_wait(CExecutionHandle* execution, CExecutionWaitCb cb, void* user_data,
+                                        CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_execution_wait";
+    ExecState& st = checked(execution, fn);
+    require_cb(cb, fn);
+    check_runtime(st, fn);
+    st.add_waiter([cb, user_data](int code, const Error* err) {
+      if (!err) return cb(code, nullptr, user_data);
+      CallbackError e(err->code(), err->what());
+      cb(code, e.get(), user_data);
+    });
+  });
+}
+
+BoxliteErrorCode boxlite_execution_kill(CExecutionHandle* execution, CExecutionKillCb cb, void* user_data,
+                                        CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_execution_kill";
+    ExecState& st = checked(execution, fn);
+    require_cb(cb, fn);
+    check_runtime(st, fn);
+    Outcome sent = capture([&] { st.exec->kill(); });
+    if (!sent.ok()) return post_done(st, sent, cb, user_data);
+    // Done once the process is reaped: its exit follows its last output.
+    st.add_waiter([cb, user_data](int, const Error*) { cb(nullptr, user_data); });
+  });
+}
+
+BoxliteErrorCode boxlite_execution_signal(CExecutionHandle* execution, int sig, CExecutionSignalCb cb,
+                                          void* user_data, CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_execution_signal";
+    ExecState& st = checked(execution, fn);
+    require_cb(cb, fn);
+    if (sig <= 0 || sig >= NSIG) invalid("boxlite_execution_signal: invalid signal number " + std::to_string(sig));
+    check_runtime(st, fn);
+    post_done(st, capture([&] { st.exec->signal(sig); }), cb, user_data);
+  });
+}
+
+BoxliteErrorCode boxlite_execution_tty_resize(CExecutionHandle* execution, int rows, int cols, CExecutionResizeCb cb,
+                                              void* user_data, CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_execution_tty_resize";
+    ExecState& st = checked(execution, fn);
+    require_cb(cb, fn);
+    if (rows < 1 || cols < 1 || rows > 65535 || cols > 65535) {
+      invalid("boxlite_execution_tty_resize: rows and cols must be 1..65535, got " + std::to_string(rows) + "x" +
+              std::to_string(cols));
+    }
+    if (!st.tty) throw Error(ErrorCode::InvalidState, "boxlite_execution_tty_resize: the command has no TTY (start it with tty=1)");
+    check_runtime(st, fn);
+    post_done(st, capture([&] { st.exec->resize(static_cast<unsigned>(rows), static_cast<unsigned>(cols)); }), cb,
+              user_data);
+  });
+}
+
+int boxlite_execution_timed_out(CExecutionHandle* execution) {
+  if (!execution) return 0;
+  std::lock_guard lk(execution->st->mu);
+  return execution->st->done && execution->st->timed_out ? 1 : 0;
+}
+
+void boxlite_execution_free(CExecutionHandle* execution) {
+  if (!execution) return;
+  try {
+    auto& st = *execution->st;
+    st.token->cancelled = true;
+    {
+      std::lock_guard lk(st.mu);
+      st.cv.notify_all();  // the pump stops waiting for window and discards
+    }
+    try {
+      st.exec->close_stdin();
+    } catch (...) {
+    }
+    delete execution;
+  } catch (...) {
+  }
+}
+
+}  // extern "C"

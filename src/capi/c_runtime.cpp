@@ -1,0 +1,419 @@
+// The runtime handle: creation, post-and-drain, shutdown, free; the error
+// boundary; images; the free functions of plain structs.
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "capi/errors.hpp"
+#include "capi/state.hpp"
+
+namespace boxlite::capi {
+
+// ---------------------------------------------------------------- errors
+
+char* dup_string(std::string_view s) {
+  char* p = static_cast<char*>(std::malloc(s.size() + 1));
+  if (!p) return nullptr;
+  std::memcpy(p, s.data(), s.size());
+  p[s.size()] = '\0';
+  return p;
+}
+
+std::pair<ErrorCode, std::string> current_error() noexcept {
+  try {
+    throw;
+  } catch (const Error& e) {
+    return {e.code(), e.what()};
+  } catch (const std::bad_alloc&) {
+    return {ErrorCode::ResourceExhausted, "out of memory"};
+  } catch (const std::exception& e) {
+    return {ErrorCode::Internal, std::string("internal error: ") + e.what()};
+  } catch (...) {
+    return {ErrorCode::Internal, "internal error: unknown exception"};
+  }
+}
+
+BoxliteErrorCode fill_error(CBoxliteError* out, ErrorCode code, std::string_view message) noexcept {
+  if (out) {
+    out->code = to_c(code);
+    out->message = dup_string(message);
+  }
+  return to_c(code);
+}
+
+// ---------------------------------------------------------------- queue
+
+void EventQueue::post(Event ev) {
+  {
+    std::lock_guard lk(mu_);
+    if (!closed_) {
+      events_.push_back(std::move(ev));
+      cv_.notify_all();
+      return;
+    }
+  }
+  if (ev.exec) ev.exec->release(ev.bytes);  // dropped outside the lock: it may free a handle
+}
+
+bool EventQueue::wait(int timeout_ms) {
+  std::unique_lock lk(mu_);
+  auto ready = [&] { return !events_.empty() || closed_; };
+  if (timeout_ms < 0) {
+    cv_.wait(lk, ready);
+  } else if (timeout_ms > 0) {
+    cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), ready);
+  }
+  return !events_.empty();
+}
+
+std::deque<Event> EventQueue::take_all() {
+  std::lock_guard lk(mu_);
+  return std::exchange(events_, {});
+}
+
+std::deque<Event> EventQueue::close() {
+  std::lock_guard lk(mu_);
+  closed_ = true;
+  cv_.notify_all();
+  return std::exchange(events_, {});
+}
+
+// ---------------------------------------------------------------- pool
+
+void TaskPool::submit(std::function<void()> task) {
+  std::lock_guard lk(mu_);
+  if (stopping_) throw Error(ErrorCode::InvalidState, "the runtime has been freed");
+  tasks_.push_back(std::move(task));
+  if (tasks_.size() > idle_) {
+    threads_.emplace_back([this] { worker(); });
+  } else {
+    cv_.notify_one();
+  }
+}
+
+void TaskPool::worker() {
+  std::unique_lock lk(mu_);
+  for (;;) {
+    if (!tasks_.empty()) {
+      auto task = std::move(tasks_.front());
+      tasks_.pop_front();
+      lk.unlock();
+      try {
+        task();
+      } catch (...) {
+        // Tasks report through their callbacks; nothing may escape a thread.
+      }
+      task = nullptr;  // what it captured is released outside the lock
+      lk.lock();
+      continue;
+    }
+    if (stopping_) return;
+    ++idle_;
+    cv_.wait(lk, [&] { return !tasks_.empty() || stopping_; });
+    --idle_;
+  }
+}
+
+void TaskPool::join() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lk(mu_);
+    stopping_ = true;
+    cv_.notify_all();
+    threads.swap(threads_);
+  }
+  for (auto& t : threads) {
+    if (t.joinable()) t.join();
+  }
+}
+
+// ---------------------------------------------------------------- runtime state
+
+void RuntimeState::check_open(const char* what) const {
+  if (freed) throw Error(ErrorCode::InvalidState, std::string(what) + ": the runtime has been freed");
+  if (shut_down) throw Error(ErrorCode::Stopped, std::string(what) + ": the runtime has been shut down");
+}
+
+std::shared_ptr<Box> RuntimeState::cached_box(const std::string& id) {
+  std::lock_guard lk(boxes_mu);
+  auto it = boxes.find(id);
+  if (it == boxes.end()) return nullptr;
+  auto box = it->second.lock();
+  if (!box) boxes.erase(it);
+  return box;
+}
+
+void RuntimeState::remember_box(const std::shared_ptr<Box>& box) {
+  std::lock_guard lk(boxes_mu);
+  for (auto it = boxes.begin(); it != boxes.end();) it = it->second.expired() ? boxes.erase(it) : std::next(it);
+  boxes[box->id()] = box;
+}
+
+namespace {
+
+// The drain in progress on this thread, to refuse re-entry from a callback.
+thread_local RuntimeState* tl_draining = nullptr;
+
+void dispatch(Event& ev) {
+  if (ev.exec) ev.exec->release(ev.bytes);
+  if (ev.token && ev.token->cancelled) return;
+  try {
+    ev.run();
+  } catch (...) {
+    // A C callback cannot throw; a C++ caller's exception stops here.
+  }
+}
+
+// Everything of a runtime stops: pending callbacks are dropped, running commands
+// are killed (their pumps end), and the workers are joined.
+void free_runtime(CBoxliteRuntime* runtime) {
+  auto st = runtime->st;
+  st->freed = true;
+  std::deque<Event> dropped = st->queue.close();
+  for (auto& ev : dropped) {
+    if (ev.exec) ev.exec->release(ev.bytes);
+  }
+  dropped.clear();
+  std::vector<std::shared_ptr<ExecState>> execs;
+  {
+    std::lock_guard lk(st->execs_mu);
+    for (auto& w : st->execs) {
+      if (auto e = w.lock()) execs.push_back(e);
+    }
+    st->execs.clear();
+  }
+  for (auto& e : execs) {
+    {
+      std::lock_guard lk(e->mu);
+      e->cv.notify_all();  // a pump waiting for window sees `freed`
+      if (e->done) continue;
+    }
+    try {
+      e->exec->kill();
+    } catch (...) {
+      // The box is gone: the stream has ended already.
+    }
+  }
+  execs.clear();
+  st->pool.join();
+  delete runtime;
+}
+
+// Runs a batch on this thread (dispatch_mu held); returns how many callbacks ran.
+int dispatch_batch(RuntimeState* st, std::deque<Event>& batch) {
+  int count = 0;
+  RuntimeState* outer = tl_draining;
+  tl_draining = st;
+  for (auto& ev : batch) {
+    if (st->free_deferred) {
+      if (ev.exec) ev.exec->release(ev.bytes);
+      continue;
+    }
+    bool cancelled = ev.token && ev.token->cancelled;
+    dispatch(ev);
+    if (!cancelled) ++count;
+    ev = Event{};  // captures released now, not at the end of the batch
+  }
+  tl_draining = outer;
+  return count;
+}
+
+int drain(CBoxliteRuntime* runtime, int timeout_ms, CBoxliteError* out_error) {
+  if (!runtime) {
+    fill_error(out_error, ErrorCode::InvalidArgument, "boxlite_runtime_drain: runtime is NULL");
+    return -1;
+  }
+  RuntimeState* st = runtime->st.get();
+  if (tl_draining == st) {
+    fill_error(out_error, ErrorCode::InvalidState,
+               "boxlite_runtime_drain: called from inside a callback of the same runtime");
+    return -1;
+  }
+  if (st->freed) {
+    fill_error(out_error, ErrorCode::InvalidState, "boxlite_runtime_drain: the runtime has been freed");
+    return -1;
+  }
+  // Another thread draining at once may take what woke this one: wait again
+  // while the timeout allows.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
+  int count = 0;
+  for (;;) {
+    int wait_ms = timeout_ms;
+    if (timeout_ms > 0) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      wait_ms = static_cast<int>(std::max<int64_t>(left.count(), 0));
+    }
+    if (timeout_ms <= 0 || wait_ms > 0) st->queue.wait(timeout_ms > 0 ? wait_ms : timeout_ms);
+    std::lock_guard lk(st->dispatch_mu);
+    std::deque<Event> batch = st->queue.take_all();
+    if (!batch.empty()) {
+      count = dispatch_batch(st, batch);
+      break;
+    }
+    if (timeout_ms == 0 || st->freed || (timeout_ms > 0 && std::chrono::steady_clock::now() >= deadline)) break;
+  }
+  if (st->free_deferred) free_runtime(runtime);
+  return count;
+}
+
+}  // namespace
+}  // namespace boxlite::capi
+
+using namespace boxlite;
+using namespace boxlite::capi;
+
+extern "C" {
+
+const char* boxlite_version(void) { return BOXLITE_VERSION_STRING; }
+
+BoxliteErrorCode boxlite_runtime_new(const char* home_dir, const BoxliteImageRegistry* image_registries,
+                                     int image_registries_count, CBoxliteRuntime** out_runtime,
+                                     CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_runtime_new";
+    require(out_runtime, fn, "out_runtime");
+    *out_runtime = nullptr;
+    if (image_registries_count < 0) invalid("boxlite_runtime_new: image_registries_count is negative");
+    if (image_registries_count > 0) {
+      require(image_registries, fn, "image_registries");
+      for (int i = 0; i < image_registries_count; ++i) {
+        require_str(image_registries[i].host, fn, "image_registries[i].host");
+      }
+      throw Error(ErrorCode::Unsupported,
+                  "boxlite_runtime_new: image_registries are not supported yet (pulling from registries is not "
+                  "implemented); use an OCI image layout directory as the image");
+    }
+    if (home_dir && !*home_dir) invalid("boxlite_runtime_new: home_dir is empty (pass NULL for the default)");
+    RuntimeOptions ro;
+    if (home_dir) ro.home_dir = home_dir;
+    auto st = std::make_shared<RuntimeState>();
+    st->core = std::make_shared<Runtime>(ro);
+    *out_runtime = new CBoxliteRuntime{std::move(st)};
+  });
+}
+
+void boxlite_runtime_free(CBoxliteRuntime* runtime) {
+  if (!runtime) return;
+  try {
+    if (tl_draining == runtime->st.get()) {
+      runtime->st->free_deferred = true;  // drain finishes the job after this callback
+      return;
+    }
+    free_runtime(runtime);
+  } catch (...) {
+    // Nothing may escape; what could not be stopped dies with the process.
+  }
+}
+
+int boxlite_runtime_drain(CBoxliteRuntime* runtime, int timeout_ms, CBoxliteError* out_error) {
+  try {
+    return drain(runtime, timeout_ms, out_error);
+  } catch (...) {
+    auto [code, msg] = current_error();
+    fill_error(out_error, code, msg);
+    return -1;
+  }
+}
+
+BoxliteErrorCode boxlite_runtime_shutdown(CBoxliteRuntime* runtime, int timeout_secs, CRuntimeShutdownCb cb,
+                                          void* user_data, CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_runtime_shutdown";
+    require(runtime, fn, "runtime");
+    require(reinterpret_cast<void*>(cb), fn, "cb");
+    if (timeout_secs < -1) invalid("boxlite_runtime_shutdown: timeout_secs must be 0 (10 s), -1 (no limit) or positive");
+    auto st = runtime->st;
+    if (st->freed) throw Error(ErrorCode::InvalidState, "boxlite_runtime_shutdown: the runtime has been freed");
+    st->shut_down = true;  // before returning: later operations fail fast
+    std::optional<double> secs;
+    if (timeout_secs != 0) secs = timeout_secs;
+    st->pool.submit([st, secs, cb, user_data] {
+      Outcome o = capture([&] { st->core->shutdown(secs); });
+      st->post({[o, cb, user_data] { o.deliver([&](CBoxliteError* e) { cb(e, user_data); }); }, nullptr, nullptr, 0});
+    });
+  });
+}
+
+// ---------------------------------------------------------------- images
+
+BoxliteErrorCode boxlite_runtime_images(CBoxliteRuntime* runtime, CBoxliteImageHandle** out_handle,
+                                        CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_runtime_images";
+    require(out_handle, fn, "out_handle");
+    *out_handle = nullptr;
+    require(runtime, fn, "runtime");
+    runtime->st->check_open(fn);
+    *out_handle = new CBoxliteImageHandle{runtime->st};
+  });
+}
+
+namespace {
+const char* kNoRegistry =
+    "is not supported yet: pulling from registries is not implemented; use an OCI image layout directory "
+    "(a path, or oci:DIR[:TAG]) as the box image";
+}
+
+BoxliteErrorCode boxlite_image_pull(CBoxliteImageHandle* handle, const char* image_ref, CBoxImagePullCb cb,
+                                    void* user_data, CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_image_pull";
+    require(handle, fn, "handle");
+    require_str(image_ref, fn, "image_ref");
+    require(reinterpret_cast<void*>(cb), fn, "cb");
+    handle->rt->check_open(fn);
+    Outcome o{ErrorCode::Unsupported, std::string("boxlite_image_pull of '") + image_ref + "' " + kNoRegistry};
+    handle->rt->post({[o, cb, user_data] { o.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); }); },
+                      nullptr, nullptr, 0});
+  });
+}
+
+BoxliteErrorCode boxlite_image_list(CBoxliteImageHandle* handle, CBoxImageListCb cb, void* user_data,
+                                    CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_image_list";
+    require(handle, fn, "handle");
+    require(reinterpret_cast<void*>(cb), fn, "cb");
+    handle->rt->check_open(fn);
+    Outcome o{ErrorCode::Unsupported, std::string("boxlite_image_list ") + kNoRegistry};
+    handle->rt->post({[o, cb, user_data] { o.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); }); },
+                      nullptr, nullptr, 0});
+  });
+}
+
+void boxlite_image_free(CBoxliteImageHandle* handle) { delete handle; }
+
+// ---------------------------------------------------------------- freeing
+
+void boxlite_error_free(CBoxliteError* error) {
+  if (!error) return;
+  std::free(error->message);
+  error->message = nullptr;
+  error->code = Ok;
+}
+
+void boxlite_free_string(char* s) { std::free(s); }
+
+void boxlite_free_image_pull_result(CImagePullResult* result) {
+  if (!result) return;
+  std::free(result->reference);
+  std::free(result->config_digest);
+  std::free(result);
+}
+
+void boxlite_free_image_info_list(CImageInfoList* list) {
+  if (!list) return;
+  for (int i = 0; i < list->count; ++i) {
+    std::free(list->items[i].reference);
+    std::free(list->items[i].repository);
+    std::free(list->items[i].tag);
+    std::free(list->items[i].id);
+  }
+  std::free(list->items);
+  std::free(list);
+}
+
+}  // extern "C"

@@ -1,0 +1,97 @@
+// The C API's error boundary: every exception becomes a BoxliteErrorCode and a
+// heap message; nothing is thrown across the interface.
+#pragma once
+
+#include <cstdlib>
+#include <exception>
+#include <new>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "boxlite.h"
+#include "common/error.hpp"
+
+namespace boxlite::capi {
+
+// A malloc'ed copy (free() or boxlite_free_string); NULL when out of memory.
+char* dup_string(std::string_view s);
+
+// Code and message of the exception being handled (call inside a catch block).
+std::pair<ErrorCode, std::string> current_error() noexcept;
+
+// Fills *out (when given) and returns the code.
+BoxliteErrorCode fill_error(CBoxliteError* out, ErrorCode code, std::string_view message) noexcept;
+
+inline BoxliteErrorCode to_c(ErrorCode c) { return static_cast<BoxliteErrorCode>(static_cast<int>(c)); }
+
+// Runs f; any exception becomes an error code and *out.
+template <class F>
+BoxliteErrorCode guard(CBoxliteError* out, F&& f) noexcept {
+  try {
+    f();
+    return Ok;
+  } catch (...) {
+    auto [code, msg] = current_error();
+    return fill_error(out, code, msg);
+  }
+}
+
+[[noreturn]] inline void invalid(const std::string& message) { throw Error(ErrorCode::InvalidArgument, message); }
+
+// InvalidArgument "<fn>: <what> is NULL".
+inline void require(const void* p, const char* fn, const char* what) {
+  if (!p) invalid(std::string(fn) + ": " + what + " is NULL");
+}
+// InvalidArgument for a NULL or empty string.
+inline void require_str(const char* s, const char* fn, const char* what) {
+  require(s, fn, what);
+  if (!*s) invalid(std::string(fn) + ": " + what + " is empty");
+}
+
+// An error handed to a callback: lives for the callback's duration.
+class CallbackError {
+ public:
+  CallbackError(ErrorCode code, std::string_view message) {
+    err_.code = to_c(code);
+    err_.message = dup_string(message);
+  }
+  ~CallbackError() { std::free(err_.message); }
+  CallbackError(const CallbackError&) = delete;
+  CallbackError& operator=(const CallbackError&) = delete;
+  CBoxliteError* get() { return &err_; }
+
+ private:
+  CBoxliteError err_{};
+};
+
+// The outcome of an operation, carried from a worker to the drain thread.
+struct Outcome {
+  ErrorCode code = ErrorCode::Ok;
+  std::string message;
+  bool ok() const { return code == ErrorCode::Ok; }
+  // Runs cb(err) with NULL on success.
+  template <class Cb>
+  void deliver(Cb&& cb) const {
+    if (ok()) {
+      cb(static_cast<CBoxliteError*>(nullptr));
+    } else {
+      CallbackError e(code, message);
+      cb(e.get());
+    }
+  }
+};
+
+// Runs f on a worker and records how it ended.
+template <class F>
+Outcome capture(F&& f) noexcept {
+  try {
+    f();
+    return {};
+  } catch (...) {
+    auto [code, msg] = current_error();
+    return {code, std::move(msg)};
+  }
+}
+
+}  // namespace boxlite::capi

@@ -1,0 +1,14 @@
+// Box options built through the C setters.
+#pragma once
+
+#include "boxlite.h"
+#include "capi/state.hpp"
+
+namespace boxlite::capi {
+
+// The core options, once every setter's value is known to be valid and every
+// requested feature supported. Throws InvalidArgument (a bad value, naming the
+// setter) or Unsupported (naming the option the core does not support yet).
+BoxOptions checked_options(const CBoxliteOptions& o, const char* fn);
+
+}  // namespace boxlite::capi
