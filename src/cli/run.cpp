@@ -19,7 +19,8 @@ int run_box(const GlobalFlags& g, const RunFlags& f) {
   BoxOptions o = box_options_from(f);
   o.auto_remove = f.rm;
 
-  Runtime rt(RuntimeOptions{g.home});
+  Runtime rt(runtime_options(g));
+  PullDisplay progress(rt, stderr);
   auto box = rt.create(o, f.name);
   ExecOptions e;
   e.argv = box->default_command();

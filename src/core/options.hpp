@@ -6,16 +6,25 @@
 #include <utility>
 #include <vector>
 
+#include "registry/config.hpp"
+
 namespace boxlite {
+
+// host, transport ("https"|"http"), skip_verify, search, username, password,
+// bearer_token: see registry/config.hpp and docs/registry.md.
+using ImageRegistry = registry::ImageRegistry;
 
 using EnvList = std::vector<std::pair<std::string, std::string>>;
 
 struct RuntimeOptions {
   std::string home_dir;  // "" = $BOXLITE_HOME or ~/.boxlite
+  // Tried in order for unqualified image names (those with search=true); empty =
+  // the home's config.json "image_registries", else docker.io only.
+  std::vector<ImageRegistry> image_registries;
 };
 
 struct BoxOptions {
-  std::string image;        // an image reference; for now an OCI layout path or oci:DIR[:TAG]
+  std::string image;        // a registry reference ("alpine", "host:5000/repo:tag", "...@sha256:..."), an OCI layout path or oci:DIR[:TAG]
   std::string rootfs_path;  // a local OCI image layout directory
   std::optional<int> cpus;        // default 1
   std::optional<int> memory_mib;  // default 1024
