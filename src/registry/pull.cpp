@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <chrono>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -210,17 +211,33 @@ class BlobDownloader {
   std::atomic<uint64_t> bytes_{0};
 };
 
-PullResult pull_one(ImageStore& store, const ImageRef& ref, const ImageRegistry& reg, const PullOptions& o) {
+bool is_loopback_host(const std::string& host) {
+  std::string h = host.substr(0, host.rfind(':') == std::string::npos || host.front() == '[' ? host.size() : host.rfind(':'));
+  return h == "localhost" || h.starts_with("127.") || h == "[::1]";
+}
+
+PullResult pull_one(ImageStore& store, const ImageRef& ref, const ImageRegistry& reg, bool configured, const PullOptions& o) {
   ImageRegistry endpoint = reg;
   if (endpoint.host == kDefaultRegistry) endpoint.host = "registry-1.docker.io";
-  Session s(endpoint, ref.repository);
+  auto s = std::make_unique<Session>(endpoint, ref.repository);
   std::string display = ref.str();
-  Fetched top = fetch_manifest(s, ref.manifest_reference(), display, o);
+  Fetched top;
+  try {
+    top = fetch_manifest(*s, ref.manifest_reference(), display, o);
+  } catch (const Error& e) {
+    // Like docker, a registry on this machine that nobody configured may speak
+    // plain http: https is tried first, http when the TLS handshake fails.
+    if (configured || !is_loopback_host(endpoint.host) || std::string(e.what()).find("TLS failure") == std::string::npos) throw;
+    endpoint.transport = "http";
+    s = std::make_unique<Session>(endpoint, ref.repository);
+    top = fetch_manifest(*s, ref.manifest_reference(), display, o);
+  }
+  Session& sess = *s;
   Fetched m = top;
   for (int depth = 0; is_index(m.media_type); ++depth) {
     if (depth >= kMaxIndexDepth) image_error("image indexes of " + display + " nest too deep");
     std::string digest = pick_amd64(json::parse(m.body), "index " + m.digest + " of " + display);
-    m = fetch_manifest(s, digest, display, o);
+    m = fetch_manifest(sess, digest, display, o);
   }
   json manifest = json::parse(m.body);
   std::string where = "manifest " + m.digest + " of " + display;
@@ -252,7 +269,7 @@ PullResult pull_one(ImageStore& store, const ImageRef& ref, const ImageRegistry&
     }
   }
   if (o.on_manifest) o.on_manifest(display, listing);
-  BlobDownloader dl(store, s, o);
+  BlobDownloader dl(store, sess, o);
   res.bytes_downloaded = dl.run(todo);
   store.put_blob(m.body);
   store.tag(display, m.digest, m.media_type, m.body.size());
@@ -274,7 +291,7 @@ std::vector<ImageRef> candidates(const std::string& text, const std::vector<Imag
 
 ImageRegistry registry_for(const ImageRef& ref, const std::vector<ImageRegistry>& registries) {
   for (const auto& r : registries) {
-    if (r.host == ref.registry) return r;
+    if (r.host == ref.registry || (ref.registry == kDefaultRegistry && r.host == "index.docker.io")) return r;
   }
   ImageRegistry r;
   r.host = ref.registry;
@@ -288,7 +305,8 @@ PullResult pull(ImageStore& store, const std::string& text, const PullOptions& o
   ErrorCode code = ErrorCode::Image;
   for (const auto& c : list) {
     try {
-      return pull_one(store, c, registry_for(c, opts.registries), opts);
+      bool configured = std::any_of(opts.registries.begin(), opts.registries.end(), [&](const ImageRegistry& r) { return r.host == c.registry; });
+      return pull_one(store, c, registry_for(c, opts.registries), configured, opts);
     } catch (const Error& e) {
       if (list.size() == 1) throw;
       failures += std::string(failures.empty() ? "" : "; ") + c.str() + ": " + e.what();
