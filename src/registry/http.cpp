@@ -179,6 +179,11 @@ Session::Session(ImageRegistry reg, std::string repository) : reg_(std::move(reg
   if (reg_.bearer_token && !reg_.bearer_token->empty()) auth_ = "Bearer " + *reg_.bearer_token;
   // Throttling for slow links (and for tests that need a pull to take a while).
   if (const char* s = std::getenv("BOXLITE_PULL_MAX_BYTES_PER_SEC"); s && *s) max_recv_speed_ = std::strtoull(s, nullptr, 10);
+  // The system CAs, unless the environment names another bundle the way curl and
+  // OpenSSL tools take it (a private CA without touching the host's trust store).
+  for (const char* var : {"CURL_CA_BUNDLE", "SSL_CERT_FILE"}) {
+    if (const char* s = std::getenv(var); s && *s && ca_file_.empty()) ca_file_ = s;
+  }
 }
 
 Session::~Session() = default;
@@ -236,6 +241,7 @@ HttpResponse Session::perform(const std::string& url, const std::vector<std::str
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &t);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
+  if (!ca_file_.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, ca_file_.c_str());
   if (reg_.skip_verify) {
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
@@ -255,10 +261,13 @@ HttpResponse Session::perform(const std::string& url, const std::vector<std::str
     if (t.aborted_by_sink) throw Error(ErrorCode::Image, "download from " + url + " aborted");
     if (t.too_big) throw Error(ErrorCode::Image, "response from " + url + " is over " + std::to_string(max_body) + " bytes");
     std::string why = errbuf[0] ? errbuf : curl_easy_strerror(rc);
-    bool tls = rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_SSL_CACERT_BADFILE;
-    if (tls) {
-      throw Error(ErrorCode::Image, "TLS failure talking to " + reg_.host + ": " + why +
-                                        " (for a registry with a self-signed certificate set skip_verify, for plain http set transport=http)");
+    if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE) {
+      throw Error(ErrorCode::Image, "TLS certificate verification failed for registry " + reg_.host + ": " + why +
+                                        " (for a registry with a self-signed certificate set skip_verify)");
+    }
+    if (rc == CURLE_SSL_CONNECT_ERROR) {
+      throw Error(ErrorCode::Image, "TLS handshake with registry " + reg_.host + " failed: " + why +
+                                        " (for a plain http registry set transport=http)");
     }
     throw Error(ErrorCode::Network, "cannot reach registry " + reg_.host + " (" + url + "): " + why);
   }

@@ -66,6 +66,7 @@ class Session {
   bool auth_from_challenge_ = false;
   std::vector<std::unique_ptr<Handle>> idle_;  // easy handles keep their connections
   uint64_t max_recv_speed_ = 0;
+  std::string ca_file_;
 };
 
 // Parses `Bearer realm="...",service="...",scope="..."` (also Basic ...): the

@@ -227,7 +227,7 @@ PullResult pull_one(ImageStore& store, const ImageRef& ref, const ImageRegistry&
   } catch (const Error& e) {
     // Like docker, a registry on this machine that nobody configured may speak
     // plain http: https is tried first, http when the TLS handshake fails.
-    if (configured || !is_loopback_host(endpoint.host) || std::string(e.what()).find("TLS failure") == std::string::npos) throw;
+    if (configured || !is_loopback_host(endpoint.host) || std::string(e.what()).find("TLS handshake") == std::string::npos) throw;
     endpoint.transport = "http";
     s = std::make_unique<Session>(endpoint, ref.repository);
     top = fetch_manifest(*s, ref.manifest_reference(), display, o);
