@@ -1,5 +1,6 @@
 #include "registry/reference.hpp"
 
+#include <algorithm>
 #include <cctype>
 
 #include "common/error.hpp"
@@ -39,12 +40,31 @@ bool valid_tag(const std::string& t) {
   return true;
 }
 
+// host[:port]: dot-separated labels of letters, digits and inner hyphens, or a
+// bracketed IPv6 address; the port is digits.
 bool valid_domain(const std::string& d) {
   if (d.empty() || d.size() > 255) return false;
-  for (char c : d) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != ':' && c != '[' && c != ']') return false;
+  std::string host = d, port;
+  size_t colon = d.rfind(':');
+  if (colon != std::string::npos && d.find(']', colon) == std::string::npos) {
+    host = d.substr(0, colon);
+    port = d.substr(colon + 1);
+    if (port.empty() || port.size() > 5 || !std::all_of(port.begin(), port.end(), ::isdigit)) return false;
   }
-  return true;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    return std::all_of(host.begin() + 1, host.end() - 1, [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) || c == ':'; });
+  }
+  size_t start = 0;
+  while (true) {
+    size_t dot = host.find('.', start);
+    std::string label = host.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (label.empty() || label.front() == '-' || label.back() == '-') return false;
+    for (char c : label) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') return false;
+    }
+    if (dot == std::string::npos) return true;
+    start = dot + 1;
+  }
 }
 
 bool looks_like_domain(const std::string& first) {
