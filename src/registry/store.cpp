@@ -134,6 +134,8 @@ void ImageStore::tag(const std::string& reference, const std::string& manifest_d
   json index = read_index(dir_);
   json kept = json::array();
   for (const auto& m : index["manifests"]) {
+    // Already so (a warm pull): no rewrite, no fsync.
+    if (ref_of(m) == reference && m.value("digest", std::string()) == manifest_digest) return;
     if (ref_of(m) != reference) kept.push_back(m);
   }
   kept.push_back(json{{"mediaType", media_type},
