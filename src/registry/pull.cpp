@@ -155,7 +155,20 @@ class BlobDownloader {
   }
 
  private:
+  // A blob that keeps failing verification ends as an Image error (the content is
+  // wrong), though each mismatch was retried like a transfer failure.
   void download(const Descriptor& d) {
+    try {
+      download_with_retries(d);
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::Network && std::string(e.what()).find("failed verification") != std::string::npos) {
+        throw Error(ErrorCode::Image, e.what());
+      }
+      throw;
+    }
+  }
+
+  void download_with_retries(const Descriptor& d) {
     with_retries(o_, [&](int attempt) {
       ImageStore::Ingest in(store_, d.digest);
       Sha256 h;
