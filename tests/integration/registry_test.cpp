@@ -338,6 +338,25 @@ TEST_F(RegistryTest, ImageUsedByABoxIsNeverRemoved) {
   EXPECT_NE(again.err.find("No such image: " + ref), std::string::npos) << again.err;
 }
 
+// On a terminal, pull shows each layer's progress as docker does (tmux gives us one).
+TEST_F(RegistryTest, PullShowsLayerProgressOnATerminal) {
+  ASSERT_EQ(run_cli({"pull", http_->ref("test/busybox")}).exit_code, 0);
+  std::string cmd = "BOXLITE_HOME=" + home_ + " " + cli() + " pull " + http_->ref("test/busybox-extra") + "; sleep 30";
+  TmuxSession tmux(home_ + "/tmux.sock", cmd, 120, 30);
+  ASSERT_TRUE(tmux.started());
+  std::string screen = tmux.wait_for("Layers: 4");
+  EXPECT_NE(screen.find("Pulling " + http_->ref("test/busybox-extra:latest")), std::string::npos) << screen;
+  EXPECT_NE(screen.find("Already exists"), std::string::npos) << screen;
+  EXPECT_NE(screen.find("Pull complete"), std::string::npos) << screen;
+  EXPECT_NE(screen.find("Pulled: " + http_->ref("test/busybox-extra:latest")), std::string::npos) << screen;
+  // -q on a terminal: the digest and nothing else.
+  std::string qcmd = "BOXLITE_HOME=" + home_ + " " + cli() + " pull -q " + http_->ref("test/multiarch") + "; sleep 30";
+  TmuxSession quiet(home_ + "/tmux2.sock", qcmd, 120, 30);
+  std::string qs = quiet.wait_for("sha256:");
+  EXPECT_EQ(qs.find("Pulling"), std::string::npos) << qs;
+  EXPECT_EQ(qs.find("Already exists"), std::string::npos) << qs;
+}
+
 TEST_F(RegistryTest, ConcurrentPullsOfOneImageAgree) {
   std::vector<std::thread> ts;
   std::atomic<int> ok{0};
