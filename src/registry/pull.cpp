@@ -174,9 +174,13 @@ class BlobDownloader {
       Sha256 h;
       LayerProgress p{d.digest, d.size, 0, false, false, attempt};
       auto last_report = std::chrono::steady_clock::now();
+      bool too_long = false;
       BodySink sink = [&](std::string_view chunk) {
         if (cancel_) return false;
-        if (p.downloaded + chunk.size() > d.size) return false;  // longer than the manifest says
+        if (p.downloaded + chunk.size() > d.size) {  // longer than the manifest says
+          too_long = true;
+          return false;
+        }
         write_all(in.fd(), chunk.data(), chunk.size());
         h.update(chunk);
         p.downloaded += chunk.size();
@@ -191,10 +195,7 @@ class BlobDownloader {
       try {
         r = s_.get("blobs/" + d.digest, {}, sink, 1u << 20);
       } catch (const Error& e) {
-        if (cancel_) throw;
-        if (p.downloaded + 0 >= d.size && std::string(e.what()).find("aborted") != std::string::npos) {
-          throw Error(ErrorCode::Network, "blob " + d.digest + " from " + s_.host() + " is longer than its " + std::to_string(d.size) + " bytes");
-        }
+        if (too_long) image_error("blob " + d.digest + " from " + s_.host() + " is longer than the " + std::to_string(d.size) + " bytes its descriptor says");
         throw;
       }
       if (r.status == 404) image_error("blob " + d.digest + " of " + s_.host() + "/" + s_.repository() + " not found (404)");
@@ -319,7 +320,11 @@ PullResult pull(ImageStore& store, const std::string& text, const PullOptions& o
   for (const auto& c : list) {
     try {
       bool configured = std::any_of(opts.registries.begin(), opts.registries.end(), [&](const ImageRegistry& r) { return r.host == c.registry; });
-      return pull_one(store, c, registry_for(c, opts.registries), configured, opts);
+      try {
+        return pull_one(store, c, registry_for(c, opts.registries), configured, opts);
+      } catch (const json::exception& e) {  // a field of the wrong JSON type in a manifest
+        throw Error(ErrorCode::Image, "invalid manifest for " + c.str() + ": " + e.what());
+      }
     } catch (const Error& e) {
       if (list.size() == 1) throw;
       failures += std::string(failures.empty() ? "" : "; ") + c.str() + ": " + e.what();

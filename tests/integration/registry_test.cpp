@@ -261,6 +261,14 @@ TEST_F(RegistryTest, CorruptBlobIsRefusedAndNothingPartialStays) {
   EXPECT_FALSE(store.has_blob(layer));
   EXPECT_FALSE(store.lookup(reg.ref("test/busybox-extra:latest")));
   EXPECT_TRUE(store_files("ingest").empty());
+  // Longer than its descriptor says: refused at once, not read to the end.
+  data[data.size() / 2] ^= 0x55;
+  write_file_atomic(reg.stored_blob(layer), data + std::string(1 << 20, 'x'));
+  auto longer = run_cli({"pull", reg.ref("test/busybox-extra")});
+  EXPECT_NE(longer.exit_code, 0);
+  EXPECT_NE(longer.err.find("is longer than the"), std::string::npos) << longer.err;
+  EXPECT_FALSE(store.has_blob(layer));
+  EXPECT_TRUE(store_files("ingest").empty());
 }
 
 // The registry dies in the middle of a blob: with no registry the pull fails
