@@ -6,7 +6,7 @@
 namespace boxlite::cli {
 
 void add_box_flags(CLI::App* c, BoxFlags& f) {
-  c->add_option("image", f.image, "OCI image layout directory, or oci:DIR[:TAG]")->required();
+  c->add_option("image", f.image, "Image: a registry reference (alpine, host:port/repo:tag, name@sha256:...), an OCI layout directory, or oci:DIR[:TAG]")->required();
   c->add_option("cmd", f.cmd, "Command and arguments (default: the image's entrypoint and cmd)");
   c->positionals_at_end();
   c->add_option("--name", f.name, "Box name (unique)");

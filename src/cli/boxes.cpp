@@ -113,7 +113,8 @@ void add_create(CLI::App& app, GlobalFlags& g, int& exit_code) {
       BoxOptions o = box_options_from(*f);
       o.auto_remove = false;  // a CLI box lives until `rm`
       o.detach = true;        // and outlives each `boxlite` that touches it
-      Runtime rt(RuntimeOptions{g.home});
+      Runtime rt(runtime_options(g));
+      PullDisplay progress(rt, stderr);
       auto box = rt.create(o, f->name);
       std::printf("%s\n", box->id().c_str());
       exit_code = 0;
@@ -130,7 +131,7 @@ void add_lifecycle(CLI::App& app, GlobalFlags& g, int& exit_code, const char* na
   c->add_option("box", *ids, "Box IDs or names")->required();
   c->callback([ids, &g, &exit_code, action] {
     try {
-      Runtime rt(RuntimeOptions{g.home});
+      Runtime rt(runtime_options(g));
       exit_code = for_each_box(*ids, [&](const std::string& id) { action(rt, id); });
     } catch (const Error& e) {
       exit_code = report_error(e);
@@ -149,7 +150,7 @@ void add_rm(CLI::App& app, GlobalFlags& g, int& exit_code) {
   c->callback([ids, force, all, &g, &exit_code] {
     try {
       if (ids->empty() && !*all) throw CLI::ValidationError("rm", "give at least one BOX, or --all");
-      Runtime rt(RuntimeOptions{g.home});
+      Runtime rt(runtime_options(g));
       if (*all) {
         if (!*force) {
           std::fprintf(stderr, "Remove all boxes? [y/N] ");
@@ -183,7 +184,7 @@ void add_list(CLI::App& app, GlobalFlags& g, int& exit_code) {
   c->add_option("--format", *format, "table, json or yaml")->check(CLI::IsMember({"table", "json", "yaml"}));
   c->callback([all, quiet, format, &g, &exit_code] {
     try {
-      Runtime rt(RuntimeOptions{g.home});
+      Runtime rt(runtime_options(g));
       std::vector<BoxInfo> boxes;
       for (auto& i : rt.list_info()) {
         if (*all || i.status == "running") boxes.push_back(i);
@@ -222,7 +223,7 @@ void add_inspect(CLI::App& app, GlobalFlags& g, int& exit_code) {
   c->add_option("-f,--format", *format, "json (default), yaml, or a template such as '{{.State.Status}}'");
   c->callback([ids, latest, format, &g, &exit_code] {
     try {
-      Runtime rt(RuntimeOptions{g.home});
+      Runtime rt(runtime_options(g));
       if (*latest) {
         auto all = rt.list_info();
         if (all.empty()) throw Error(ErrorCode::NotFound, "no boxes");
@@ -265,7 +266,7 @@ void add_exec(CLI::App& app, GlobalFlags& g, int& exit_code) {
   c->add_option("-u,--user", f->user, "user[:group]");
   c->callback([f, &g, &exit_code] {
     try {
-      Runtime rt(RuntimeOptions{g.home});
+      Runtime rt(runtime_options(g));
       auto box = must_get(rt, f->box);
       if (box->state() != BoxState::Running) {
         throw Error(ErrorCode::InvalidState, "box " + f->box + " is not running: start it first");

@@ -2,19 +2,48 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/box.hpp"
 #include "common/error.hpp"
 #include "core/options.hpp"
+#include "core/runtime.hpp"
 
 namespace boxlite::cli {
 
 struct GlobalFlags {
   bool debug = false;
   std::string home;
+  std::vector<std::string> registries;  // --registry, repeatable
+  std::string config;                   // --config FILE
+};
+
+// The runtime options the global flags ask for: --home, and the image registries
+// (--registry entries first, then --config's; none given = the home's config.json).
+RuntimeOptions runtime_options(const GlobalFlags& g);
+
+// pull.cpp, images.cpp
+void add_pull_command(CLI::App& app, GlobalFlags& g, int& exit_code);
+void add_image_commands(CLI::App& app, GlobalFlags& g, int& exit_code);
+
+// progress.cpp: while alive, shows the runtime's pulls layer by layer on `out`
+// (bytes, rate, "Already exists"), redrawn in place, when `out` is a terminal;
+// prints nothing otherwise or when quiet.
+class PullDisplay {
+ public:
+  PullDisplay(Runtime& rt, FILE* out, bool quiet = false);
+  ~PullDisplay();
+  PullDisplay(const PullDisplay&) = delete;
+  PullDisplay& operator=(const PullDisplay&) = delete;
+
+ private:
+  struct State;
+  Runtime& rt_;
+  std::shared_ptr<State> state_;
 };
 
 // Each registers its subcommand; the callback sets the process exit code.

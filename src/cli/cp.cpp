@@ -39,7 +39,7 @@ void copy(const GlobalFlags& g, const CpFlags& f) {
   o.follow_symlinks = f.follow_symlinks;
   o.overwrite = !f.no_overwrite;
   o.include_parent = f.include_parent;
-  Runtime rt(RuntimeOptions{g.home});
+  Runtime rt(runtime_options(g));
   auto box = rt.attach(bp.box);
   if (from) {
     box->copy_out(from->path, f.dst, o);

@@ -29,7 +29,7 @@ void add_info_command(CLI::App& app, GlobalFlags& g, int& exit_code) {
   auto format = std::make_shared<std::string>("yaml");
   info->add_option("--format", *format, "yaml (default) or json")->check(CLI::IsMember({"yaml", "json"}));
   info->callback([&g, &exit_code, format] {
-    Runtime rt(RuntimeOptions{g.home});
+    Runtime rt(runtime_options(g));
     nlohmann::json j = to_json(rt.host_info());
     if (*format == "json") {
       std::printf("%s\n", j.dump(2).c_str());

@@ -19,7 +19,7 @@ struct LogsFlags {
 void print(const OutputChunk& c) { write_all(c.stream == StreamKind::Stdout ? 1 : 2, c.data.data(), c.data.size()); }
 
 int logs(const GlobalFlags& g, const LogsFlags& f) {
-  Runtime rt(RuntimeOptions{g.home});
+  Runtime rt(runtime_options(g));
   auto box = rt.get(f.box);
   if (!box) throw Error(ErrorCode::NotFound, "No such box: " + f.box);
   box->logs(f.tail, f.follow, print);

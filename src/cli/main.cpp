@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
   GlobalFlags g;
   app.add_flag("--debug", g.debug, "Verbose diagnostics")->configurable(false);
   app.add_option("--home", g.home, "Home directory (default $BOXLITE_HOME or ~/.boxlite)")->envname("BOXLITE_HOME");
+  app.add_option("--registry", g.registries, "Image registry HOST[:PORT][,transport=http][,skip_verify][,search=false] (repeatable; before --config's)");
+  app.add_option("--config", g.config, "JSON config file with image_registries");
   int exit_code = 0;
   add_run_command(app, g, exit_code);
   add_info_command(app, g, exit_code);
@@ -20,6 +22,8 @@ int main(int argc, char** argv) {
   add_logs_command(app, g, exit_code);
   add_stats_command(app, g, exit_code);
   add_box_commands(app, g, exit_code);
+  add_pull_command(app, g, exit_code);
+  add_image_commands(app, g, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -22,7 +22,8 @@ int run_detached(const GlobalFlags& g, const RunFlags& f) {
   o.auto_remove = false;  // as documented: -d forces auto_remove=false
   o.main_tty = f.tty;
   o.main_stdin = true;  // nobody writes it, but a shell main command keeps the box up
-  Runtime rt(RuntimeOptions{g.home});
+  Runtime rt(runtime_options(g));
+  PullDisplay progress(rt, stderr);
   auto box = rt.create(o, f.name);
   try {
     box->start();
@@ -42,7 +43,8 @@ int run_box(const GlobalFlags& g, const RunFlags& f) {
   o.main_stdin = f.interactive;
   if (f.tty) terminal_size(o.main_rows, o.main_cols);
 
-  Runtime rt(RuntimeOptions{g.home});
+  Runtime rt(runtime_options(g));
+  PullDisplay progress(rt, stderr);
   auto box = rt.create(o, f.name);
   std::optional<ExecResult> result;
   std::optional<Error> failure;

@@ -68,7 +68,7 @@ void print_table(const Box& box, const BoxMetrics& m) {
 }
 
 int stats(const GlobalFlags& g, const StatsFlags& f) {
-  Runtime rt(RuntimeOptions{g.home});
+  Runtime rt(runtime_options(g));
   auto box = rt.get(f.box);
   if (!box) throw Error(ErrorCode::NotFound, "No such box: " + f.box);
   for (bool first = true;; first = false) {

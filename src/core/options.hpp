@@ -7,12 +7,21 @@
 #include <utility>
 #include <vector>
 
+#include "registry/config.hpp"
+
 namespace boxlite {
+
+// host, transport ("https"|"http"), skip_verify, search, username, password,
+// bearer_token: see registry/config.hpp and docs/registry.md.
+using ImageRegistry = registry::ImageRegistry;
 
 using EnvList = std::vector<std::pair<std::string, std::string>>;
 
 struct RuntimeOptions {
   std::string home_dir;  // "" = $BOXLITE_HOME or ~/.boxlite
+  // Tried in order for unqualified image names (those with search=true); empty =
+  // the home's config.json "image_registries", else docker.io only.
+  std::vector<ImageRegistry> image_registries;
   // Holds the home's runtime lock for the runtime's lifetime (what
   // Runtime::default_runtime() does): a second exclusive runtime on the same home,
   // in any process, fails with "Another BoxliteRuntime is already using directory".
@@ -20,7 +29,7 @@ struct RuntimeOptions {
 };
 
 struct BoxOptions {
-  std::string image;        // an image reference; for now an OCI layout path or oci:DIR[:TAG]
+  std::string image;        // a registry reference ("alpine", "host:5000/repo:tag", "...@sha256:..."), an OCI layout path or oci:DIR[:TAG]
   std::string rootfs_path;  // a local OCI image layout directory
   std::optional<int> cpus;        // default 1
   std::optional<int> memory_mib;  // default 1024

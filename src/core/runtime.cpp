@@ -222,7 +222,9 @@ Runtime::Runtime(RuntimeOptions opts) {
                                                " (a process holds " + layout_.locks() + "/runtime.lock)");
     }
   }
-  load_home_config();
+  for (const auto& r : opts.image_registries) registry::validate(r);
+  registries_ = opts.image_registries;
+  load_home_config(!registries_.empty());
   store_ = std::make_shared<store::Store>(layout_.root + "/db/boxlite.db");
   sweep_half_made_boxes();
 }
@@ -258,9 +260,10 @@ void Runtime::sweep_half_made_boxes() {
   }
 }
 
-// <home>/config.json: {"engine": "vm"|"jail", "accel": "auto"|"kvm"|"tcg"}. An
+// <home>/config.json: {"engine": "vm"|"jail", "accel": "auto"|"kvm"|"tcg",
+// "image_registries": [...]}. An
 // option beats the environment, which beats this file.
-void Runtime::load_home_config() {
+void Runtime::load_home_config(bool registries_from_options) {
   std::string path = layout_.root + "/config.json";
   if (!path_exists(path)) return;
   try {
@@ -271,7 +274,10 @@ void Runtime::load_home_config() {
         config_engine_ = value.get<std::string>();
       } else if (key == "accel" && value.is_string()) {
         config_accel_ = value.get<std::string>();
-      } else if (key != "image_registries") {
+      } else if (key == "image_registries") {
+        // Registries given in code replace the file's (documented in docs/registry.md).
+        if (!registries_from_options) registries_ = registry::registries_from_json(value, path);
+      } else {
         throw Error(ErrorCode::Config, "unknown or mistyped key '" + key + "'");
       }
     }
@@ -472,10 +478,8 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   struct stat st;
   bool is_layout = source.rfind("oci:", 0) == 0 || ::stat(source.c_str(), &st) == 0 || !opts.rootfs_path.empty() ||
                    source[0] == '/' || source[0] == '.';
-  if (!is_layout) {
-    throw Error(ErrorCode::Image, "cannot use image '" + source + "': pulling from registries is not implemented yet; pass an OCI image layout directory (a path, or oci:DIR[:TAG])");
-  }
-  image::LocalImage img = image::open_oci_layout(image::parse_layout_ref(source));
+  std::string recorded = source;
+  image::LocalImage img = image::open_oci_layout(is_layout ? image::parse_layout_ref(source) : resolve_registry_image(source, recorded));
   nlohmann::json timings;
 
   engine::ShimSpec spec;
@@ -523,7 +527,7 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   store::BoxRecord rec;
   rec.id = spec.box_id;
   rec.name = name;
-  rec.image = source;
+  rec.image = recorded;  // a registry image as its normalized reference
   rec.engine = engine;
   rec.state = "created";
   rec.created_at_ms = wall_clock_ms();

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "core/paths.hpp"
 #include "engine/spec.hpp"
 #include "image/oci_layout.hpp"
+#include "registry/pull.hpp"
 #include "store/store.hpp"
 
 namespace boxlite {
@@ -86,6 +88,28 @@ class Runtime {
   HostInfo host_info();
   RuntimeMetrics metrics();
 
+  // Images (images.cpp). pull_image always asks the registry (tags move) and
+  // downloads only the blobs the home's store lacks; create() of a registry
+  // reference uses the cached image when there is one, else pulls it the same way.
+  registry::PullResult pull_image(const std::string& reference);
+  std::vector<registry::StoredImage> list_images();
+  // By reference (as given to pull/create, or normalized) or by id (a manifest
+  // digest or a unique prefix of its hex, at least 4 digits). An image a box uses
+  // is never removed: InvalidState naming the box. NotFound for no such image.
+  // Returns the removed references.
+  std::vector<std::string> remove_image(const std::string& reference_or_id);
+  // Removes blobs and ext4 bases no image needs; with all=true first removes every
+  // image no box uses. Returns the bytes freed.
+  uint64_t prune_images(bool all = false);
+  // Progress of pulls (create, pull_image) from this runtime; called from
+  // download threads.
+  void set_pull_observer(std::function<void(const std::string&, const std::vector<registry::LayerProgress>&)> on_manifest,
+                         std::function<void(const registry::LayerProgress&)> on_progress) {
+    pull_on_manifest_ = std::move(on_manifest);
+    pull_progress_ = std::move(on_progress);
+  }
+  const std::vector<ImageRegistry>& image_registries() const { return registries_; }
+
   // Warnings (such as falling back to TCG) go here; default: stderr.
   void set_warning_sink(std::function<void(const std::string&)> sink) { warn_ = std::move(sink); }
 
@@ -95,7 +119,7 @@ class Runtime {
   void prepare_jail(engine::ShimSpec& spec, const image::LocalImage& img);
   void warn(const std::string& msg) const;
 
-  void load_home_config();
+  void load_home_config(bool registries_from_options);
   void sweep_half_made_boxes();
   std::string default_engine() const;
   std::string default_accel() const;
@@ -114,6 +138,13 @@ class Runtime {
   std::shared_ptr<Box> create_box(const BoxOptions& opts, const std::string& name);
   std::shared_ptr<core::RuntimeCounters> counters_ = std::make_shared<core::RuntimeCounters>();
   std::string config_engine_, config_accel_;  // from <home>/config.json
+  std::vector<ImageRegistry> registries_;       // options, else <home>/config.json
+  std::function<void(const std::string&, const std::vector<registry::LayerProgress>&)> pull_on_manifest_;
+  std::function<void(const registry::LayerProgress&)> pull_progress_;
+  registry::PullOptions pull_options() const;
+  uint64_t prune_store(bool all, const std::set<std::string>* only);
+  // A registry reference -> the store's layout ref, pulling when not cached.
+  image::LayoutRef resolve_registry_image(const std::string& reference, std::string& normalized);
   std::function<void(const std::string&)> warn_;
 };
 

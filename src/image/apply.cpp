@@ -109,7 +109,7 @@ class LayerApplier {
   // archive (see extract_copy_archive): no whiteouts, no owners, no replacing a
   // directory by a non-directory or the reverse.
   LayerApplier(UniqueFd root, archive* reader, std::string label, const ApplyMode& mode)
-      : label_(std::move(label)), overlay_(mode.overlay), copy_(mode.copy), root_(std::move(root)), reader_(reader) {
+      : label_(std::move(label)), overlay_(mode.overlay), copy_(mode.copy), max_bytes_(mode.max_bytes), root_(std::move(root)), reader_(reader) {
     if (overlay_) implicit_owner_ = detail::Owner{overlay_->uid_offset, overlay_->gid_offset};
     // Copied files belong to whoever copies them (docker cp without -a): the owner
     // recorded in a box is meaningless on the host and the reverse.
@@ -276,6 +276,10 @@ class LayerApplier {
   void write_file(const Components& path, archive_entry* e) {
     int64_t size = archive_entry_size(e);
     if (size > kMaxEntryBytes) fail("file is " + std::to_string(size) + " bytes, over the 64 GiB limit");
+    if (size >= 0 && static_cast<uint64_t>(size) > max_bytes_ - std::min(max_bytes_, stats_.bytes)) {
+      fail("unpacked files would exceed the " + std::to_string(max_bytes_) +
+           "-byte image size limit (BOXLITE_MAX_IMAGE_BYTES; sparse files count at their full size)");
+    }
     EntryMeta m = meta(e);
     UniqueFd parent = parent_of(path);
     const std::string& name = path.back();
@@ -560,6 +564,7 @@ class LayerApplier {
   std::string label_;
   std::optional<OverlayOptions> overlay_;
   std::optional<CopyMode> copy_;
+  uint64_t max_bytes_ = UINT64_MAX;
   bool single_done_ = false;  // copy mode: the one entry of a single-file archive is written
   std::string current_;       // copy mode: where the entry being applied goes
   std::optional<detail::Owner> implicit_owner_;  // of directories made for paths (overlay mode)

@@ -4,6 +4,7 @@
 // decompression dependencies of its own: the static guest agent links it too.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -31,6 +32,9 @@ struct CopyMode {
 struct ApplyMode {
   std::optional<OverlayOptions> overlay;  // extract_layer_for_overlay
   std::optional<CopyMode> copy;           // extract_copy_archive
+  // Apparent bytes of regular files this archive may write in total: a sparse
+  // entry costs its declared size, so a "sparse bomb" hits this, not the disk.
+  uint64_t max_bytes = UINT64_MAX;
 };
 
 // Applies every entry of `reader` (starting with `first` when the caller already

@@ -3,10 +3,14 @@
 #include <archive.h>
 #include <fcntl.h>
 #include <unistd.h>
+#include <zlib.h>
 
+#include <cerrno>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "common/error.hpp"
 #include "common/fd.hpp"
@@ -24,7 +28,47 @@ struct ArchiveReadDeleter {
   void operator()(archive* a) const { archive_read_free(a); }
 };
 
-UnpackStats unpack(const std::string& root_dir, const std::string& layer_path, std::optional<OverlayOptions> overlay) {
+// Inflates the whole file (every gzip member) to check each member's CRC-32 and
+// length; throws Image for a truncated or corrupt stream or trailing garbage.
+void verify_gzip(int fd, const std::string& label) {
+  z_stream z{};
+  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) throw Error(ErrorCode::Internal, "zlib init failed");
+  std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&z, inflateEnd);
+  std::vector<unsigned char> in(1 << 16), out(1 << 16);
+  off_t pos = 0;
+  bool member_done = false;
+  for (;;) {
+    ssize_t n = ::pread(fd, in.data(), in.size(), pos);
+    if (n < 0) throw_errno(ErrorCode::Image, label + ": read");
+    if (n == 0) break;
+    pos += n;
+    z.next_in = in.data();
+    z.avail_in = static_cast<uInt>(n);
+    while (z.avail_in > 0) {
+      if (member_done) {  // another member follows, or padding zeros some tools add
+        if (*z.next_in == 0) {
+          ++z.next_in;
+          --z.avail_in;
+          continue;
+        }
+        inflateReset(&z);
+        member_done = false;
+      }
+      z.next_out = out.data();
+      z.avail_out = static_cast<uInt>(out.size());
+      int r = inflate(&z, Z_NO_FLUSH);
+      if (r == Z_STREAM_END) {
+        member_done = true;
+      } else if (r != Z_OK && !(r == Z_BUF_ERROR && z.avail_in == 0)) {
+        throw Error(ErrorCode::Image, label + ": corrupt gzip stream (" + (z.msg ? z.msg : "inflate error") + ")");
+      }
+    }
+  }
+  if (!member_done) throw Error(ErrorCode::Image, label + ": truncated gzip stream");
+}
+
+UnpackStats unpack(const std::string& root_dir, const std::string& layer_path, std::optional<OverlayOptions> overlay,
+                   uint64_t max_bytes) {
   UniqueFd root(::open(root_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!root) throw_errno(ErrorCode::Image, "open unpack root " + root_dir);
   if (overlay && !detail::list_dir(root.get()).empty()) {
@@ -47,13 +91,29 @@ UnpackStats unpack(const std::string& root_dir, const std::string& layer_path, s
     const char* msg = archive_error_string(reader.get());
     throw Error(ErrorCode::Image, label + ": open: " + (msg ? msg : "unknown libarchive error"));
   }
-  return detail::apply_archive(std::move(root), reader.get(), label, detail::ApplyMode{overlay, std::nullopt});
+  UnpackStats stats = detail::apply_archive(std::move(root), reader.get(), label, detail::ApplyMode{overlay, std::nullopt, max_bytes});
+  // The tar reader stops at the end-of-archive blocks, before gzip's trailer: a
+  // corrupted stream whose deflate data still decodes would pass unnoticed.
+  if (archive_filter_code(reader.get(), 0) == ARCHIVE_FILTER_GZIP) verify_gzip(layer_fd.get(), label);
+  return stats;
 }
 
 }  // namespace
 
-UnpackStats apply_layer(const std::string& root_dir, const std::string& layer_path) {
-  return unpack(root_dir, layer_path, std::nullopt);
+UnpackStats apply_layer(const std::string& root_dir, const std::string& layer_path, uint64_t max_bytes) {
+  return unpack(root_dir, layer_path, std::nullopt, max_bytes);
+}
+
+uint64_t max_image_bytes() {
+  const char* v = std::getenv("BOXLITE_MAX_IMAGE_BYTES");
+  if (!v || !*v) return uint64_t{32} << 30;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long n = std::strtoull(v, &end, 10);
+  if (errno != 0 || *end != '\0' || n == 0 || v[0] == '-') {
+    throw Error(ErrorCode::Config, std::string("BOXLITE_MAX_IMAGE_BYTES must be a positive number of bytes, got '") + v + "'");
+  }
+  return n;
 }
 
 UnpackStats extract_layer_for_overlay(const std::string& layer_dir, const std::string& layer_path,
@@ -69,7 +129,7 @@ UnpackStats extract_layer_for_overlay(const std::string& layer_dir, const std::s
     throw Error(ErrorCode::InvalidArgument, "id offsets " + std::to_string(opts.uid_offset) + "/" +
                                                 std::to_string(opts.gid_offset) + " leave no room for 65536 ids");
   }
-  return unpack(layer_dir, layer_path, opts);
+  return unpack(layer_dir, layer_path, opts, opts.max_bytes);
 }
 
 }  // namespace boxlite::image

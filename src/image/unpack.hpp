@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 
 namespace boxlite::image {
@@ -29,13 +30,21 @@ struct UnpackStats {
 //  - entries over 64 GiB or paths/link targets over 4096 bytes are refused.
 // Errors: boxlite::Error(ErrorCode::Image) naming the layer and the entry. On error
 // root_dir is left half-applied; callers unpack into a scratch directory.
-UnpackStats apply_layer(const std::string& root_dir, const std::string& layer_path);
+// max_bytes caps the apparent size of the regular files this layer writes (a
+// sparse-file bomb declares terabytes in a few bytes of tar): over it, an Image
+// error. Callers unpacking several layers pass what is left of the image's budget.
+UnpackStats apply_layer(const std::string& root_dir, const std::string& layer_path, uint64_t max_bytes = UINT64_MAX);
+
+// The per-image budget: $BOXLITE_MAX_IMAGE_BYTES when set (bytes), else 32 GiB.
+// Throws Config for a value that is not a positive number.
+uint64_t max_image_bytes();
 
 // Ownership shift for layers used by a user-namespaced box: box id N is host id
 // offset+N, for N in 0..65535.
 struct OverlayOptions {
   uint32_t uid_offset = 0;
   uint32_t gid_offset = 0;
+  uint64_t max_bytes = UINT64_MAX;  // as apply_layer's
 };
 
 // Extracts one layer tar into the EMPTY directory layer_dir in overlayfs "lowerdir"

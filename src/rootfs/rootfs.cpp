@@ -192,7 +192,8 @@ void build_base(const std::string& home, const image::LocalImage& img, const std
   TempDir tree(home + "/tmp", "unpack-" + hex.substr(0, 12));
   // mkdtemp makes 0700; mkfs copies the mode to the guest's "/".
   if (::chmod(tree.path().c_str(), 0755) != 0) throw_errno(ErrorCode::Storage, "chmod " + tree.path());
-  for (const auto& layer : img.layers) image::apply_layer(tree.path(), layer.blob_path);
+  uint64_t budget = image::max_image_bytes();  // one budget for all layers together
+  for (const auto& layer : img.layers) budget -= image::apply_layer(tree.path(), layer.blob_path, budget).bytes;
 
   uint64_t size = ext4_size_for(tree_bytes(tree.path()));
   std::string dir = home + "/images/disk-images";
@@ -223,7 +224,7 @@ void build_overlay_layer(const image::Layer& layer, uint32_t offset, const std::
   image::verify_blob(layer.blob_path, layer.digest);
   // In the cache directory itself, so that the rename stays within one filesystem.
   TempDir tmp(dir, ".tmp-" + hex.substr(0, 12) + "-" + std::to_string(offset));
-  image::extract_layer_for_overlay(tmp.path(), layer.blob_path, {offset, offset});
+  image::extract_layer_for_overlay(tmp.path(), layer.blob_path, {offset, offset, image::max_image_bytes()});
   UniqueFd root(::open(tmp.path().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!root) throw_errno(ErrorCode::Storage, "open " + tmp.path());
   // Whatever the tar said about "./": the box's root-owned, world-searchable layer root.

@@ -414,3 +414,91 @@ TEST_F(UnpackTest, GarbageLayerIsAnImageError) {
 
 }  // namespace
 }  // namespace boxlite::image
+
+namespace boxlite::image {
+namespace {
+
+// One regular entry declared `size` bytes long of which only the first 512 are
+// data: a sparse file, as GNU tar and libarchive write them (pax GNU.sparse).
+std::string sparse_tar(const std::string& path, int64_t size) {
+  archive* a = archive_write_new();
+  archive_write_set_format_pax(a);
+  EXPECT_EQ(archive_write_open_filename(a, path.c_str()), ARCHIVE_OK);
+  archive_entry* e = archive_entry_new();
+  archive_entry_set_pathname(e, "bomb");
+  archive_entry_set_filetype(e, AE_IFREG);
+  archive_entry_set_perm(e, 0644);
+  archive_entry_set_size(e, size);
+  archive_entry_sparse_add_entry(e, 0, 512);
+  EXPECT_EQ(archive_write_header(a, e), ARCHIVE_OK);
+  std::string data(512, 'x');
+  archive_write_data(a, data.data(), data.size());
+  archive_entry_free(e);
+  archive_write_close(a);
+  archive_write_free(a);
+  return path;
+}
+
+TEST_F(UnpackTest, SparseFileBombStoppedBySizeLimit) {
+  std::string l = sparse_tar(layer_path(), int64_t{8} << 30);
+  EXPECT_LT(std::filesystem::file_size(l), 64u * 1024) << "the bomb itself is tiny";
+  try {
+    apply_layer(root(), l, uint64_t{1} << 30);
+    FAIL() << "expected the size limit";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Image);
+    EXPECT_NE(std::string(e.what()).find("image size limit"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(exists(at("bomb")));
+  // Under the limit it unpacks, and holes stay holes.
+  auto st = apply_layer(root(), l, uint64_t{16} << 30);
+  EXPECT_EQ(st.bytes, uint64_t{8} << 30);
+  EXPECT_LT(lstat_of(at("bomb")).st_blocks * 512, 1 << 20);
+}
+
+TEST_F(UnpackTest, ImageByteBudgetFromEnvironment) {
+  ::setenv("BOXLITE_MAX_IMAGE_BYTES", "4096", 1);
+  EXPECT_EQ(max_image_bytes(), 4096u);
+  ::setenv("BOXLITE_MAX_IMAGE_BYTES", "-1", 1);
+  EXPECT_THROW(max_image_bytes(), Error);
+  ::unsetenv("BOXLITE_MAX_IMAGE_BYTES");
+  EXPECT_EQ(max_image_bytes(), uint64_t{32} << 30);
+}
+
+std::string random_bytes(size_t n) {
+  std::string s(n, '\0');
+  uint32_t x = 12345;
+  for (auto& c : s) {
+    x = x * 1664525 + 1013904223;
+    c = static_cast<char>(x >> 24);
+  }
+  return s;
+}
+
+TEST_F(UnpackTest, TruncatedAndCorruptGzipRefused) {
+  std::string good = layer_path();
+  {
+    TarWriter t(good, TarWriter::Compression::Gzip);
+    t.file("a/data", random_bytes(256 * 1024));
+    t.file("b/more", random_bytes(64 * 1024));
+    t.close();
+  }
+  std::string bytes = read_file(good);
+  std::string truncated = layer_path();
+  write_file_atomic(truncated, bytes.substr(0, bytes.size() / 2));
+  std::string corrupt = layer_path();
+  std::string flipped = bytes;
+  for (size_t i = bytes.size() / 3; i < bytes.size() / 3 + 64; ++i) flipped[i] ^= 0x5a;
+  write_file_atomic(corrupt, flipped);
+  for (const auto& l : {truncated, corrupt}) {
+    try {
+      apply(l);
+      ADD_FAILURE() << "expected an error for " << l;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::Image) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace boxlite::image

@@ -1,0 +1,171 @@
+// Runtime's image operations: pulling into the home's image store, listing,
+// removing and pruning. The store itself is registry::ImageStore; this file adds
+// what needs the runtime: the configured registries, the boxes that use images,
+// and the derived caches (ext4 bases, jail layer directories).
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "common/error.hpp"
+#include "common/io.hpp"
+#include "core/runtime.hpp"
+#include "engine/spec.hpp"
+
+namespace boxlite {
+
+namespace {
+
+std::vector<std::string> dir_entries(const std::string& dir) {
+  std::vector<std::string> out;
+  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), ::closedir);
+  if (!d) return out;
+  while (auto* e = ::readdir(d.get())) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") out.push_back(n);
+  }
+  return out;
+}
+
+bool is_hex(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+uint64_t file_size(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_blocks) * 512 : 0;
+}
+
+}  // namespace
+
+registry::PullOptions Runtime::pull_options() const {
+  registry::PullOptions o;
+  o.registries = registries_;
+  o.progress = pull_progress_;
+  o.on_manifest = pull_on_manifest_;
+  return o;
+}
+
+image::LayoutRef Runtime::resolve_registry_image(const std::string& reference, std::string& normalized) {
+  registry::ImageStore store(layout_.images());
+  auto hit = registry::find_cached(store, reference, registries_);
+  registry::PullResult r = hit ? *hit : registry::pull(store, reference, pull_options());
+  normalized = r.reference;
+  return {store.layout_dir(), r.reference};
+}
+
+registry::PullResult Runtime::pull_image(const std::string& reference) {
+  registry::ImageStore store(layout_.images());
+  return registry::pull(store, reference, pull_options());
+}
+
+std::vector<registry::StoredImage> Runtime::list_images() {
+  registry::ImageStore store(layout_.images());
+  auto out = store.list();
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.created_ms > b.created_ms; });
+  return out;
+}
+
+std::vector<std::string> Runtime::remove_image(const std::string& reference_or_id) {
+  registry::ImageStore store(layout_.images());
+  auto images = store.list();
+  std::vector<std::string> refs;
+  std::string id = reference_or_id.starts_with("sha256:") ? reference_or_id.substr(7) : reference_or_id;
+  if (id.size() >= 4 && is_hex(id)) {
+    std::set<std::string> digests;
+    for (const auto& i : images) {
+      if (i.manifest_digest.compare(7, id.size(), id) == 0) {
+        digests.insert(i.manifest_digest);
+        refs.push_back(i.reference);
+      }
+    }
+    if (digests.size() > 1) throw Error(ErrorCode::InvalidArgument, "image id prefix '" + id + "' is ambiguous: use more digits");
+  }
+  if (refs.empty()) {
+    std::vector<registry::ImageRef> wanted;
+    try {
+      wanted = registry::candidates(reference_or_id, registries_);
+    } catch (const Error&) {
+      throw Error(ErrorCode::NotFound, "No such image: " + reference_or_id);
+    }
+    for (const auto& c : wanted) {
+      for (const auto& i : images) {
+        if (refs.empty() && i.reference == c.str()) refs.push_back(i.reference);
+      }
+    }
+  }
+  if (refs.empty()) throw Error(ErrorCode::NotFound, "No such image: " + reference_or_id);
+  for (const auto& r : store_->list()) {
+    if (std::find(refs.begin(), refs.end(), r.image) != refs.end()) {
+      throw Error(ErrorCode::InvalidState, "image " + r.image + " is used by box " + (r.name.empty() ? r.id : r.name) +
+                                               ": remove the box first");
+    }
+  }
+  std::set<std::string> released;
+  for (const auto& i : images) {
+    if (std::find(refs.begin(), refs.end(), i.reference) == refs.end()) continue;
+    released.insert(i.manifest_digest.substr(7));
+    for (const auto& b : i.blobs) released.insert(b.substr(7));
+  }
+  store.untag(refs);
+  prune_store(false, &released);
+  return refs;
+}
+
+uint64_t Runtime::prune_images(bool all) { return prune_store(all, nullptr); }
+
+// `only`: restrict the derived caches removed to these digests' (hex) — what an
+// image removal just released; nullptr = every one no stored image names.
+uint64_t Runtime::prune_store(bool all, const std::set<std::string>* only) {
+  registry::ImageStore store(layout_.images());
+  std::set<std::string> used_refs;
+  std::set<std::string> used_paths;  // ext4 bases and jail layer dirs boxes run on
+  for (const auto& r : store_->list()) {
+    used_refs.insert(r.image);
+    try {
+      auto spec = engine::spec_from_json(read_file(layout_.box_dir(r.id) + "/shim.json"));
+      used_paths.insert(spec.disk_base);
+      for (const auto& l : spec.lower_dirs) used_paths.insert(l);
+    } catch (const Error&) {
+    }
+  }
+  if (all) {
+    std::vector<std::string> unused;
+    for (const auto& i : store.list()) {
+      if (!used_refs.count(i.reference)) unused.push_back(i.reference);
+    }
+    store.untag(unused);
+  }
+  uint64_t freed = store.collect_garbage();
+  std::set<std::string> live;
+  for (const auto& i : store.list()) {
+    live.insert(i.manifest_digest.substr(7));
+    for (const auto& b : i.blobs) live.insert(b.substr(7));
+  }
+  auto removable = [&](const std::string& hex) { return is_hex(hex) && !live.count(hex) && (!only || only->count(hex)); };
+  std::string disks = layout_.images() + "/disk-images";
+  for (const auto& n : dir_entries(disks)) {
+    std::string hex = n.substr(0, n.find('.'));
+    // A base a box runs on is never removed, even when its image is gone.
+    if (!removable(hex) || used_paths.count(disks + "/" + hex + ".ext4")) continue;
+    std::string path = disks + "/" + n;
+    freed += file_size(path);
+    ::unlink(path.c_str());
+  }
+  std::string layers = layout_.images() + "/layers";
+  for (const auto& n : dir_entries(layers)) {
+    std::string path = layers + "/" + n;
+    if (!removable(n.substr(0, n.find('-'))) || used_paths.count(path)) continue;
+    try {
+      remove_tree(path);
+    } catch (const Error& e) {
+      warn("could not remove the unused layer directory " + path + ": " + e.what());
+    }
+  }
+  return freed;
+}
+
+}  // namespace boxlite

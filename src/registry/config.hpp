@@ -1,0 +1,44 @@
+// Registry configuration: the documented ImageRegistry and where it comes from
+// (code, <home>/config.json, `--config FILE`, `--registry SPEC`).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace boxlite::registry {
+
+struct ImageRegistry {
+  std::string host;                 // host[:port], never a URL
+  std::string transport = "https";  // "https" | "http"
+  bool skip_verify = false;         // https without certificate/hostname checks
+  bool search = false;              // tried for unqualified names, in list order
+  std::optional<std::string> username, password;  // basic auth, both or neither
+  std::optional<std::string> bearer_token;        // wins over username/password
+};
+
+// The documented checks, with the documented messages (Config errors):
+//   "image registry host is required"
+//   "image registry host must be host[:port], not a URL: <h>"
+//   "unsupported registry transport: <t>"
+//   "registry username and password must be provided together"
+void validate(const ImageRegistry& r);
+
+// {"image_registries": [{"host": ..., "transport": ..., "skip_verify": ...,
+//   "search": ..., "username": ..., "password": ..., "bearer_token": ...}, ...]}:
+// the array's entries, validated. `where` names the source in errors (Config).
+std::vector<ImageRegistry> registries_from_json(const nlohmann::json& array, const std::string& where);
+
+// The CLI's `--registry HOST[,transport=http|https][,skip_verify][,search=false]`:
+// a registry given on the command line takes part in short-name search unless
+// told otherwise. Credentials only come from a config file (never argv, which
+// other users can read in /proc).
+ImageRegistry parse_registry_flag(const std::string& spec);
+
+// `--config FILE`: a JSON object with "image_registries" (other runtime keys of
+// <home>/config.json, "engine" and "accel", are accepted and ignored here).
+std::vector<ImageRegistry> load_config_file(const std::string& path);
+
+}  // namespace boxlite::registry

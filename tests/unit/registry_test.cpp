@@ -1,0 +1,190 @@
+// Image references, registry configuration (the documented validation messages),
+// WWW-Authenticate parsing, short-name candidates and the image store, without a
+// network (tests/integration/registry_test.cpp pulls from real registries).
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error_code.hpp"
+#include "common/io.hpp"
+#include "common/process.hpp"
+#include "core/runtime.hpp"
+#include "registry/config.hpp"
+#include "registry/http.hpp"
+#include "registry/pull.hpp"
+#include "registry/reference.hpp"
+#include "registry/store.hpp"
+
+namespace boxlite::registry {
+namespace {
+
+using boxlite::testing::code_of;
+
+TEST(ReferenceTest, NormalizesDockerHubNames) {
+  EXPECT_EQ(on_registry(parse_reference("alpine"), kDefaultRegistry).str(), "docker.io/library/alpine:latest");
+  EXPECT_EQ(parse_reference("docker.io/alpine").str(), "docker.io/library/alpine:latest");
+  EXPECT_EQ(parse_reference("index.docker.io/library/alpine:3").str(), "docker.io/library/alpine:3");
+  EXPECT_EQ(parse_reference("python:slim").tag, "slim");
+  EXPECT_FALSE(parse_reference("python:slim").qualified());
+  EXPECT_EQ(parse_reference("org/app").repository, "org/app");
+}
+
+TEST(ReferenceTest, HostsPortsTagsAndDigests) {
+  auto r = parse_reference("127.0.0.1:5000/test/busybox:v1.2");
+  EXPECT_EQ(r.registry, "127.0.0.1:5000");
+  EXPECT_EQ(r.repository, "test/busybox");
+  EXPECT_EQ(r.tag, "v1.2");
+  std::string d = "sha256:" + std::string(64, 'a');
+  auto byd = parse_reference("localhost/app@" + d);
+  EXPECT_EQ(byd.registry, "localhost");
+  EXPECT_EQ(byd.digest, d);
+  EXPECT_EQ(byd.tag, "");
+  EXPECT_EQ(byd.manifest_reference(), d);
+  EXPECT_EQ(byd.str(), "localhost/app@" + d);
+  EXPECT_EQ(parse_reference("ghcr.io/a/b:t@" + d).str(), "ghcr.io/a/b:t@" + d);
+}
+
+TEST(ReferenceTest, RefusesBadReferences) {
+  std::string msg;
+  for (const char* bad : {"", "UPPER", "a//b", "a:", "a:-tag", "a@sha256:abc", "a@md5:" "0123", "../x", "a b", "-a"}) {
+    EXPECT_EQ(code_of([&] { parse_reference(bad); }, &msg), ErrorCode::InvalidArgument) << bad;
+    EXPECT_NE(msg.find("invalid image reference"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(code_of([&] { parse_reference(std::string(2000, 'a')); }), ErrorCode::InvalidArgument);
+}
+
+TEST(ReferenceTest, SearchCandidatesInOrder) {
+  ImageRegistry a, b, c;
+  a.host = "ghcr.io";
+  a.search = true;
+  b.host = "skip.example";
+  c.host = "docker.io";
+  c.search = true;
+  auto list = candidates("alpine", {a, b, c});
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].str(), "ghcr.io/library/alpine:latest");  // as the reference system does
+  EXPECT_EQ(list[1].str(), "docker.io/library/alpine:latest");
+  EXPECT_EQ(candidates("quay.io/p/q:v1", {a, b, c}).size(), 1u);  // qualified: the list is bypassed
+  EXPECT_EQ(candidates("alpine", {b})[0].str(), "docker.io/library/alpine:latest");  // no search registry
+  EXPECT_EQ(candidates("alpine", {})[0].str(), "docker.io/library/alpine:latest");
+}
+
+TEST(RegistryConfigTest, DocumentedValidationMessages) {
+  auto msg_of = [](ImageRegistry r) {
+    std::string m;
+    EXPECT_EQ(code_of([&] { validate(r); }, &m), ErrorCode::Config);
+    return m;
+  };
+  ImageRegistry r;
+  EXPECT_EQ(msg_of(r), "image registry host is required");
+  r.host = "https://x";
+  EXPECT_EQ(msg_of(r), "image registry host must be host[:port], not a URL: https://x");
+  r.host = "x/y";
+  EXPECT_EQ(msg_of(r), "image registry host must be host[:port], not a URL: x/y");
+  r.host = "registry.local:5000";
+  r.transport = "HTTP";
+  EXPECT_EQ(msg_of(r), "unsupported registry transport: HTTP");
+  r.transport = "http";
+  r.username = "u";
+  EXPECT_EQ(msg_of(r), "registry username and password must be provided together");
+  r.username.reset();
+  r.password = "p";
+  EXPECT_EQ(msg_of(r), "registry username and password must be provided together");
+  r.username = "u";
+  r.bearer_token = "t";  // both kinds: accepted, the bearer token wins
+  EXPECT_EQ(code_of([&] { validate(r); }), ErrorCode::Ok);
+}
+
+TEST(RegistryConfigTest, RuntimeRefusesBadRegistries) {
+  char tmpl[] = "/tmp/blu-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  ImageRegistry r;
+  r.host = "https://x";
+  std::string msg;
+  EXPECT_EQ(code_of([&] { Runtime rt(RuntimeOptions{tmpl, {r}}); }, &msg), ErrorCode::Config);
+  EXPECT_EQ(msg, "image registry host must be host[:port], not a URL: https://x");
+  write_file_atomic(std::string(tmpl) + "/config.json", R"({"image_registries":[{"host":"h","transport":"ftp"}]})");
+  EXPECT_EQ(code_of([&] { Runtime rt(RuntimeOptions{tmpl}); }, &msg), ErrorCode::Config);
+  EXPECT_NE(msg.find("unsupported registry transport: ftp"), std::string::npos) << msg;
+  remove_tree(tmpl);
+}
+
+TEST(RegistryConfigTest, JsonAndFlagForms) {
+  auto j = nlohmann::json::parse(R"([{"host":"a:1","transport":"http","skip_verify":true,"search":true,
+                                     "username":"u","password":"p","bearer_token":"t"}])");
+  auto regs = registries_from_json(j, "test");
+  ASSERT_EQ(regs.size(), 1u);
+  EXPECT_EQ(regs[0].host, "a:1");
+  EXPECT_EQ(regs[0].transport, "http");
+  EXPECT_TRUE(regs[0].skip_verify && regs[0].search);
+  EXPECT_EQ(*regs[0].bearer_token, "t");
+  std::string msg;
+  EXPECT_EQ(code_of([&] { registries_from_json(nlohmann::json::parse(R"([{"host":"a","serch":true}])"), "f"); }, &msg), ErrorCode::Config);
+  EXPECT_NE(msg.find("unknown key 'serch'"), std::string::npos);
+  EXPECT_EQ(code_of([&] { registries_from_json(nlohmann::json::parse(R"([{"host":"a","search":"yes"}])"), "f"); }), ErrorCode::Config);
+
+  auto f = parse_registry_flag("127.0.0.1:5000,transport=http,skip_verify");
+  EXPECT_EQ(f.host, "127.0.0.1:5000");
+  EXPECT_EQ(f.transport, "http");
+  EXPECT_TRUE(f.skip_verify);
+  EXPECT_TRUE(f.search) << "a --registry takes part in short-name search";
+  EXPECT_FALSE(parse_registry_flag("h,search=false").search);
+  EXPECT_EQ(code_of([&] { parse_registry_flag("h,password=x"); }, &msg), ErrorCode::Config);
+  EXPECT_NE(msg.find("credentials go in --config"), std::string::npos);
+  EXPECT_EQ(code_of([&] { parse_registry_flag("http://h"); }, &msg), ErrorCode::Config);
+  EXPECT_EQ(msg, "image registry host must be host[:port], not a URL: http://h");
+}
+
+TEST(ChallengeTest, ParsesBearerAndBasic) {
+  auto c = parse_challenge(R"(Bearer realm="https://auth.docker.io/token",service="registry.docker.io",scope="repository:a/b:pull,push")");
+  EXPECT_EQ(c.scheme, "bearer");
+  EXPECT_EQ(c.param("realm"), "https://auth.docker.io/token");
+  EXPECT_EQ(c.param("service"), "registry.docker.io");
+  EXPECT_EQ(c.param("scope"), "repository:a/b:pull,push");
+  auto b = parse_challenge(R"(Basic realm="x \"q\"")");
+  EXPECT_EQ(b.scheme, "basic");
+  EXPECT_EQ(b.param("realm"), "x \"q\"");
+  EXPECT_EQ(parse_challenge("Bearer").params.size(), 0u);
+  EXPECT_EQ(parse_challenge("Bearer realm=unquoted,service=s").param("service"), "s");
+}
+
+TEST(ImageStoreTest, TagLookupListUntagCollect) {
+  char tmpl[] = "/tmp/blu-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  ImageStore s(std::string(tmpl) + "/images");
+  std::string layer = s.put_blob("layer bytes"), config = s.put_blob("{}");
+  std::string manifest = nlohmann::json{{"config", {{"digest", config}, {"size", 2}}},
+                                        {"layers", {{{"digest", layer}, {"size", 11}}}}}
+                             .dump();
+  std::string md = s.put_blob(manifest);
+  EXPECT_FALSE(s.lookup("r/x:latest"));
+  s.tag("r/x:latest", md, "application/vnd.oci.image.manifest.v1+json", manifest.size());
+  EXPECT_EQ(s.lookup("r/x:latest"), md);
+  s.tag("r/x:latest", md, "application/vnd.oci.image.manifest.v1+json", manifest.size());  // retag: one entry
+  ASSERT_EQ(s.list().size(), 1u);
+  EXPECT_EQ(s.list()[0].blobs.size(), 2u);
+  // A missing layer makes the image incomplete, not found.
+  ::unlink(s.blob_path(layer).c_str());
+  EXPECT_FALSE(s.lookup("r/x:latest"));
+  s.put_blob("layer bytes");
+  std::string orphan = s.put_blob("nobody needs me");
+  EXPECT_GT(s.collect_garbage(), 0u);
+  EXPECT_FALSE(s.has_blob(orphan));
+  EXPECT_TRUE(s.has_blob(layer));
+  EXPECT_EQ(s.untag({"r/x:latest"}), std::vector<std::string>{md});
+  s.collect_garbage();
+  EXPECT_FALSE(s.has_blob(layer) || s.has_blob(md) || s.has_blob(config));
+  EXPECT_EQ(code_of([&] { s.blob_path("sha256:../../etc/passwd"); }), ErrorCode::Image);
+  {
+    ImageStore::Ingest in(s, "sha256:" + std::string(64, 'b'));
+    write_all(in.fd(), "x", 1);
+    EXPECT_EQ(code_of([&] { in.commit("sha256:" + std::string(64, 'c')); }), ErrorCode::Image);
+  }
+  EXPECT_TRUE(split(trim(run_capture({"ls", std::string(tmpl) + "/images/oci/ingest"}).out), '\n').front().empty())
+      << "a failed ingest leaves nothing";
+  remove_tree(tmpl);
+}
+
+}  // namespace
+}  // namespace boxlite::registry
