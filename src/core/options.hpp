@@ -14,6 +14,23 @@ struct RuntimeOptions {
   std::string home_dir;  // "" = $BOXLITE_HOME or ~/.boxlite
 };
 
+// The documented NetworkSpec: mode "enabled" (default) or "disabled" (no interface
+// but loopback); with "enabled", a non-empty allow_net limits egress to those
+// hosts (exact, or "*.example.com" for its subdomains). docs/networking.md.
+struct NetworkSpec {
+  std::string mode = "enabled";
+  std::vector<std::string> allow_net;
+};
+
+// The documented PortSpec: host_port 0 means the same number as guest_port;
+// protocol "tcp" or "udp"; host_ip "" binds every host address (0.0.0.0).
+struct PortSpec {
+  int host_port = 0;
+  int guest_port = 0;
+  std::string protocol = "tcp";
+  std::string host_ip;
+};
+
 struct BoxOptions {
   std::string image;        // an image reference; for now an OCI layout path or oci:DIR[:TAG]
   std::string rootfs_path;  // a local OCI image layout directory
@@ -31,6 +48,8 @@ struct BoxOptions {
   // Keep running after the creating process exits (needs auto_remove=false).
   bool detach = false;
   double boot_timeout_secs = 60;
+  NetworkSpec network;
+  std::vector<PortSpec> ports;
 };
 
 struct ExecOptions {

@@ -22,6 +22,7 @@
 #include "common/error.hpp"
 #include "common/io.hpp"
 #include "common/process.hpp"
+#include "core/network.hpp"
 #include "engine/jail/jail.hpp"
 #include "engine/vm/initramfs.hpp"
 #include "engine/vm/qemu.hpp"
@@ -197,6 +198,7 @@ void validate_box_options(const BoxOptions& o) {
     throw Error(ErrorCode::InvalidArgument, "working_dir must be an absolute path, got '" + o.working_dir + "'");
   }
   if (o.boot_timeout_secs <= 0) throw Error(ErrorCode::InvalidArgument, "boot timeout must be positive");
+  (void)make_net_config(o);
   if (o.auto_remove && o.detach) {
     throw Error(ErrorCode::InvalidArgument,
                 "invalid argument: remove-on-stop is incompatible with detach=true. Detached boxes should use "
@@ -460,6 +462,10 @@ std::shared_ptr<Box> Runtime::create(const BoxOptions& opts, const std::string& 
   spec.env = env_list(img.config.env, opts.env);
   spec.working_dir = opts.working_dir.empty() ? img.config.working_dir : opts.working_dir;
   spec.user = opts.user.empty() ? img.config.user : opts.user;
+  spec.net = make_net_config(opts);
+  if (spec.net.enabled && !path_exists(spec.net.binary)) {
+    throw Error(ErrorCode::Config, "boxlite-net not found at " + spec.net.binary + ": build the project first");
+  }
   if (engine == "vm") {
     spec.disk = spec.box_dir + "/disk.qcow2";
     rootfs::create_overlay(spec.disk_base, spec.disk);

@@ -14,6 +14,7 @@ std::string spec_to_json(const ShimSpec& s) {
       {"guest_binary", s.guest_binary},
       {"cpus", s.cpus}, {"memory_mib", s.memory_mib}, {"boot_timeout_secs", s.boot_timeout_secs},
       {"hostname", s.hostname}, {"env", s.env}, {"working_dir", s.working_dir}, {"user", s.user},
+      {"net", nlohmann::json::parse(net::config_to_json(s.net))},
   };
   return j.dump(2);
 }
@@ -45,6 +46,12 @@ ShimSpec spec_from_json(const std::string& text) {
     s.env = j.at("env").get<std::vector<std::string>>();
     s.working_dir = j.at("working_dir");
     s.user = j.at("user");
+    // A box created before networking existed has none.
+    if (j.contains("net")) {
+      s.net = net::config_from_json(j.at("net").dump());
+    } else {
+      s.net.enabled = false;
+    }
     return s;
   } catch (const nlohmann::json::exception& e) {
     throw Error(ErrorCode::Config, std::string("invalid shim spec: ") + e.what());

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "net/config.hpp"
+
 namespace boxlite::engine {
 
 struct ShimSpec {
@@ -38,6 +40,8 @@ struct ShimSpec {
   std::vector<std::string> env;
   std::string working_dir;
   std::string user;
+  // The box's network (net/config.hpp); disabled: no interface but loopback.
+  net::NetConfig net;
 };
 
 std::string spec_to_json(const ShimSpec& s);
@@ -47,6 +51,7 @@ ShimSpec spec_from_json(const std::string& text);
 inline std::string shim_socket_path(const std::string& box_dir) { return box_dir + "/shim.sock"; }
 inline std::string agent_socket_path(const std::string& box_dir) { return box_dir + "/agent.sock"; }
 inline std::string console_log_path(const std::string& box_dir) { return box_dir + "/console.log"; }
+inline std::string net_socket_path(const std::string& box_dir) { return box_dir + "/net.sock"; }
 inline std::string shim_log_path(const std::string& box_dir) { return box_dir + "/shim.log"; }
 
 }  // namespace boxlite::engine

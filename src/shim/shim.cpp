@@ -22,6 +22,7 @@
 #include "common/io.hpp"
 #include "engine/jail/jail.hpp"
 #include "engine/vm/qemu.hpp"
+#include "shim/network.hpp"
 
 namespace boxlite::shim {
 
@@ -105,6 +106,7 @@ Shim::~Shim() {
   if (spec_.engine == "jail") engine::jail::remove_cgroups(spec_.box_id);
   ::unlink(engine::shim_socket_path(spec_.box_dir).c_str());
   ::unlink(engine::agent_socket_path(spec_.box_dir).c_str());
+  ::unlink(engine::net_socket_path(spec_.box_dir).c_str());
 }
 
 void Shim::boot_failed(const std::string& stage, const std::string& why) {
@@ -142,12 +144,20 @@ void Shim::start_jail() {
     engine_ = std::move(j.init);
     guest_ = std::move(j.channel);
     warnings_ = std::move(j.warnings);
+    if (spec_.net.enabled) net_ = start_jail_network(spec_, engine_.pid(), now_ms() + spec_.boot_timeout_secs * 1000);
   } catch (const Error& e) {
     throw Error(e.code(), "box " + spec_.box_id + " failed to start: " + e.what());
   }
 }
 
 void Shim::start_vm(double deadline) {
+  if (spec_.net.enabled) {
+    try {
+      net_ = start_vm_network(spec_, deadline);
+    } catch (const Error& e) {
+      throw Error(e.code(), "box " + spec_.box_id + " failed to start: " + e.what());
+    }
+  }
   agent_listen_ = unix_listen(engine::agent_socket_path(spec_.box_dir), 1);
   engine_ = spawn_engine(engine::vm::qemu_argv(spec_), engine::console_log_path(spec_.box_dir), spec_.box_dir + "/qemu.log");
 
@@ -195,6 +205,18 @@ void Shim::boot() {
   cfg.set_working_dir(spec_.working_dir);
   cfg.set_user(spec_.user);
   cfg.set_clock_unix_ns(wall_clock_ns());
+  if (spec_.net.enabled) {
+    auto* n = cfg.mutable_network();
+    // A jail's eth0 is configured by the shim: the box has no CAP_NET_ADMIN.
+    n->set_configure_link(spec_.engine == "vm");
+    n->set_interface(net::kGuestInterface);
+    n->set_address(net::kGuestAddress);
+    n->set_prefix_len(net::kPrefixLength);
+    n->set_gateway(net::kGatewayAddress);
+    n->set_dns(net::kGatewayAddress);
+    n->set_host_alias(net::kHostAlias);
+    n->set_host_alias_name(net::kHostAliasName);
+  }
   std::string entropy(32, '\0');
   if (::getrandom(entropy.data(), entropy.size(), 0) == static_cast<ssize_t>(entropy.size())) cfg.set_entropy(entropy);
   send_guest(0, FrameType::Configure, cfg.SerializeAsString());

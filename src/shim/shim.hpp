@@ -57,6 +57,7 @@ class Shim {
 
   engine::ShimSpec spec_;
   Child engine_;
+  Child net_;  // boxlite-net, when the box has a network
   UniqueFd agent_listen_;
   UniqueFd guest_;
   UniqueFd listen_;
