@@ -18,10 +18,12 @@ void add_box_flags(CLI::App* c, BoxFlags& f) {
   c->add_option("--kernel", f.kernel, "Guest kernel: a path, or 'debian' for Debian's prebuilt kernel");
   c->add_option("--cpus", f.cpus, "Virtual CPUs (default 1; over 255 is clamped)");
   c->add_option("--memory", f.memory, "Memory in MiB (default 1024)");
-  c->add_option("-p,--publish", f.publish, "Publish a box port: [[host_ip:]host_port:]box_port[/tcp|udp] (repeatable)");
+  c->add_option("-p,--publish", f.publish, "Publish a box port: [[host_ip:]host_port:]box_port[/tcp|udp] (repeatable)")
+      ->allow_extra_args(false);  // one value per -p, so the image after it stays positional
   c->add_option("--network", f.network, "Network mode: enabled (default) or disabled (no interface but loopback)");
   c->add_option("--allow-net", f.allow_net,
-                "Allow egress only to this host (exact, or *.domain); repeatable; default: all egress");
+                "Allow egress only to this host (exact, or *.domain); repeatable; default: all egress")
+      ->allow_extra_args(false);
 }
 
 PortSpec parse_publish(const std::string& text) {
