@@ -346,6 +346,41 @@ TEST_P(NetworkTest, UdpReachesTheHostThroughItsAlias) {
   EXPECT_GE(dns.queries_for("udp-probe.test"), 1);
 }
 
+TEST_P(NetworkTest, CliFlagsNetworkAllowNetAndPublish) {
+  std::string img = image("busybox");
+  auto off = run_cli({"run", "--rm", "--network", "disabled", img, "cat", "/proc/net/dev"});
+  EXPECT_EQ(off.exit_code, 0) << off.err;
+  EXPECT_EQ(off.out.find("eth0"), std::string::npos) << off.out;
+
+  TestResolver dns(std::map<std::string, std::string>{{"allowed.test", "203.0.113.9"}, {"denied.test", "203.0.113.10"}});
+  ::setenv("BOXLITE_DNS_SERVER", dns.address().c_str(), 1);
+  auto allow = run_cli({"run", "--rm", "--allow-net", "allowed.test", "--allow-net", "*.wild.test", img, "sh", "-c",
+                        "nslookup allowed.test; nslookup denied.test"});
+  EXPECT_NE(allow.out.find("Address: 203.0.113.9"), std::string::npos) << allow.out << allow.err;
+  EXPECT_NE(allow.out.find("Address: 0.0.0.0"), std::string::npos) << allow.out;
+  EXPECT_EQ(allow.out.find("203.0.113.10"), std::string::npos) << allow.out;
+
+  // -p host:guest with the host port taken: start fails with docker's 125 and says why.
+  UniqueFd taken(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(taken.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(taken.get(), 1), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(taken.get(), reinterpret_cast<sockaddr*>(&a), &len);
+  std::string port = std::to_string(ntohs(a.sin_port));
+  auto clash = run_cli({"run", "--rm", "-p", "127.0.0.1:" + port + ":80", img, "true"});
+  EXPECT_EQ(clash.exit_code, 125);
+  EXPECT_NE(clash.err.find("host port 127.0.0.1:" + port + "/tcp (guest port 80): the host port is already in use"),
+            std::string::npos)
+      << clash.err;
+  auto bad = run_cli({"run", "--rm", "-p", "80:http", img, "true"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("invalid port 'http' in -p 80:http"), std::string::npos) << bad.err;
+  expect_no_leftovers();
+}
+
 BOXLITE_ON_BOTH_ENGINES(NetworkTest);
 
 // Option validation, no box needed.
