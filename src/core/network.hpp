@@ -15,7 +15,21 @@ namespace boxlite {
 // bad field) and resolves them: host_port 0 becomes the guest port, host_ip ""
 // becomes 0.0.0.0. The upstream resolver is $BOXLITE_DNS_SERVER (ip[:port]) when
 // set, else the host's (docs/networking.md).
+// Secrets become SecretRules (default placeholder "<BOXLITE_SECRET:name>"); the CA
+// paths are filled by the runtime (ensure_home_ca).
 net::NetConfig make_net_config(const BoxOptions& opts);
+
+// BOXLITE_SECRET_<NAME>: uppercased, non-alphanumerics become '_' (documented).
+std::string secret_env_name(const std::string& secret_name);
+// The environment entries (K=V) a box with these secrets gets: placeholders only.
+std::vector<std::string> secret_env(const net::NetConfig& c);
+
+struct HomeCa {
+  std::string cert, key;  // PEM files
+};
+// The home's TLS interception CA (<home>/ca/{ca.pem,ca.key}), made once (EC P-256,
+// 10 years) and reused by every box of the home.
+HomeCa ensure_home_ca(const std::string& home);
 
 // Bytes sent/received, TCP connections and errors of a box's network since it
 // last started (net/stats.hpp); nullopt when it has none (disabled, never started).

@@ -31,6 +31,17 @@ struct PortSpec {
   std::string host_ip;
 };
 
+// The documented Secret: the box sees only BOXLITE_SECRET_<NAME> holding the
+// placeholder; the host's TLS proxy puts the real value in place of the placeholder
+// in headers, query and body (never the path) of HTTPS requests to `hosts`
+// (exact or "*.x"; empty = any host). placeholder "" = "<BOXLITE_SECRET:name>".
+struct Secret {
+  std::string name;
+  std::string value;
+  std::vector<std::string> hosts;
+  std::string placeholder;
+};
+
 struct BoxOptions {
   std::string image;        // an image reference; for now an OCI layout path or oci:DIR[:TAG]
   std::string rootfs_path;  // a local OCI image layout directory
@@ -50,6 +61,7 @@ struct BoxOptions {
   double boot_timeout_secs = 60;
   NetworkSpec network;
   std::vector<PortSpec> ports;
+  std::vector<Secret> secrets;
 };
 
 struct ExecOptions {

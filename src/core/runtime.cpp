@@ -463,6 +463,12 @@ std::shared_ptr<Box> Runtime::create(const BoxOptions& opts, const std::string& 
   spec.working_dir = opts.working_dir.empty() ? img.config.working_dir : opts.working_dir;
   spec.user = opts.user.empty() ? img.config.user : opts.user;
   spec.net = make_net_config(opts);
+  for (auto& e : secret_env(spec.net)) spec.env.push_back(std::move(e));  // placeholders only
+  if (!spec.net.secrets.empty() && spec.net.enabled) {
+    HomeCa ca = ensure_home_ca(layout_.root);
+    spec.net.ca_cert = ca.cert;
+    spec.net.ca_key = ca.key;
+  }
   if (spec.net.enabled && !path_exists(spec.net.binary)) {
     throw Error(ErrorCode::Config, "boxlite-net not found at " + spec.net.binary + ": build the project first");
   }

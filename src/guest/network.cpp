@@ -38,6 +38,27 @@ void replace_file(const std::string& path, const std::string& text) {
   if (::rename(tmp.c_str(), path.c_str()) != 0) throw_errno(ErrorCode::Network, "replace " + path);
 }
 
+// The secrets proxy's CA joins whatever trust stores the image has (Debian/Ubuntu,
+// Fedora/RHEL, Alpine); with none, the Debian path is created.
+void trust_ca(const std::string& pem) {
+  static const char* const kBundles[] = {"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt",
+                                         "/etc/ssl/cert.pem"};
+  bool any = false;
+  for (const char* path : kBundles) {
+    struct stat st;
+    if (::stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    any = true;
+    UniqueFd fd(::open(path, O_WRONLY | O_APPEND | O_CLOEXEC));
+    if (!fd) throw_errno(ErrorCode::Network, std::string("open ") + path);
+    std::string text = "\n" + pem;
+    if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) throw_errno(ErrorCode::Network, std::string("append to ") + path);
+  }
+  if (any) return;
+  ::mkdir("/etc/ssl", 0755);
+  ::mkdir("/etc/ssl/certs", 0755);
+  replace_file(kBundles[0], pem);
+}
+
 }  // namespace
 
 void configure_network(const proto::BoxConfig& cfg, bool vm) {
@@ -54,6 +75,7 @@ void configure_network(const proto::BoxConfig& cfg, bool vm) {
   if (host[0]) hosts += n.address() + "\t" + host + "\n";
   hosts += n.host_alias() + "\t" + n.host_alias_name() + "\n";
   replace_file("/etc/hosts", hosts);
+  if (!n.trusted_ca_pem().empty()) trust_ca(n.trusted_ca_pem());
 }
 
 }  // namespace boxlite::guest

@@ -17,8 +17,13 @@ std::string config_to_json(const NetConfig& c) {
   for (const auto& p : c.ports) {
     ports.push_back({{"host_ip", p.host_ip}, {"host_port", p.host_port}, {"guest_port", p.guest_port}, {"udp", p.udp}});
   }
+  nlohmann::json secrets = nlohmann::json::array();
+  for (const auto& s : c.secrets) {
+    secrets.push_back({{"name", s.name}, {"placeholder", s.placeholder}, {"value", s.value}, {"hosts", s.hosts}});
+  }
   nlohmann::json j = {{"enabled", c.enabled}, {"allow_net", c.allow_net}, {"ports", ports},
-                      {"dns_upstream", c.dns_upstream}, {"binary", c.binary}};
+                      {"dns_upstream", c.dns_upstream}, {"binary", c.binary}, {"secrets", secrets},
+                      {"ca_cert", c.ca_cert}, {"ca_key", c.ca_key}, {"upstream_ca", c.upstream_ca}};
   return j.dump();
 }
 
@@ -33,6 +38,13 @@ NetConfig config_from_json(const std::string& text) {
     }
     c.dns_upstream = j.at("dns_upstream");
     c.binary = j.at("binary");
+    for (const auto& s : j.value("secrets", nlohmann::json::array())) {
+      c.secrets.push_back(SecretRule{s.at("name"), s.at("placeholder"), s.at("value"),
+                                     s.at("hosts").get<std::vector<std::string>>()});
+    }
+    c.ca_cert = j.value("ca_cert", "");
+    c.ca_key = j.value("ca_key", "");
+    c.upstream_ca = j.value("upstream_ca", "");
     return c;
   } catch (const nlohmann::json::exception& e) {
     throw Error(ErrorCode::Config, std::string("invalid network config: ") + e.what());
@@ -79,6 +91,16 @@ void validate_config(const NetConfig& c) {
     if (!valid_allow_entry(a)) {
       throw Error(ErrorCode::InvalidArgument,
                   "invalid allow_net entry '" + a + "': expected a host name such as 'example.com' or '*.example.com'");
+    }
+  }
+  for (const auto& s : c.secrets) {
+    if (s.placeholder.empty() || s.value.empty()) {
+      throw Error(ErrorCode::InvalidArgument, "secret '" + s.name + "' needs a non-empty value and placeholder");
+    }
+    for (const auto& h : s.hosts) {
+      if (!valid_allow_entry(h)) {
+        throw Error(ErrorCode::InvalidArgument, "invalid host '" + h + "' for secret '" + s.name + "': expected 'api.example.com' or '*.example.com'");
+      }
     }
   }
   std::set<std::tuple<std::string, uint16_t, bool>> seen;

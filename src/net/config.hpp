@@ -24,6 +24,14 @@ struct PortForward {
   bool udp = false;
 };
 
+// A secret as the host proxy holds it: the real value never leaves the host.
+struct SecretRule {
+  std::string name;
+  std::string placeholder;
+  std::string value;
+  std::vector<std::string> hosts;  // exact or "*.x"; empty: any host
+};
+
 struct NetConfig {
   bool enabled = true;                 // NetworkSpec.mode == "enabled"
   std::vector<std::string> allow_net;  // empty: all egress
@@ -32,6 +40,11 @@ struct NetConfig {
   // nameserver in /etc/resolv.conf.
   std::string dns_upstream;
   std::string binary;  // boxlite-net
+  // Secrets: with any, HTTPS (TCP 443) from the box goes through the TLS proxy in
+  // boxlite-net, which signs per-host certificates with the home's CA.
+  std::vector<SecretRule> secrets;
+  std::string ca_cert, ca_key;  // PEM files of the home's CA
+  std::string upstream_ca;      // extra CA bundle trusted for upstream TLS ("" = system only)
 };
 
 // JSON for shim.json's "net" object (nlohmann-free header for callers).

@@ -26,6 +26,7 @@
 #include "net/dns.hpp"
 #include "net/packet.hpp"
 #include "net/policy.hpp"
+#include "net/secrets.hpp"
 #include "net/stats.hpp"
 
 namespace boxlite::net {
@@ -83,6 +84,7 @@ class Netd {
   explicit Netd(const NetdOptions& o)
       : opts_(o), policy_(o.config), stats_(stats_path(o.box_dir)), resolver_(upstream_resolver(o.config.dns_upstream)) {
     for (const auto& p : o.config.ports) forwarded_.insert({p.guest_port, p.udp});
+    if (!o.config.secrets.empty()) proxy_ = std::make_unique<SecretsProxy>(o.config);
     dns_ = UniqueFd(::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!dns_) throw_errno(ErrorCode::Network, "create the DNS forwarding socket");
     if (::connect(dns_.get(), reinterpret_cast<sockaddr*>(&resolver_), sizeof resolver_) != 0) {
@@ -119,6 +121,8 @@ class Netd {
     return inbound_.count({p.dst, p.dport, p.sport, p.proto}) != 0;
   }
   void note_inbound(const Ipv4View& p);
+  bool redirect_to_proxy(std::string& frame, const Ipv4View& ip);
+  void restore_from_proxy(std::string& frame, const Ipv4View& ip);
 
   static ssize_t cb_send(const void* buf, size_t len, void* opaque) {
     static_cast<Netd*>(opaque)->to_guest({static_cast<const char*>(buf), len});
@@ -189,7 +193,58 @@ class Netd {
   std::set<std::tuple<uint32_t, uint16_t, uint16_t, uint8_t>> inbound_;
   std::deque<std::tuple<uint32_t, uint16_t, uint16_t, uint8_t>> inbound_order_;
   bool done_ = false;
+  // HTTPS the secrets proxy intercepts: the box's flow (its port, where it was going)
+  // is sent to a one-connection listener on the host's loopback instead.
+  std::unique_ptr<SecretsProxy> proxy_;
+  struct Redirect {
+    uint16_t guest_port;
+    uint32_t orig_ip;
+    uint16_t orig_port;
+  };
+  std::map<std::tuple<uint16_t, uint32_t, uint16_t>, uint16_t> redirect_by_flow_;
+  std::map<uint16_t, Redirect> redirect_by_proxy_port_;
+  std::deque<std::tuple<uint16_t, uint32_t, uint16_t>> redirect_order_;
 };
+
+bool Netd::redirect_to_proxy(std::string& frame, const Ipv4View& ip) {
+  auto key = std::make_tuple(ip.sport, ip.dst, ip.dport);
+  auto it = redirect_by_flow_.find(key);
+  if (it == redirect_by_flow_.end()) {
+    bool syn = (ip.tcp_flags & kTcpSyn) && !(ip.tcp_flags & kTcpAck);
+    if (!syn) return false;
+    UniqueFd l(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (!l || ::bind(l.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(l.get(), 1) != 0 ||
+        ::getsockname(l.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      return false;
+    }
+    uint16_t port = ntohs(a.sin_port);
+    it = redirect_by_flow_.emplace(key, port).first;
+    redirect_by_proxy_port_[port] = Redirect{ip.sport, ip.dst, ip.dport};
+    redirect_order_.push_back(key);
+    if (redirect_order_.size() > 4096) {  // old flows are long done
+      auto old = redirect_by_flow_.find(redirect_order_.front());
+      if (old != redirect_by_flow_.end()) {
+        redirect_by_proxy_port_.erase(old->second);
+        redirect_by_flow_.erase(old);
+      }
+      redirect_order_.pop_front();
+    }
+    proxy_->serve(std::move(l), ip.dst, ip.dport);
+  }
+  set_tcp_endpoint(frame, ip, true, ipv4_from_string(kHostAlias), it->second);
+  return true;
+}
+
+void Netd::restore_from_proxy(std::string& frame, const Ipv4View& ip) {
+  if (ip.src != ipv4_from_string(kHostAlias)) return;
+  auto it = redirect_by_proxy_port_.find(ip.sport);
+  if (it == redirect_by_proxy_port_.end() || it->second.guest_port != ip.dport) return;
+  set_tcp_endpoint(frame, ip, false, it->second.orig_ip, it->second.orig_port);
+}
 
 void Netd::start_slirp() {
   SlirpConfig cfg{};
@@ -205,7 +260,9 @@ void Netd::start_slirp() {
   ::inet_pton(AF_INET, kGatewayAddress, &cfg.vnameserver);
   ::inet_pton(AF_INET, "192.168.127.15", &cfg.vdhcp_start);
   cfg.in6_enabled = false;
-  cfg.disable_host_loopback = !policy_.host_allowed();
+  // The filter decides who reaches .254; the secrets proxy listens on the host's
+  // loopback, so libslirp must be able to connect there when there are secrets.
+  cfg.disable_host_loopback = !policy_.host_allowed() && !proxy_;
   cfg.disable_dns = true;
   cfg.disable_dhcp = true;  // the agent configures the guest statically
   cfg.if_mtu = 1500;
@@ -282,11 +339,27 @@ void Netd::from_guest(std::string_view frame) {
     return;
   }
   if (syn) stats_.add_connection();
+  if (proxy_ && ip->proto == kProtoTcp && !ip->fragment && ip->dport == 443) {
+    std::string redirected(frame);
+    if (redirect_to_proxy(redirected, *ip)) {
+      slirp_input(slirp_, reinterpret_cast<const uint8_t*>(redirected.data()), static_cast<int>(redirected.size()));
+      return;
+    }
+  }
   slirp_input(slirp_, reinterpret_cast<const uint8_t*>(frame.data()), static_cast<int>(frame.size()));
 }
 
-void Netd::to_guest(std::string_view frame) {
-  if (frame.size() > kMaxFrame) return;
+void Netd::to_guest(std::string_view original) {
+  if (original.size() > kMaxFrame) return;
+  std::string restored;
+  std::string_view frame = original;
+  if (proxy_) {
+    if (auto ip = parse_ipv4(original); ip && ip->proto == kProtoTcp && !ip->fragment) {
+      restored.assign(original);
+      restore_from_proxy(restored, *ip);
+      frame = restored;
+    }
+  }
   if (auto ip = parse_ipv4(frame); ip && ip->proto == kProtoTcp) {
     if ((ip->tcp_flags & kTcpSyn) && !(ip->tcp_flags & kTcpAck)) {
       stats_.add_connection();

@@ -130,4 +130,16 @@ std::string build_tcp_reset(std::string_view request, const Ipv4View& req) {
   return f;
 }
 
+void set_tcp_endpoint(std::string& f, const Ipv4View& v, bool dst, uint32_t addr, uint16_t port) {
+  size_t ip = kEthHeader, l4 = kEthHeader + v.ip_header, seg = v.ip_total - v.ip_header;
+  wr32(f, ip + (dst ? 16 : 12), addr);
+  wr16(f, l4 + (dst ? 2 : 0), port);
+  wr16(f, ip + 10, 0);
+  wr16(f, ip + 10, inet_checksum(reinterpret_cast<const uint8_t*>(f.data() + ip), v.ip_header));
+  uint32_t src = dst ? v.src : addr, dst_addr = dst ? addr : v.dst;
+  wr16(f, l4 + 16, 0);
+  wr16(f, l4 + 16, inet_checksum(reinterpret_cast<const uint8_t*>(f.data() + l4), seg,
+                                 pseudo_header_sum(src, dst_addr, kProtoTcp, seg)));
+}
+
 }  // namespace boxlite::net

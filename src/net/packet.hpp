@@ -43,4 +43,8 @@ std::string build_udp_reply(std::string_view request, const Ipv4View& req, std::
 // A TCP RST|ACK answering a SYN, so a refused connection fails at once.
 std::string build_tcp_reset(std::string_view request, const Ipv4View& req);
 
+// Rewrites the TCP source (dst=false) or destination of an IPv4 TCP frame in place
+// and recomputes both checksums (the redirection of intercepted HTTPS).
+void set_tcp_endpoint(std::string& frame, const Ipv4View& v, bool dst, uint32_t addr, uint16_t port);
+
 }  // namespace boxlite::net

@@ -216,6 +216,13 @@ void Shim::boot() {
     n->set_dns(net::kGatewayAddress);
     n->set_host_alias(net::kHostAlias);
     n->set_host_alias_name(net::kHostAliasName);
+    if (!spec_.net.secrets.empty()) {
+      try {
+        n->set_trusted_ca_pem(read_file(spec_.net.ca_cert));
+      } catch (const Error& e) {
+        boot_failed("configure the box (phase 2)", std::string("read the secrets proxy CA: ") + e.what());
+      }
+    }
   }
   std::string entropy(32, '\0');
   if (::getrandom(entropy.data(), entropy.size(), 0) == static_cast<ssize_t>(entropy.size())) cfg.set_entropy(entropy);

@@ -9,7 +9,11 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #include <atomic>
+#include <fstream>
 #include <map>
 #include <random>
 #include <thread>
@@ -173,6 +177,109 @@ class HttpServer {
   int port_;
   Child child_;
 };
+
+// An HTTPS server on addr:443 with a certificate from a test CA (made with the
+// openssl tool), recording every request it receives and answering "ok".
+class TestHttpsServer {
+ public:
+  TestHttpsServer(const std::string& dir, const std::vector<std::string>& addrs, const std::vector<std::string>& names)
+      : dir_(dir) {
+    std::string san = "subjectAltName=";
+    for (size_t i = 0; i < names.size(); ++i) san += (i ? ",DNS:" : "DNS:") + names[i];
+    write_file_atomic(dir + "/san.ext", san + "\n");
+    auto run = [&](std::vector<std::string> argv) { return run_capture(argv).ok(); };
+    ok_ = run({"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
+               dir + "/ca.key", "-out", dir + "/ca.pem", "-days", "2", "-subj", "/CN=boxlite test upstream CA"}) &&
+          run({"openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
+               dir + "/srv.key", "-out", dir + "/srv.csr", "-subj", "/CN=" + names[0]}) &&
+          run({"openssl", "x509", "-req", "-in", dir + "/srv.csr", "-CA", dir + "/ca.pem", "-CAkey", dir + "/ca.key",
+               "-CAcreateserial", "-out", dir + "/srv.pem", "-days", "2", "-extfile", dir + "/san.ext"});
+    if (!ok_) return;
+    ctx_ = SSL_CTX_new(TLS_server_method());
+    ok_ = SSL_CTX_use_certificate_file(ctx_, (dir + "/srv.pem").c_str(), SSL_FILETYPE_PEM) == 1 &&
+          SSL_CTX_use_PrivateKey_file(ctx_, (dir + "/srv.key").c_str(), SSL_FILETYPE_PEM) == 1;
+    for (const auto& a : addrs) {
+      UniqueFd l(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      int one = 1;
+      ::setsockopt(l.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      sockaddr_in sa{};
+      sa.sin_family = AF_INET;
+      sa.sin_port = htons(443);
+      ::inet_pton(AF_INET, a.c_str(), &sa.sin_addr);
+      ok_ = ok_ && ::bind(l.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 && ::listen(l.get(), 16) == 0;
+      listeners_.push_back(std::move(l));
+    }
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~TestHttpsServer() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    if (ctx_) SSL_CTX_free(ctx_);
+  }
+  TestHttpsServer(const TestHttpsServer&) = delete;
+  TestHttpsServer& operator=(const TestHttpsServer&) = delete;
+  bool ok() const { return ok_; }
+  std::string ca() const { return dir_ + "/ca.pem"; }
+  std::vector<std::string> requests() const {
+    std::lock_guard lock(mu_);
+    return requests_;
+  }
+
+ private:
+  void serve() {
+    while (!stop_) {
+      std::vector<pollfd> p;
+      for (const auto& l : listeners_) p.push_back(pollfd{l.get(), POLLIN, 0});
+      if (::poll(p.data(), p.size(), 100) <= 0) continue;
+      for (auto& pf : p) {
+        if (!(pf.revents & POLLIN)) continue;
+        UniqueFd c(::accept4(pf.fd, nullptr, nullptr, SOCK_CLOEXEC));
+        if (!c) continue;
+        timeval tv{10, 0};
+        ::setsockopt(c.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        SSL* ssl = SSL_new(ctx_);
+        SSL_set_fd(ssl, c.get());
+        std::string req;
+        if (SSL_accept(ssl) == 1) {
+          char buf[8192];
+          size_t want = std::string::npos;
+          for (;;) {
+            int n = SSL_read(ssl, buf, sizeof buf);
+            if (n <= 0) break;
+            req.append(buf, static_cast<size_t>(n));
+            auto end = req.find("\r\n\r\n");
+            if (end != std::string::npos && want == std::string::npos) {
+              auto cl = req.find("Content-Length: ");
+              want = end + 4 + (cl != std::string::npos && cl < end ? std::stoul(req.substr(cl + 16)) : 0);
+            }
+            if (req.size() >= want) break;
+          }
+          std::string resp = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+          SSL_write(ssl, resp.data(), static_cast<int>(resp.size()));
+          SSL_shutdown(ssl);
+        }
+        SSL_free(ssl);
+        std::lock_guard lock(mu_);
+        requests_.push_back(req);
+      }
+    }
+  }
+
+  std::string dir_;
+  bool ok_ = false;
+  SSL_CTX* ctx_ = nullptr;
+  std::vector<UniqueFd> listeners_;
+  std::atomic<bool> stop_{false};
+  mutable std::mutex mu_;
+  std::vector<std::string> requests_;
+  std::thread thread_;
+};
+
+// Whether `needle` occurs anywhere under `path` (files read raw, symlinks not followed).
+bool tree_contains(const std::string& path, const std::string& needle) {
+  auto r = run_capture({"grep", "-r", "-F", "-a", "-q", "-e", needle, path});
+  return WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0;
+}
 
 class NetworkTest : public PerEngineTest {
  protected:
@@ -344,6 +451,69 @@ TEST_P(NetworkTest, UdpReachesTheHostThroughItsAlias) {
   auto r = sh(*box, "nslookup udp-probe.test 192.168.127.254:" + std::to_string(dns.port()) + " 2>&1");
   EXPECT_NE(r.stdout_text.find("Address: 203.0.113.7"), std::string::npos) << r.stdout_text;
   EXPECT_GE(dns.queries_for("udp-probe.test"), 1);
+}
+
+TEST_P(NetworkTest, SecretsAreSubstitutedOnTheHostAndNeverEnterTheBox) {
+  TestAddresses addrs;
+  ASSERT_TRUE(addrs.ok());
+  TestHttpsServer https(home_, {addrs.first(), addrs.second()}, {"api.secret.test", "other.test"});
+  ASSERT_TRUE(https.ok()) << "could not start the test HTTPS server";
+  TestResolver dns(std::map<std::string, std::string>{{"api.secret.test", addrs.first()}, {"other.test", addrs.second()}});
+  ::setenv("BOXLITE_DNS_SERVER", dns.address().c_str(), 1);
+  ::setenv("BOXLITE_UPSTREAM_CA", https.ca().c_str(), 1);
+  const std::string real = "sk-real-" + random_hex(12);
+  BoxOptions o;
+  o.secrets.push_back(Secret{"testkey", real, {"api.secret.test"}, ""});
+  o.network.allow_net = {"api.secret.test", "other.test"};
+  auto box = make_box(o, "debian-python");
+  ::unsetenv("BOXLITE_UPSTREAM_CA");
+  write_file_atomic(www_ + "/client.py", R"(import http.client, os, ssl
+# The box's trust store (with the proxy's CA) as an image with ca-certificates has it.
+ctx = ssl.create_default_context(cafile="/etc/ssl/certs/ca-certificates.crt")
+ph = os.environ["BOXLITE_SECRET_TESTKEY"]
+for host in ["api.secret.test", "other.test"]:
+    c = http.client.HTTPSConnection(host, 443, context=ctx, timeout=20)
+    c.request("POST", "/p/" + ph + "?q=" + ph, body="body=" + ph, headers={"Authorization": "Bearer " + ph})
+    r = c.getresponse()
+    print(host, r.status, r.read().decode())
+print("PH=" + ph)
+)");
+  box->copy_in(www_ + "/client.py", "/root/client.py");
+  std::vector<std::string> outputs;
+  auto r = sh(*box, "python3 /root/client.py");
+  outputs.push_back(r.stdout_text + r.stderr_text);
+  EXPECT_EQ(r.exit_code, 0) << r.stdout_text << r.stderr_text;
+  EXPECT_NE(r.stdout_text.find("api.secret.test 200 ok"), std::string::npos) << r.stdout_text << r.stderr_text;
+  EXPECT_NE(r.stdout_text.find("other.test 200 ok"), std::string::npos) << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find("PH=<BOXLITE_SECRET:testkey>"), std::string::npos) << r.stdout_text;
+
+  auto reqs = https.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  const std::string ph = "<BOXLITE_SECRET:testkey>";
+  std::string matching = reqs[0].find("api.secret.test") != std::string::npos ? reqs[0] : reqs[1];
+  std::string other = reqs[0].find("api.secret.test") != std::string::npos ? reqs[1] : reqs[0];
+  EXPECT_NE(matching.find("POST /p/" + ph + "?q=" + real + " HTTP/1.1"), std::string::npos) << matching;  // path kept
+  EXPECT_NE(matching.find("Authorization: Bearer " + real), std::string::npos) << matching;
+  EXPECT_NE(matching.find("\r\n\r\nbody=" + real), std::string::npos) << matching;
+  EXPECT_EQ(other.find(real), std::string::npos) << other;  // a host the secret does not name
+  EXPECT_NE(other.find("Authorization: Bearer " + ph), std::string::npos) << other;
+
+  // The real value is nowhere in the box: not in its environment, not in anything
+  // it printed, not on its disk.
+  auto env = sh(*box, "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; env");
+  outputs.push_back(env.stdout_text + env.stderr_text);
+  EXPECT_NE(env.stdout_text.find("BOXLITE_SECRET_TESTKEY=" + ph), std::string::npos);
+  auto trust = sh(*box, "grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt");
+  outputs.push_back(trust.stdout_text + trust.stderr_text);
+  for (const auto& out : outputs) EXPECT_EQ(out.find(real), std::string::npos);
+  std::string dir = box->dir();
+  box->stop();
+  if (vm()) {
+    EXPECT_FALSE(tree_contains(dir + "/disk.qcow2", real));
+  } else {
+    EXPECT_FALSE(tree_contains(dir + "/upper", real));
+  }
+  EXPECT_TRUE(tree_contains(dir + "/shim.json", real));  // the control: the host side has it
 }
 
 TEST_P(NetworkTest, CliFlagsNetworkAllowNetAndPublish) {

@@ -9,6 +9,7 @@
 #include "net/dns.hpp"
 #include "net/packet.hpp"
 #include "net/policy.hpp"
+#include "net/secrets.hpp"
 
 namespace boxlite::net {
 namespace {
@@ -231,6 +232,43 @@ TEST(NetConfig, JsonRoundTripAndValidation) {
     EXPECT_THROW(validate_config(b), Error) << bad;
   }
   EXPECT_THROW(config_from_json("{}"), Error);
+}
+
+}  // namespace
+}  // namespace boxlite::net
+
+namespace boxlite::net {
+namespace {
+
+TEST(NetSecrets, PlaceholdersAreReplacedInHeadersQueryAndBodyButNotThePath) {
+  SecretRule key{"key", "<BOXLITE_SECRET:key>", "REAL-VALUE", {"api.test"}};
+  std::string head =
+      "POST /v1/<BOXLITE_SECRET:key>/items?token=<BOXLITE_SECRET:key>&x=1 HTTP/1.1\r\n"
+      "Host: api.test\r\nAuthorization: Bearer <BOXLITE_SECRET:key>\r\nContent-Length: 27\r\n"
+      "Connection: keep-alive\r\n\r\n";
+  std::string out = rewrite_request(head, "{\"k\":\"<BOXLITE_SECRET:key>\"}", {&key});
+  EXPECT_NE(out.find("POST /v1/<BOXLITE_SECRET:key>/items?token=REAL-VALUE&x=1 HTTP/1.1\r\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("Authorization: Bearer REAL-VALUE\r\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("Content-Length: 18\r\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("Connection: close\r\n\r\n{\"k\":\"REAL-VALUE\"}"), std::string::npos) << out;
+  EXPECT_EQ(out.find("keep-alive"), std::string::npos);
+  // No rules: the request goes on with its placeholders.
+  std::string plain = rewrite_request(head, "{\"k\":\"<BOXLITE_SECRET:key>\"}", {});
+  EXPECT_EQ(plain.find("REAL-VALUE"), std::string::npos);
+  EXPECT_NE(plain.find("Bearer <BOXLITE_SECRET:key>"), std::string::npos);
+}
+
+TEST(NetSecrets, HostsMatchExactlyOrByWildcardAndEmptyMeansAny) {
+  std::vector<SecretRule> s = {{"a", "<A>", "1", {"api.openai.com"}}, {"b", "<B>", "2", {"*.example.com"}}, {"c", "<C>", "3", {}}};
+  auto names = [&](const std::string& host) {
+    std::string out;
+    for (const auto* r : secrets_for_host(s, host)) out += r->name;
+    return out;
+  };
+  EXPECT_EQ(names("api.openai.com"), "ac");
+  EXPECT_EQ(names("openai.com"), "c");  // documented: openai.com does not match api.openai.com
+  EXPECT_EQ(names("x.example.com"), "bc");
+  EXPECT_EQ(names("example.com"), "c");
 }
 
 }  // namespace
