@@ -11,6 +11,7 @@
 
 #include "common/error.hpp"
 #include "common/fd.hpp"
+#include "common/io.hpp"
 #include "common/netif.hpp"
 
 namespace boxlite::guest {
@@ -48,6 +49,10 @@ void trust_ca(const std::string& pem) {
     struct stat st;
     if (::stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
     any = true;
+    try {
+      if (read_file(path).find(pem) != std::string::npos) continue;  // a restart: already there
+    } catch (const Error&) {
+    }
     UniqueFd fd(::open(path, O_WRONLY | O_APPEND | O_CLOEXEC));
     if (!fd) throw_errno(ErrorCode::Network, std::string("open ") + path);
     std::string text = "\n" + pem;
