@@ -55,31 +55,14 @@ Child spawn_netd(const engine::ShimSpec& spec, const char* link_kind, int link_f
   return Child(pid);
 }
 
-// Starts boxlite-net on link_fd and waits for its "ok" or its reason.
-Child start_netd(const engine::ShimSpec& spec, const char* link_kind, int link_fd, double deadline_ms) {
+NetProcess start_netd(const engine::ShimSpec& spec, const char* link_kind, int link_fd) {
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) throw_errno(ErrorCode::Network, "pipe");
   UniqueFd ready_r(p[0]), ready_w(p[1]);
-  Child child = spawn_netd(spec, link_kind, link_fd, ready_w.get());
-  ready_w.reset();
-  std::string said;
-  for (;;) {
-    int wait = static_cast<int>(std::max(0.0, deadline_ms - now_ms()));
-    pollfd pfd{ready_r.get(), POLLIN, 0};
-    int n = ::poll(&pfd, 1, wait);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw Error(ErrorCode::Network, "the box's network (boxlite-net) did not start in time");
-    char buf[512];
-    ssize_t r = ::read(ready_r.get(), buf, sizeof buf);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    said.append(buf, static_cast<size_t>(r));
-    if (said == "ok\n") return child;
-  }
-  child.wait();
-  std::string why = trim(said);
-  if (why.empty()) why = "boxlite-net exited without a reason (see " + spec.box_dir + "/net.log)";
-  throw Error(ErrorCode::Network, why);
+  NetProcess net;
+  net.child = spawn_netd(spec, link_kind, link_fd, ready_w.get());
+  net.ready = std::move(ready_r);
+  return net;
 }
 
 // Runs fn in the network namespace of `pid`, then returns to ours.
@@ -100,14 +83,44 @@ void in_netns_of(pid_t pid, Fn fn) {
 
 }  // namespace
 
-Child start_vm_network(const engine::ShimSpec& spec, double deadline_ms) {
+void wait_ready(NetProcess& net, const engine::ShimSpec& spec, double deadline_ms) {
+  struct CloseListener {
+    UniqueFd& fd;
+    ~CloseListener() { fd.reset(); }
+  } close_listener{net.listener};
+  std::string said;
+  for (;;) {
+    int wait = static_cast<int>(std::max(0.0, deadline_ms - now_ms()));
+    pollfd pfd{net.ready.get(), POLLIN, 0};
+    int n = ::poll(&pfd, 1, wait);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error(ErrorCode::Network, "the box's network (boxlite-net) did not start in time");
+    char buf[512];
+    ssize_t r = ::read(net.ready.get(), buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    said.append(buf, static_cast<size_t>(r));
+    if (said == "ok\n") {
+      net.ready.reset();
+      return;
+    }
+  }
+  net.child.wait();
+  std::string why = trim(said);
+  if (why.empty()) why = "boxlite-net exited without a reason (see " + spec.box_dir + "/net.log)";
+  throw Error(ErrorCode::Network, why);
+}
+
+NetProcess start_vm_network(const engine::ShimSpec& spec) {
   // Bound before QEMU starts, so its connect lands in the backlog at once.
   std::string path = engine::net_socket_path(spec.box_dir);
   UniqueFd listener = unix_listen(path, 1);
-  return start_netd(spec, "stream", listener.get(), deadline_ms);
+  NetProcess net = start_netd(spec, "stream", listener.get());
+  net.listener = std::move(listener);
+  return net;
 }
 
-Child start_jail_network(const engine::ShimSpec& spec, pid_t box_init, double deadline_ms) {
+NetProcess start_jail_network(const engine::ShimSpec& spec, pid_t box_init) {
   UniqueFd tap;
   in_netns_of(box_init, [&] {
     tap = UniqueFd(::open("/dev/net/tun", O_RDWR | O_CLOEXEC));
@@ -118,7 +131,7 @@ Child start_jail_network(const engine::ShimSpec& spec, pid_t box_init, double de
     if (::ioctl(tap.get(), TUNSETIFF, &ifr) != 0) throw_errno(ErrorCode::Network, "create the box's TAP device");
     configure_ipv4_interface(net::kGuestInterface, net::kGuestAddress, net::kPrefixLength, net::kGatewayAddress);
   });
-  return start_netd(spec, "tap", tap.get(), deadline_ms);
+  return start_netd(spec, "tap", tap.get());
 }
 
 }  // namespace boxlite::shim

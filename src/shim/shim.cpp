@@ -144,7 +144,7 @@ void Shim::start_jail() {
     engine_ = std::move(j.init);
     guest_ = std::move(j.channel);
     warnings_ = std::move(j.warnings);
-    if (spec_.net.enabled) net_ = start_jail_network(spec_, engine_.pid(), now_ms() + spec_.boot_timeout_secs * 1000);
+    if (spec_.net.enabled) net_ = start_jail_network(spec_, engine_.pid());
   } catch (const Error& e) {
     throw Error(e.code(), "box " + spec_.box_id + " failed to start: " + e.what());
   }
@@ -153,7 +153,7 @@ void Shim::start_jail() {
 void Shim::start_vm(double deadline) {
   if (spec_.net.enabled) {
     try {
-      net_ = start_vm_network(spec_, deadline);
+      net_ = start_vm_network(spec_);
     } catch (const Error& e) {
       throw Error(e.code(), "box " + spec_.box_id + " failed to start: " + e.what());
     }
@@ -236,6 +236,15 @@ void Shim::boot() {
   }
   if (reply.type != FrameType::Configured) {
     boot_failed("configure the box (phase 2)", std::string("unexpected ") + protocol::frame_type_name(reply.type));
+  }
+  // boxlite-net came up alongside the boot; a port it could not publish fails the start.
+  if (net_.ready) {
+    try {
+      wait_ready(net_, spec_, deadline);
+    } catch (const Error& e) {
+      if (engine_.valid()) engine_.kill_now();
+      throw Error(e.code(), "box " + spec_.box_id + " failed to start: " + e.what());
+    }
   }
 }
 
