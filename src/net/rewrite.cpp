@@ -40,7 +40,7 @@ std::vector<const SecretRule*> secrets_for_host(const std::vector<SecretRule>& s
 std::string rewrite_request(const std::string& head, const std::string& body, const std::vector<const SecretRule*>& rules) {
   std::vector<std::string> lines = split(head, '\n');
   std::string out;
-  bool first = true;
+  bool first = true, chunked = false;
   std::string new_body = body;
   substitute(new_body, rules);
   for (auto line : lines) {
@@ -62,6 +62,7 @@ std::string rewrite_request(const std::string& head, const std::string& body, co
       out += line + "\r\n";
       continue;
     }
+    if (http_header_is(line, "Transfer-Encoding") && line.find("chunked") != std::string::npos) chunked = true;
     if (http_header_is(line, "Content-Length") || http_header_is(line, "Connection") || http_header_is(line, "Proxy-Connection") ||
         http_header_is(line, "Keep-Alive")) {
       continue;
@@ -73,7 +74,6 @@ std::string rewrite_request(const std::string& head, const std::string& body, co
     }
     out += line + "\r\n";
   }
-  bool chunked = head.find("chunked") != std::string::npos;
   if (!chunked && (!new_body.empty() || head.rfind("POST", 0) == 0 || head.rfind("PUT", 0) == 0 || head.rfind("PATCH", 0) == 0)) {
     out += "Content-Length: " + std::to_string(new_body.size()) + "\r\n";
   }

@@ -402,6 +402,8 @@ TEST_P(NetworkTest, AllowlistResolvesOnlyListedNamesAndDropsEverythingElseOnTheH
   std::string port = std::to_string(http.port());
   BoxOptions o;
   o.network.allow_net = {"allowed.test", "*.wild.test"};
+  int published = free_port();
+  o.ports.push_back(PortSpec{0, published, "tcp", "127.0.0.1"});
   auto box = make_box(o);
 
   auto names = sh(*box, "for n in allowed.test api.wild.test wild.test denied.test host.boxlite.internal; do "
@@ -436,6 +438,16 @@ TEST_P(NetworkTest, AllowlistResolvesOnlyListedNamesAndDropsEverythingElseOnTheH
   ASSERT_TRUE(m.has_value());
   EXPECT_GE(m->tcp_errors, 3u);
   EXPECT_GE(m->packets_dropped, 3u);
+
+  // A published port still answers: the guest's replies on a flow the forward opened
+  // pass the filter (the host's 127.0.0.1 reaches the box as .254, which is not allowed).
+  ASSERT_EQ(sh(*box, "echo published > /tmp/p.txt && httpd -p 0.0.0.0:" + std::to_string(published) + " -h /tmp").exit_code, 0);
+  std::string got;
+  for (int i = 0; i < 50 && got.find("published") == std::string::npos; ++i) {
+    got = http_get("127.0.0.1", published, "/p.txt");
+    if (got.empty()) ::usleep(100000);
+  }
+  EXPECT_NE(got.find("published"), std::string::npos) << got;
 
   // The control: without an allowlist the same hard-coded address is reachable,
   // so the refusals above are the policy's doing.
