@@ -528,6 +528,33 @@ print("PH=" + ph)
   EXPECT_TRUE(tree_contains(dir + "/shim.json", real));  // the control: the host side has it
 }
 
+TEST_P(NetworkTest, PublishedUdpPortReachesAGuestService) {
+  int port = free_port(SOCK_DGRAM);
+  BoxOptions o;
+  o.ports.push_back(PortSpec{0, port, "udp", "127.0.0.1"});
+  auto box = make_box(o, "debian-python");
+  std::string server = "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.bind(('0.0.0.0', " +
+                       std::to_string(port) + "))\nwhile True:\n    d, a = s.recvfrom(2048)\n    s.sendto(b'echo:' + d, a)\n";
+  write_file_atomic(www_ + "/udp.py", server);
+  box->copy_in(www_ + "/udp.py", "/root/udp.py");
+  ASSERT_EQ(sh(*box, "python3 /root/udp.py >/dev/null 2>&1 &").exit_code, 0);
+  UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string got;
+  for (int i = 0; i < 50 && got.empty(); ++i) {  // until the guest's server is up
+    ::sendto(s.get(), "ping", 4, 0, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    pollfd p{s.get(), POLLIN, 0};
+    if (::poll(&p, 1, 200) <= 0) continue;
+    char buf[64];
+    ssize_t n = ::recv(s.get(), buf, sizeof buf, 0);
+    if (n > 0) got.assign(buf, static_cast<size_t>(n));
+  }
+  EXPECT_EQ(got, "echo:ping");
+}
+
 TEST_P(NetworkTest, CliFlagsNetworkAllowNetAndPublish) {
   std::string img = image("busybox");
   auto off = run_cli({"run", "--rm", "--network", "disabled", img, "cat", "/proc/net/dev"});
