@@ -18,6 +18,41 @@ void add_box_flags(CLI::App* c, BoxFlags& f) {
   c->add_option("--kernel", f.kernel, "Guest kernel: a path, or 'debian' for Debian's prebuilt kernel");
   c->add_option("--cpus", f.cpus, "Virtual CPUs (default 1; over 255 is clamped)");
   c->add_option("--memory", f.memory, "Memory in MiB (default 1024)");
+  c->add_option("-p,--publish", f.publish, "Publish a box port: [[host_ip:]host_port:]box_port[/tcp|udp] (repeatable)")
+      ->allow_extra_args(false);  // one value per -p, so the image after it stays positional
+  c->add_option("--network", f.network, "Network mode: enabled (default) or disabled (no interface but loopback)");
+  c->add_option("--allow-net", f.allow_net,
+                "Allow egress only to this host (exact, or *.domain); repeatable; default: all egress")
+      ->allow_extra_args(false);
+}
+
+PortSpec parse_publish(const std::string& text) {
+  PortSpec p;
+  std::string spec = text;
+  if (auto slash = spec.rfind('/'); slash != std::string::npos) {
+    p.protocol = spec.substr(slash + 1);
+    spec = spec.substr(0, slash);
+  }
+  auto number = [&](const std::string& s) {
+    if (s.empty() || s.size() > 5 || s.find_first_not_of("0123456789") != std::string::npos) {
+      throw Error(ErrorCode::InvalidArgument, "invalid port '" + s + "' in -p " + text + ": expected [[host_ip:]host_port:]box_port[/tcp|udp]");
+    }
+    return std::stoi(s);
+  };
+  auto last = spec.rfind(':');
+  if (last == std::string::npos) {
+    p.guest_port = number(spec);
+    return p;
+  }
+  p.guest_port = number(spec.substr(last + 1));
+  std::string rest = spec.substr(0, last);
+  auto ip_end = rest.rfind(':');
+  if (ip_end != std::string::npos) {
+    p.host_ip = rest.substr(0, ip_end);
+    rest = rest.substr(ip_end + 1);
+  }
+  p.host_port = rest.empty() ? 0 : number(rest);
+  return p;
 }
 
 BoxOptions box_options_from(const BoxFlags& f) {
@@ -37,6 +72,9 @@ BoxOptions box_options_from(const BoxFlags& f) {
   o.cmd = f.cmd;
   o.engine = f.engine;
   o.kernel = f.kernel;
+  if (!f.network.empty()) o.network.mode = f.network;
+  o.network.allow_net = f.allow_net;
+  for (const auto& p : f.publish) o.ports.push_back(parse_publish(p));
   return o;
 }
 

@@ -60,7 +60,11 @@ struct BoxFlags {
   std::string image, name, workdir, user, entrypoint, engine, kernel;
   std::vector<std::string> cmd, env;
   int cpus = 0, memory = 0;
+  std::string network;                         // --network enabled|disabled
+  std::vector<std::string> allow_net, publish;  // --allow-net HOST, -p [host:]guest[/tcp|udp]
 };
+// -p [[host_ip:]host_port:]guest_port[/tcp|udp]; throws Error(InvalidArgument).
+PortSpec parse_publish(const std::string& text);
 void add_box_flags(CLI::App* c, BoxFlags& f);
 // Clamps --cpus over 255 with a warning, as documented.
 BoxOptions box_options_from(const BoxFlags& f);

@@ -16,6 +16,7 @@
 #include "common/file_lock.hpp"
 #include "common/io.hpp"
 #include "core/client.hpp"
+#include "core/network.hpp"
 #include "core/paths.hpp"
 #include "engine/jail/jail.hpp"
 #include "protocol/main_log.hpp"
@@ -258,12 +259,15 @@ BoxMetrics Box::metrics() {
     m.memory_bytes = s.memory_bytes();
     m.commands_executed_total = s.commands_executed();
     m.exec_errors_total = s.exec_errors();
-    m.network_bytes_sent = m.bytes_sent_total = s.net_bytes_sent();
-    m.network_bytes_received = m.bytes_received_total = s.net_bytes_received();
-    m.network_tcp_connections = s.net_tcp_connections();
-    m.network_tcp_errors = s.net_tcp_errors();
   } catch (const Error& e) {
     if (e.code() != ErrorCode::Stopped) throw;  // it stopped meanwhile: timings only
+    return m;
+  }
+  if (auto n = box_network_metrics(spec_.box_dir)) {
+    m.network_bytes_sent = m.bytes_sent_total = n->bytes_sent;
+    m.network_bytes_received = m.bytes_received_total = n->bytes_received;
+    m.network_tcp_connections = n->tcp_connections;
+    m.network_tcp_errors = n->tcp_errors;
   }
   return m;
 }

@@ -28,6 +28,34 @@ struct RuntimeOptions {
   bool exclusive = false;
 };
 
+// The documented NetworkSpec: mode "enabled" (default) or "disabled" (no interface
+// but loopback); with "enabled", a non-empty allow_net limits egress to those
+// hosts (exact, or "*.example.com" for its subdomains). docs/networking.md.
+struct NetworkSpec {
+  std::string mode = "enabled";
+  std::vector<std::string> allow_net;
+};
+
+// The documented PortSpec: host_port 0 means the same number as guest_port;
+// protocol "tcp" or "udp"; host_ip "" binds every host address (0.0.0.0).
+struct PortSpec {
+  int host_port = 0;
+  int guest_port = 0;
+  std::string protocol = "tcp";
+  std::string host_ip;
+};
+
+// The documented Secret: the box sees only BOXLITE_SECRET_<NAME> holding the
+// placeholder; the host's TLS proxy puts the real value in place of the placeholder
+// in headers, query and body (never the path) of HTTPS requests to `hosts`
+// (exact or "*.x"; empty = any host). placeholder "" = "<BOXLITE_SECRET:name>".
+struct Secret {
+  std::string name;
+  std::string value;
+  std::vector<std::string> hosts;
+  std::string placeholder;
+};
+
 struct BoxOptions {
   std::string image;        // a registry reference ("alpine", "host:5000/repo:tag", "...@sha256:..."), an OCI layout path or oci:DIR[:TAG]
   std::string rootfs_path;  // a local OCI image layout directory
@@ -51,6 +79,9 @@ struct BoxOptions {
   bool main_tty = false;
   bool main_stdin = true;
   unsigned main_rows = 24, main_cols = 80;
+  NetworkSpec network;
+  std::vector<PortSpec> ports;
+  std::vector<Secret> secrets;
 };
 
 struct ExecOptions {

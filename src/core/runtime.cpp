@@ -22,6 +22,7 @@
 #include "common/error.hpp"
 #include "common/io.hpp"
 #include "common/process.hpp"
+#include "core/network.hpp"
 #include "engine/jail/jail.hpp"
 #include "engine/vm/initramfs.hpp"
 #include "engine/vm/qemu.hpp"
@@ -197,6 +198,7 @@ void validate_box_options(const BoxOptions& o) {
     throw Error(ErrorCode::InvalidArgument, "working_dir must be an absolute path, got '" + o.working_dir + "'");
   }
   if (o.boot_timeout_secs <= 0) throw Error(ErrorCode::InvalidArgument, "boot timeout must be positive");
+  (void)make_net_config(o);
   if (o.auto_remove && o.detach) {
     throw Error(ErrorCode::InvalidArgument,
                 "invalid argument: remove-on-stop is incompatible with detach=true. Detached boxes should use "
@@ -507,6 +509,16 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   spec.working_dir = opts.working_dir.empty() ? img.config.working_dir : opts.working_dir;
   spec.user = opts.user.empty() ? img.config.user : opts.user;
   timings["filesystem_setup_ms"] = static_cast<int64_t>(now_ms() - t_image);
+  spec.net = make_net_config(opts);
+  for (auto& e : secret_env(spec.net)) spec.env.push_back(std::move(e));  // placeholders only
+  if (!spec.net.secrets.empty() && spec.net.enabled) {
+    HomeCa ca = ensure_home_ca(layout_.root);
+    spec.net.ca_cert = ca.cert;
+    spec.net.ca_key = ca.key;
+  }
+  if (spec.net.enabled && !path_exists(spec.net.binary)) {
+    throw Error(ErrorCode::Config, "boxlite-net not found at " + spec.net.binary + ": build the project first");
+  }
   if (engine == "vm") {
     double t_disk = now_ms();
     spec.disk = spec.box_dir + "/disk.qcow2";

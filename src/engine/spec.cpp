@@ -14,6 +14,7 @@ std::string spec_to_json(const ShimSpec& s) {
       {"guest_binary", s.guest_binary},
       {"cpus", s.cpus}, {"memory_mib", s.memory_mib}, {"boot_timeout_secs", s.boot_timeout_secs},
       {"hostname", s.hostname}, {"env", s.env}, {"working_dir", s.working_dir}, {"user", s.user},
+      {"net", nlohmann::json::parse(net::config_to_json(s.net))},
   };
   j["main"] = {{"argv", s.main_argv}, {"tty", s.main_tty}, {"stdin", s.main_stdin}, {"rows", s.main_rows}, {"cols", s.main_cols}};
   return j.dump(2);
@@ -53,6 +54,12 @@ ShimSpec spec_from_json(const std::string& text) {
       s.main_stdin = m.at("stdin");
       s.main_rows = m.at("rows");
       s.main_cols = m.at("cols");
+    }
+    // A box created before networking existed has none.
+    if (j.contains("net")) {
+      s.net = net::config_from_json(j.at("net").dump());
+    } else {
+      s.net.enabled = false;
     }
     return s;
   } catch (const nlohmann::json::exception& e) {

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "net/config.hpp"
+
 namespace boxlite::engine {
 
 struct ShimSpec {
@@ -44,6 +46,8 @@ struct ShimSpec {
   bool main_tty = false;
   bool main_stdin = true;  // an open (never written) stdin keeps `sh`-like commands alive
   unsigned main_rows = 24, main_cols = 80;
+  // The box's network (net/config.hpp); disabled: no interface but loopback.
+  net::NetConfig net;
 };
 
 std::string spec_to_json(const ShimSpec& s);
@@ -53,6 +57,7 @@ ShimSpec spec_from_json(const std::string& text);
 inline std::string shim_socket_path(const std::string& box_dir) { return box_dir + "/shim.sock"; }
 inline std::string agent_socket_path(const std::string& box_dir) { return box_dir + "/agent.sock"; }
 inline std::string console_log_path(const std::string& box_dir) { return box_dir + "/console.log"; }
+inline std::string net_socket_path(const std::string& box_dir) { return box_dir + "/net.sock"; }
 inline std::string shim_log_path(const std::string& box_dir) { return box_dir + "/shim.log"; }
 
 }  // namespace boxlite::engine

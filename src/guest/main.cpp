@@ -13,6 +13,7 @@
 #include "common/error.hpp"
 #include "guest/agent.hpp"
 #include "guest/container.hpp"
+#include "guest/network.hpp"
 
 using namespace boxlite;
 
@@ -31,6 +32,7 @@ int run_vm() {
         [](const proto::BoxConfig& cfg) {
           guest::setup_vm_root(cfg);
           guest::apply_box_identity(cfg);
+          guest::configure_network(cfg, true);
         },
         [] { guest::vm_power_off(); });
     agent.run();
@@ -45,7 +47,10 @@ int run_jail(int channel_fd) {
   ::prctl(PR_SET_NAME, "boxlite-guest");
   try {
     guest::Agent agent(
-        UniqueFd(channel_fd), [](const proto::BoxConfig& cfg) { guest::apply_box_identity(cfg); },
+        UniqueFd(channel_fd), [](const proto::BoxConfig& cfg) {
+          guest::apply_box_identity(cfg);
+          guest::configure_network(cfg, false);
+        },
         [] { std::_Exit(0); });
     agent.run();
   } catch (const std::exception& e) {

@@ -23,6 +23,7 @@
 #include "engine/jail/jail.hpp"
 #include "engine/vm/qemu.hpp"
 #include "protocol/main_log.hpp"
+#include "shim/network.hpp"
 
 namespace boxlite::shim {
 
@@ -107,6 +108,7 @@ Shim::~Shim() {
   if (spec_.engine == "jail") engine::jail::remove_cgroups(spec_.box_id);
   ::unlink(engine::shim_socket_path(spec_.box_dir).c_str());
   ::unlink(engine::agent_socket_path(spec_.box_dir).c_str());
+  ::unlink(engine::net_socket_path(spec_.box_dir).c_str());
 }
 
 void Shim::boot_failed(const std::string& stage, const std::string& why) {
@@ -144,12 +146,20 @@ void Shim::start_jail() {
     engine_ = std::move(j.init);
     guest_ = std::move(j.channel);
     warnings_ = std::move(j.warnings);
+    if (spec_.net.enabled) net_ = start_jail_network(spec_, engine_.pid());
   } catch (const Error& e) {
     throw Error(e.code(), "box " + spec_.box_id + " failed to start: " + e.what());
   }
 }
 
 void Shim::start_vm(double deadline) {
+  if (spec_.net.enabled) {
+    try {
+      net_ = start_vm_network(spec_);
+    } catch (const Error& e) {
+      throw Error(e.code(), "box " + spec_.box_id + " failed to start: " + e.what());
+    }
+  }
   agent_listen_ = unix_listen(engine::agent_socket_path(spec_.box_dir), 1);
   engine_ = spawn_engine(engine::vm::qemu_argv(spec_), engine::console_log_path(spec_.box_dir), spec_.box_dir + "/qemu.log");
 
@@ -216,6 +226,25 @@ void Shim::boot() {
     struct stat st{};
     if (::fstat(main_.log.get(), &st) == 0) main_.log_bytes = static_cast<uint64_t>(st.st_size);
   }
+  if (spec_.net.enabled) {
+    auto* n = cfg.mutable_network();
+    // A jail's eth0 is configured by the shim: the box has no CAP_NET_ADMIN.
+    n->set_configure_link(spec_.engine == "vm");
+    n->set_interface(net::kGuestInterface);
+    n->set_address(net::kGuestAddress);
+    n->set_prefix_len(net::kPrefixLength);
+    n->set_gateway(net::kGatewayAddress);
+    n->set_dns(net::kGatewayAddress);
+    n->set_host_alias(net::kHostAlias);
+    n->set_host_alias_name(net::kHostAliasName);
+    if (!spec_.net.secrets.empty()) {
+      try {
+        n->set_trusted_ca_pem(read_file(spec_.net.ca_cert));
+      } catch (const Error& e) {
+        boot_failed("configure the box (phase 2)", std::string("read the secrets proxy CA: ") + e.what());
+      }
+    }
+  }
   std::string entropy(32, '\0');
   if (::getrandom(entropy.data(), entropy.size(), 0) == static_cast<ssize_t>(entropy.size())) cfg.set_entropy(entropy);
   send_guest(0, FrameType::Configure, cfg.SerializeAsString());
@@ -239,6 +268,15 @@ void Shim::boot() {
   }
   stages_.container_init_ms = static_cast<int64_t>(now_ms() - t_hello);
   cpu_sampled_ms_ = t0;
+  // boxlite-net came up alongside the boot; a port it could not publish fails the start.
+  if (net_.ready) {
+    try {
+      wait_ready(net_, spec_, deadline);
+    } catch (const Error& e) {
+      if (engine_.valid()) engine_.kill_now();
+      throw Error(e.code(), "box " + spec_.box_id + " failed to start: " + e.what());
+    }
+  }
 }
 
 void Shim::send_guest(uint32_t stream, FrameType type, std::string_view payload) {

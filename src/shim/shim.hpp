@@ -12,6 +12,7 @@
 #include "common/process.hpp"
 #include "engine/spec.hpp"
 #include "protocol/frame.hpp"
+#include "shim/network.hpp"
 
 namespace boxlite::shim {
 
@@ -72,6 +73,7 @@ class Shim {
 
   engine::ShimSpec spec_;
   Child engine_;
+  NetProcess net_;  // boxlite-net, when the box has a network
   UniqueFd agent_listen_;
   UniqueFd guest_;
   UniqueFd listen_;

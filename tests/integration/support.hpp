@@ -100,12 +100,18 @@ struct CliResult {
 
 class BoxliteTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  // The home exists before any member of a derived fixture (such as a Runtime) is
+  // built, so no test ever opens the real ~/.boxlite.
+  BoxliteTest() {
     char tmpl[] = "/tmp/blt-XXXXXX";  // short: unix socket paths are limited to 107 bytes
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    home_ = tmpl;
+    if (::mkdtemp(tmpl)) home_ = tmpl;
     ::setenv("BOXLITE_HOME", home_.c_str(), 1);
     ::setenv("BOXLITE_ACCEL", "tcg", 1);  // KVM is unusable on these machines (DESIGN.md)
+  }
+  void SetUp() override {
+    ASSERT_FALSE(home_.empty()) << "mkdtemp failed";
+    ::setenv("BOXLITE_HOME", home_.c_str(), 1);
+    ::setenv("BOXLITE_ACCEL", "tcg", 1);
   }
 
   void TearDown() override {

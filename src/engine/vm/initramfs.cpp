@@ -76,6 +76,7 @@ std::string sha256_hex(const std::string& data) {
 // crc32c_generic: ext4 asks the crypto API for crc32c by name, not as a module dependency.
 const std::vector<std::string> kWantedModules = {
     "virtio_mmio", "virtio_console", "virtio_blk", "virtio_rng", "crc32c_generic", "ext4", "9pnet_virtio", "9p", "overlay",
+    "virtio_net",  // the box's eth0 (issue 7)
 };
 
 std::string module_name(const std::filesystem::path& p) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -34,6 +35,15 @@ std::string host_tsc_khz() {
   } catch (const std::exception&) {
   }
   return "";
+}
+
+// A locally administered unicast MAC (52:54:00 is QEMU's prefix) derived from the box id.
+std::string box_mac(const std::string& box_id) {
+  uint32_t h = 2166136261u;  // FNV-1a
+  for (char ch : box_id) h = (h ^ static_cast<uint8_t>(ch)) * 16777619u;
+  char buf[18];
+  std::snprintf(buf, sizeof buf, "52:54:00:%02x:%02x:%02x", (h >> 16) & 0xff, (h >> 8) & 0xff, h & 0xff);
+  return buf;
 }
 
 }  // namespace
@@ -66,6 +76,12 @@ std::vector<std::string> qemu_argv(const ShimSpec& s) {
       "-device", std::string("virtio-blk-device,drive=root,serial=") + kRootDiskSerial,
       "-device", "virtio-rng-device",
   };
+  if (s.net.enabled) {
+    // Ethernet frames over a unix socket to the box's boxlite-net (DESIGN.md: the
+    // 4-byte length framing of -netdev stream). MAC from the box id: stable per box.
+    a.insert(a.end(), {"-netdev", "stream,id=net0,server=off,addr.type=unix,addr.path=" + net_socket_path(s.box_dir),
+                       "-device", "virtio-net-device,netdev=net0,mac=" + box_mac(s.box_id)});
+  }
   return a;
 }
 

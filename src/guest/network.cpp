@@ -1,0 +1,86 @@
+#include "guest/network.hpp"
+
+#include <fcntl.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "common/error.hpp"
+#include "common/fd.hpp"
+#include "common/io.hpp"
+#include "common/netif.hpp"
+
+namespace boxlite::guest {
+namespace {
+
+void bring_up_loopback() {
+  UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!s) throw_errno(ErrorCode::Network, "socket for lo");
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+  if (::ioctl(s.get(), SIOCGIFFLAGS, &ifr) != 0) throw_errno(ErrorCode::Network, "get lo flags");
+  ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP | IFF_RUNNING);
+  if (::ioctl(s.get(), SIOCSIFFLAGS, &ifr) != 0) throw_errno(ErrorCode::Network, "bring lo up");
+}
+
+// Replaces the file (never writing through a symlink the image put there).
+void replace_file(const std::string& path, const std::string& text) {
+  ::mkdir("/etc", 0755);
+  std::string tmp = path + ".boxlite-tmp";
+  ::unlink(tmp.c_str());
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!fd) throw_errno(ErrorCode::Network, "create " + tmp);
+  if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) throw_errno(ErrorCode::Network, "write " + tmp);
+  ::fchmod(fd.get(), 0644);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) throw_errno(ErrorCode::Network, "replace " + path);
+}
+
+// The secrets proxy's CA joins whatever trust stores the image has (Debian/Ubuntu,
+// Fedora/RHEL, Alpine); with none, the Debian path is created.
+void trust_ca(const std::string& pem) {
+  static const char* const kBundles[] = {"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt",
+                                         "/etc/ssl/cert.pem"};
+  bool any = false;
+  for (const char* path : kBundles) {
+    struct stat st;
+    if (::stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    any = true;
+    try {
+      if (read_file(path).find(pem) != std::string::npos) continue;  // a restart: already there
+    } catch (const Error&) {
+    }
+    UniqueFd fd(::open(path, O_WRONLY | O_APPEND | O_CLOEXEC));
+    if (!fd) throw_errno(ErrorCode::Network, std::string("open ") + path);
+    std::string text = "\n" + pem;
+    if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) throw_errno(ErrorCode::Network, std::string("append to ") + path);
+  }
+  if (any) return;
+  ::mkdir("/etc/ssl", 0755);
+  ::mkdir("/etc/ssl/certs", 0755);
+  replace_file(kBundles[0], pem);
+}
+
+}  // namespace
+
+void configure_network(const proto::BoxConfig& cfg, bool vm) {
+  if (vm) bring_up_loopback();
+  if (!cfg.has_network()) return;
+  const auto& n = cfg.network();
+  if (n.configure_link()) {
+    configure_ipv4_interface(n.interface(), n.address(), static_cast<int>(n.prefix_len()), n.gateway());
+  }
+  replace_file("/etc/resolv.conf", "nameserver " + n.dns() + "\n");
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::string hosts = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n";
+  if (host[0]) hosts += n.address() + "\t" + host + "\n";
+  hosts += n.host_alias() + "\t" + n.host_alias_name() + "\n";
+  replace_file("/etc/hosts", hosts);
+  if (!n.trusted_ca_pem().empty()) trust_ca(n.trusted_ca_pem());
+}
+
+}  // namespace boxlite::guest

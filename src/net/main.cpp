@@ -1,0 +1,48 @@
+// boxlite-net: started by the shim, one per box with a network.
+//   boxlite-net --spec <box_dir>/shim.json --link stream|tap --link-fd N --ready-fd N
+#include <sys/prctl.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.hpp"
+#include "common/io.hpp"
+#include "net/netd.hpp"
+
+int main(int argc, char** argv) {
+  using namespace boxlite;
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the network goes with the box's shim
+  ::signal(SIGPIPE, SIG_IGN);
+  net::NetdOptions o;
+  std::string spec_path;
+  try {
+    for (int i = 1; i + 1 < argc; i += 2) {
+      std::string k = argv[i], v = argv[i + 1];
+      if (k == "--spec") {
+        spec_path = v;
+      } else if (k == "--link") {
+        o.link = v == "tap" ? net::LinkKind::Tap : net::LinkKind::Stream;
+      } else if (k == "--link-fd") {
+        o.link_fd = std::stoi(v);
+      } else if (k == "--ready-fd") {
+        o.ready_fd = std::stoi(v);
+      } else {
+        throw Error(ErrorCode::InvalidArgument, "unknown option " + k);
+      }
+    }
+    if (spec_path.empty() || o.link_fd < 0) throw Error(ErrorCode::InvalidArgument, "usage: boxlite-net --spec FILE --link stream|tap --link-fd N --ready-fd N");
+    auto spec = nlohmann::json::parse(read_file(spec_path));
+    o.config = net::config_from_json(spec.at("net").dump());
+    o.box_dir = spec.at("box_dir");
+    net::run_netd(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "boxlite-net: %s\n", e.what());
+    if (o.ready_fd >= 0) (void)!::write(o.ready_fd, e.what(), std::strlen(e.what()));
+    return 1;
+  }
+  return 0;
+}

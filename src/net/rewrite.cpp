@@ -1,0 +1,84 @@
+#include "net/secrets.hpp"
+
+#include <cctype>
+#include <cstring>
+
+#include "common/io.hpp"
+#include "net/policy.hpp"
+
+namespace boxlite::net {
+namespace {
+
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  if (from.empty()) return;
+  for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + to.size())) s.replace(pos, from.size(), to);
+}
+
+void substitute(std::string& s, const std::vector<const SecretRule*>& rules) {
+  for (const auto* r : rules) replace_all(s, r->placeholder, r->value);
+}
+
+}  // namespace
+
+bool http_header_is(const std::string& line, const char* name) {
+  size_t n = std::strlen(name);
+  if (line.size() <= n || line[n] != ':') return false;
+  for (size_t i = 0; i < n; ++i) {
+    if (std::tolower(static_cast<unsigned char>(line[i])) != std::tolower(static_cast<unsigned char>(name[i]))) return false;
+  }
+  return true;
+}
+
+std::vector<const SecretRule*> secrets_for_host(const std::vector<SecretRule>& secrets, const std::string& host) {
+  std::vector<const SecretRule*> out;
+  for (const auto& s : secrets) {
+    if (s.hosts.empty() || Allowlist(s.hosts).allows(host)) out.push_back(&s);
+  }
+  return out;
+}
+
+std::string rewrite_request(const std::string& head, const std::string& body, const std::vector<const SecretRule*>& rules) {
+  std::vector<std::string> lines = split(head, '\n');
+  std::string out;
+  bool first = true, chunked = false;
+  std::string new_body = body;
+  substitute(new_body, rules);
+  for (auto line : lines) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    if (first) {
+      first = false;
+      // METHOD SP target SP version: only the target's query is substituted.
+      auto sp1 = line.find(' '), sp2 = line.rfind(' ');
+      if (sp1 != std::string::npos && sp2 > sp1) {
+        std::string target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+        if (auto q = target.find('?'); q != std::string::npos) {
+          std::string query = target.substr(q + 1);
+          substitute(query, rules);
+          target = target.substr(0, q + 1) + query;
+        }
+        line = line.substr(0, sp1 + 1) + target + line.substr(sp2);
+      }
+      out += line + "\r\n";
+      continue;
+    }
+    if (http_header_is(line, "Transfer-Encoding") && line.find("chunked") != std::string::npos) chunked = true;
+    if (http_header_is(line, "Content-Length") || http_header_is(line, "Connection") || http_header_is(line, "Proxy-Connection") ||
+        http_header_is(line, "Keep-Alive")) {
+      continue;
+    }
+    if (auto colon = line.find(':'); colon != std::string::npos) {
+      std::string value = line.substr(colon + 1);
+      substitute(value, rules);
+      line = line.substr(0, colon + 1) + value;
+    }
+    out += line + "\r\n";
+  }
+  if (!chunked && (!new_body.empty() || head.rfind("POST", 0) == 0 || head.rfind("PUT", 0) == 0 || head.rfind("PATCH", 0) == 0)) {
+    out += "Content-Length: " + std::to_string(new_body.size()) + "\r\n";
+  }
+  out += "Connection: close\r\n\r\n";
+  return out + new_body;
+}
+
+}  // namespace boxlite::net

@@ -1,0 +1,47 @@
+// Secrets that never enter the box: boxlite-net intercepts the box's HTTPS
+// (TCP 443) and terminates TLS with a certificate for the requested name, signed
+// by the home's CA (which the box trusts). For hosts a secret names, the
+// placeholder is replaced by the real value in the request's headers, query and
+// body (never its path) before it goes on, over verified TLS, to the address the
+// box connected to. Other hosts get the request unchanged.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/fd.hpp"
+#include "net/config.hpp"
+
+namespace boxlite::net {
+
+// The secrets whose hosts match `host` (exact, "*.x", or any host when empty).
+std::vector<const SecretRule*> secrets_for_host(const std::vector<SecretRule>& secrets, const std::string& host);
+
+// One HTTP/1.x request (head through the blank line, and its body) with every
+// placeholder of `rules` replaced in the header values, the query and the body,
+// not in the method, path or version; Content-Length follows the body, and the
+// connection is marked "close" (one request per intercepted connection).
+std::string rewrite_request(const std::string& head, const std::string& body, const std::vector<const SecretRule*>& rules);
+
+// "Name:" at the start of a header line, case-insensitively.
+bool http_header_is(const std::string& line, const char* name);
+
+class SecretsProxy {
+ public:
+  explicit SecretsProxy(const NetConfig& cfg);  // loads the CA; throws Error
+  ~SecretsProxy();
+  SecretsProxy(const SecretsProxy&) = delete;
+  SecretsProxy& operator=(const SecretsProxy&) = delete;
+  // Serves the one connection that will arrive on `listener` (the box's,
+  // redirected there) on a thread of its own; upstream is where the box was going.
+  void serve(UniqueFd listener, uint32_t upstream_ip, uint16_t upstream_port);
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace boxlite::net

@@ -1,0 +1,137 @@
+#include "shim/network.hpp"
+
+#include <fcntl.h>
+#include <linux/if_tun.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "common/error.hpp"
+#include "common/io.hpp"
+#include "common/netif.hpp"
+
+namespace boxlite::shim {
+namespace {
+
+constexpr int kLinkFd = 3, kReadyFd = 4;
+
+// fork+exec with PDEATHSIG (the shim is single-threaded, so fork is safe here).
+Child spawn_netd(const engine::ShimSpec& spec, const char* link_kind, int link_fd, int ready_fd) {
+  std::string bin = spec.net.binary, spec_path = spec.box_dir + "/shim.json", log = spec.box_dir + "/net.log";
+  std::string lfd = std::to_string(kLinkFd), rfd = std::to_string(kReadyFd);
+  const char* argv[] = {bin.c_str(), "--spec", spec_path.c_str(), "--link", link_kind, "--link-fd", lfd.c_str(),
+                        "--ready-fd", rfd.c_str(), nullptr};
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) throw_errno(ErrorCode::Network, "fork for boxlite-net");
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    // Move the two fds out of the way first, then into place (dup2 clears CLOEXEC).
+    int l = ::fcntl(link_fd, F_DUPFD, 10), r = ::fcntl(ready_fd, F_DUPFD, 10);
+    int null = ::open("/dev/null", O_RDONLY);
+    int logfd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    if (l < 0 || r < 0 || null < 0 || logfd < 0) ::_exit(127);
+    ::dup2(null, 0);
+    ::dup2(logfd, 1);
+    ::dup2(logfd, 2);
+    ::dup2(l, kLinkFd);
+    ::dup2(r, kReadyFd);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execv(argv[0], const_cast<char* const*>(argv));
+    std::fprintf(stderr, "exec %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  return Child(pid);
+}
+
+NetProcess start_netd(const engine::ShimSpec& spec, const char* link_kind, int link_fd) {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) throw_errno(ErrorCode::Network, "pipe");
+  UniqueFd ready_r(p[0]), ready_w(p[1]);
+  NetProcess net;
+  net.child = spawn_netd(spec, link_kind, link_fd, ready_w.get());
+  net.ready = std::move(ready_r);
+  return net;
+}
+
+// Runs fn in the network namespace of `pid`, then returns to ours.
+template <typename Fn>
+void in_netns_of(pid_t pid, Fn fn) {
+  UniqueFd ours(::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC));
+  UniqueFd theirs(::open(("/proc/" + std::to_string(pid) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC));
+  if (!ours || !theirs) throw_errno(ErrorCode::Network, "open the box's network namespace");
+  if (::setns(theirs.get(), CLONE_NEWNET) != 0) throw_errno(ErrorCode::Network, "enter the box's network namespace");
+  try {
+    fn();
+  } catch (...) {
+    if (::setns(ours.get(), CLONE_NEWNET) != 0) std::abort();  // never continue in the box's namespace
+    throw;
+  }
+  if (::setns(ours.get(), CLONE_NEWNET) != 0) std::abort();
+}
+
+}  // namespace
+
+void wait_ready(NetProcess& net, const engine::ShimSpec& spec, double deadline_ms) {
+  struct CloseListener {
+    UniqueFd& fd;
+    ~CloseListener() { fd.reset(); }
+  } close_listener{net.listener};
+  std::string said;
+  for (;;) {
+    int wait = static_cast<int>(std::max(0.0, deadline_ms - now_ms()));
+    pollfd pfd{net.ready.get(), POLLIN, 0};
+    int n = ::poll(&pfd, 1, wait);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error(ErrorCode::Network, "the box's network (boxlite-net) did not start in time");
+    char buf[512];
+    ssize_t r = ::read(net.ready.get(), buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    said.append(buf, static_cast<size_t>(r));
+    if (said == "ok\n") {
+      net.ready.reset();
+      return;
+    }
+  }
+  net.child.wait();
+  std::string why = trim(said);
+  if (why.empty()) why = "boxlite-net exited without a reason (see " + spec.box_dir + "/net.log)";
+  throw Error(ErrorCode::Network, why);
+}
+
+NetProcess start_vm_network(const engine::ShimSpec& spec) {
+  // Bound before QEMU starts, so its connect lands in the backlog at once.
+  std::string path = engine::net_socket_path(spec.box_dir);
+  UniqueFd listener = unix_listen(path, 1);
+  NetProcess net = start_netd(spec, "stream", listener.get());
+  net.listener = std::move(listener);
+  return net;
+}
+
+NetProcess start_jail_network(const engine::ShimSpec& spec, pid_t box_init) {
+  UniqueFd tap;
+  in_netns_of(box_init, [&] {
+    tap = UniqueFd(::open("/dev/net/tun", O_RDWR | O_CLOEXEC));
+    if (!tap) throw_errno(ErrorCode::Network, "open /dev/net/tun");
+    ifreq ifr{};
+    std::strncpy(ifr.ifr_name, net::kGuestInterface, IFNAMSIZ - 1);
+    ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
+    if (::ioctl(tap.get(), TUNSETIFF, &ifr) != 0) throw_errno(ErrorCode::Network, "create the box's TAP device");
+    configure_ipv4_interface(net::kGuestInterface, net::kGuestAddress, net::kPrefixLength, net::kGatewayAddress);
+  });
+  return start_netd(spec, "tap", tap.get());
+}
+
+}  // namespace boxlite::shim

@@ -1,0 +1,33 @@
+// The shim's side of a box's network: it starts boxlite-net (src/net) on the
+// engine's link and waits until it serves, so a bad port forward fails the start.
+#pragma once
+
+#include <sys/types.h>
+
+#include "common/process.hpp"
+#include "engine/spec.hpp"
+
+namespace boxlite::shim {
+
+// A started boxlite-net. It comes up while the box boots (its link buffers frames
+// meanwhile); wait_ready() before the box is reported running.
+struct NetProcess {
+  Child child;
+  UniqueFd ready;  // "ok\n", or the reason it could not start, then EOF
+  // vm: our copy of net.sock's listener, so QEMU's connect lands in its backlog
+  // even if boxlite-net fails before accepting (the boot then reports its reason).
+  UniqueFd listener;
+};
+
+// vm engine, before QEMU starts: boxlite-net listens on net.sock for QEMU's
+// -netdev stream.
+NetProcess start_vm_network(const engine::ShimSpec& spec);
+
+// jail engine, once its init exists: a TAP "eth0" in the box's network namespace,
+// configured here (the box keeps no CAP_NET_ADMIN), and read by boxlite-net.
+NetProcess start_jail_network(const engine::ShimSpec& spec, pid_t box_init);
+
+// Throws Error(Network) with boxlite-net's reason (e.g. a host port in use).
+void wait_ready(NetProcess& net, const engine::ShimSpec& spec, double deadline_ms);
+
+}  // namespace boxlite::shim

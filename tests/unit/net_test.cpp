@@ -1,0 +1,275 @@
+// The box network's pure logic (src/net): allowlist matching, the egress verdicts,
+// DNS parsing and answers, packet parsing and the frames the filter builds.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/error.hpp"
+#include "net/config.hpp"
+#include "net/dns.hpp"
+#include "net/packet.hpp"
+#include "net/policy.hpp"
+#include "net/secrets.hpp"
+
+namespace boxlite::net {
+namespace {
+
+// A DNS query for `name` (type A, RD set) with id 0x1234.
+std::string dns_query(const std::string& name, uint16_t qtype = kDnsTypeA) {
+  std::string m = {0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0};
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t dot = name.find('.', start);
+    if (dot == std::string::npos) dot = name.size();
+    m += static_cast<char>(dot - start);
+    m += name.substr(start, dot - start);
+    start = dot + 1;
+  }
+  m += '\0';
+  m += static_cast<char>(qtype >> 8);
+  m += static_cast<char>(qtype & 0xff);
+  m += std::string("\0\1", 2);
+  return m;
+}
+
+// An Ethernet+IPv4+UDP/TCP frame from src:sport to dst:dport.
+std::string frame(const char* src, uint16_t sport, const char* dst, uint16_t dport, uint8_t proto,
+                  const std::string& payload = "", uint8_t tcp_flags = kTcpSyn) {
+  size_t l4 = proto == kProtoTcp ? 20 : 8;
+  std::string f(kEthHeader + 20 + l4, '\0');
+  f += payload;
+  std::string mac_dst("\x52\x55\x00\x00\x00\x01", 6), mac_src("\x52\x54\x00\x12\x34\x56", 6);
+  f.replace(0, 6, mac_dst);
+  f.replace(6, 6, mac_src);
+  f[12] = 0x08;
+  f[13] = 0x00;
+  f[14] = 0x45;
+  size_t total = 20 + l4 + payload.size();
+  f[16] = static_cast<char>(total >> 8);
+  f[17] = static_cast<char>(total & 0xff);
+  f[22] = 64;
+  f[23] = static_cast<char>(proto);
+  uint32_t s = ipv4_from_string(src), d = ipv4_from_string(dst);
+  for (int i = 0; i < 4; ++i) {
+    f[26 + i] = static_cast<char>(s >> (24 - 8 * i));
+    f[30 + i] = static_cast<char>(d >> (24 - 8 * i));
+  }
+  size_t o = kEthHeader + 20;
+  f[o] = static_cast<char>(sport >> 8);
+  f[o + 1] = static_cast<char>(sport & 0xff);
+  f[o + 2] = static_cast<char>(dport >> 8);
+  f[o + 3] = static_cast<char>(dport & 0xff);
+  if (proto == kProtoUdp) {
+    f[o + 4] = static_cast<char>((8 + payload.size()) >> 8);
+    f[o + 5] = static_cast<char>((8 + payload.size()) & 0xff);
+  } else {
+    f[o + 7] = 100;  // seq 100
+    f[o + 12] = 0x50;
+    f[o + 13] = static_cast<char>(tcp_flags);
+  }
+  return f;
+}
+
+NetConfig allowing(std::vector<std::string> names) {
+  NetConfig c;
+  c.allow_net = std::move(names);
+  return c;
+}
+
+TEST(NetAllowlist, ExactAndWildcardEntriesMatchAsDocumented) {
+  Allowlist a({"example.com", "*.Wild.Test.", "pypi.org"});
+  EXPECT_TRUE(a.allows("example.com"));
+  EXPECT_TRUE(a.allows("EXAMPLE.com."));
+  EXPECT_FALSE(a.allows("api.example.com"));  // exact means exact
+  EXPECT_TRUE(a.allows("a.wild.test"));
+  EXPECT_TRUE(a.allows("x.y.wild.test"));
+  EXPECT_FALSE(a.allows("wild.test"));        // "*.x" covers subdomains only
+  EXPECT_FALSE(a.allows("notwild.test"));
+  EXPECT_FALSE(a.allows("github.com"));
+  EXPECT_TRUE(Allowlist({}).empty());
+}
+
+TEST(NetPolicy, FullEgressPassesAllButTheSegmentAndSpecialAddresses) {
+  EgressPolicy p(NetConfig{});
+  auto v = [&](const char* dst, uint16_t port, uint8_t proto = kProtoTcp) {
+    return p.classify(*parse_ipv4(frame(kGuestAddress, 40000, dst, port, proto)));
+  };
+  EXPECT_EQ(v("93.184.216.34", 443), Verdict::Pass);
+  EXPECT_EQ(v(kHostAlias, 8080), Verdict::Pass);  // the host is allowed with full egress
+  EXPECT_EQ(v(kGatewayAddress, 53, kProtoUdp), Verdict::Resolver);
+  EXPECT_EQ(v(kGatewayAddress, 53), Verdict::Refuse);    // DNS over TCP is not served
+  EXPECT_EQ(v(kGatewayAddress, 8080), Verdict::Refuse);  // libslirp would map it to the host's resolver
+  EXPECT_EQ(v("192.168.127.77", 80), Verdict::Refuse);
+  EXPECT_EQ(v("0.0.0.0", 80), Verdict::Refuse);
+  EXPECT_EQ(v("127.0.0.1", 80), Verdict::Refuse);
+  EXPECT_EQ(v("255.255.255.255", 67, kProtoUdp), Verdict::Refuse);
+  EXPECT_TRUE(p.name_allowed("anything.example"));
+  EXPECT_TRUE(p.name_allowed(kHostAliasName));
+  // A spoofed source is refused whatever the destination.
+  EXPECT_EQ(p.classify(*parse_ipv4(frame("10.0.0.9", 1, "93.184.216.34", 443, kProtoTcp))), Verdict::Refuse);
+}
+
+TEST(NetPolicy, AllowlistPassesOnlyAddressesResolvedFromAllowedNames) {
+  EgressPolicy p(allowing({"allowed.test"}));
+  auto v = [&](const char* dst) { return p.classify(*parse_ipv4(frame(kGuestAddress, 40000, dst, 443, kProtoTcp))); };
+  EXPECT_TRUE(p.filtering());
+  EXPECT_FALSE(p.host_allowed());
+  EXPECT_FALSE(p.name_allowed(kHostAliasName));
+  EXPECT_FALSE(p.name_allowed("other.test"));
+  EXPECT_EQ(v("198.51.100.10"), Verdict::Refuse);  // hard-coded, never resolved
+  p.learn(ipv4_from_string("198.51.100.10"));
+  EXPECT_EQ(v("198.51.100.10"), Verdict::Pass);
+  EXPECT_EQ(v("198.51.100.11"), Verdict::Refuse);
+  EXPECT_EQ(v(kHostAlias), Verdict::Refuse);
+  EgressPolicy with_host(allowing({"allowed.test", kHostAliasName}));
+  EXPECT_TRUE(with_host.host_allowed());
+  EXPECT_EQ(with_host.classify(*parse_ipv4(frame(kGuestAddress, 1, kHostAlias, 80, kProtoTcp))), Verdict::Pass);
+}
+
+TEST(NetDns, ParsesAOneQuestionQueryAndAnswersIt) {
+  std::string q = dns_query("Api.Example.COM");
+  auto parsed = parse_dns_query(q);
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(parsed->id, 0x1234);
+  EXPECT_EQ(parsed->name, "api.example.com");
+  EXPECT_EQ(parsed->qtype, kDnsTypeA);
+  std::string a = build_dns_answer(q, *parsed, ipv4_from_string("192.0.2.44"));
+  EXPECT_EQ(static_cast<uint8_t>(a[0]), 0x12);
+  EXPECT_TRUE(static_cast<uint8_t>(a[2]) & 0x80);  // a response
+  auto addrs = dns_answer_addresses(a);
+  ASSERT_EQ(addrs.size(), 1u);
+  EXPECT_EQ(ipv4_to_string(addrs[0]), "192.0.2.44");
+  // The sinkhole answer is a real record: 0.0.0.0.
+  auto sink = dns_answer_addresses(build_dns_answer(q, *parsed, 0u));
+  ASSERT_EQ(sink.size(), 1u);
+  EXPECT_EQ(sink[0], 0u);
+  // AAAA gets an empty NOERROR, never a v6 address the filter does not know.
+  std::string q6 = dns_query("api.example.com", kDnsTypeAaaa);
+  EXPECT_TRUE(dns_answer_addresses(build_dns_answer(q6, *parse_dns_query(q6), 0u)).empty());
+}
+
+TEST(NetDns, HostileMessagesAreRejectedWithoutReadingPastTheEnd) {
+  std::string q = dns_query("example.com");
+  for (size_t len = 0; len < q.size(); ++len) EXPECT_FALSE(parse_dns_query(q.substr(0, len)).has_value()) << len;
+  std::string response = q;
+  response[2] = static_cast<char>(0x81);
+  EXPECT_FALSE(parse_dns_query(response).has_value());  // not a query
+  std::string two = q;
+  two[5] = 2;
+  EXPECT_FALSE(parse_dns_query(two).has_value());
+  std::string compressed = q;
+  compressed[12] = static_cast<char>(0xc0);
+  EXPECT_FALSE(parse_dns_query(compressed).has_value());
+  // A response whose answer claims more data than there is, and a pointer loop.
+  std::string a = build_dns_answer(q, *parse_dns_query(q), 0x01020304u);
+  for (size_t len = 0; len < a.size(); ++len) (void)dns_answer_addresses(a.substr(0, len));
+  std::string loop = a;
+  loop[7] = 5;  // five answers, the rest missing
+  EXPECT_LE(dns_answer_addresses(loop).size(), 1u);
+}
+
+TEST(NetPacket, ParsesFramesAndRejectsTruncatedOnes) {
+  std::string f = frame(kGuestAddress, 40000, "203.0.113.5", 443, kProtoTcp);
+  auto v = parse_ipv4(f);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(ipv4_to_string(v->dst), "203.0.113.5");
+  EXPECT_EQ(v->sport, 40000);
+  EXPECT_EQ(v->dport, 443);
+  EXPECT_EQ(v->tcp_flags, kTcpSyn);
+  for (size_t len = 0; len < f.size(); ++len) EXPECT_FALSE(parse_ipv4(f.substr(0, len)).has_value()) << len;
+  std::string bad_ihl = f;
+  bad_ihl[14] = 0x44;
+  EXPECT_FALSE(parse_ipv4(bad_ihl).has_value());
+  std::string udp = frame(kGuestAddress, 5000, kGatewayAddress, 53, kProtoUdp, "abc");
+  auto u = parse_ipv4(udp);
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(udp.substr(u->payload_offset, u->payload_size), "abc");
+}
+
+TEST(NetPacket, BuiltRepliesHaveValidChecksumsAndSwappedEndpoints) {
+  std::string syn = frame(kGuestAddress, 40000, "203.0.113.5", 443, kProtoTcp);
+  auto req = *parse_ipv4(syn);
+  std::string rst = build_tcp_reset(syn, req);
+  auto r = parse_ipv4(rst);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(ipv4_to_string(r->src), "203.0.113.5");
+  EXPECT_EQ(ipv4_to_string(r->dst), kGuestAddress);
+  EXPECT_EQ(r->sport, 443);
+  EXPECT_EQ(r->dport, 40000);
+  EXPECT_EQ(r->tcp_flags, kTcpRst | kTcpAck);
+  EXPECT_EQ(rst.substr(0, 6), syn.substr(6, 6));
+  const auto* ip = reinterpret_cast<const uint8_t*>(rst.data() + kEthHeader);
+  EXPECT_EQ(inet_checksum(ip, 20), 0);  // a valid header sums to zero
+  // TCP checksum over the pseudo-header must verify too.
+  uint32_t pseudo = (r->src >> 16) + (r->src & 0xffff) + (r->dst >> 16) + (r->dst & 0xffff) + kProtoTcp + 20;
+  EXPECT_EQ(inet_checksum(ip + 20, 20, pseudo), 0);
+
+  std::string query = frame(kGuestAddress, 5353, kGatewayAddress, 53, kProtoUdp, "q");
+  std::string reply = build_udp_reply(query, *parse_ipv4(query), "answer");
+  auto u = parse_ipv4(reply);
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->sport, 53);
+  EXPECT_EQ(u->dport, 5353);
+  EXPECT_EQ(reply.substr(u->payload_offset, u->payload_size), "answer");
+}
+
+TEST(NetConfig, JsonRoundTripAndValidation) {
+  NetConfig c;
+  c.allow_net = {"example.com", "*.pypi.org"};
+  c.ports = {PortForward{"127.0.0.1", 8080, 80, false}, PortForward{"0.0.0.0", 5353, 53, true}};
+  c.dns_upstream = "127.0.0.1:5300";
+  c.binary = "/x/boxlite-net";
+  NetConfig back = config_from_json(config_to_json(c));
+  EXPECT_EQ(back.allow_net, c.allow_net);
+  ASSERT_EQ(back.ports.size(), 2u);
+  EXPECT_EQ(back.ports[1].host_port, 5353);
+  EXPECT_TRUE(back.ports[1].udp);
+  EXPECT_EQ(back.dns_upstream, c.dns_upstream);
+  EXPECT_NO_THROW(validate_config(c));
+  for (const char* bad : {"", "*.", "a..b", "exa mple.com", "*", "x/y", "*.*.com"}) {
+    NetConfig b;
+    b.allow_net = {bad};
+    EXPECT_THROW(validate_config(b), Error) << bad;
+  }
+  EXPECT_THROW(config_from_json("{}"), Error);
+}
+
+}  // namespace
+}  // namespace boxlite::net
+
+namespace boxlite::net {
+namespace {
+
+TEST(NetSecrets, PlaceholdersAreReplacedInHeadersQueryAndBodyButNotThePath) {
+  SecretRule key{"key", "<BOXLITE_SECRET:key>", "REAL-VALUE", {"api.test"}};
+  std::string head =
+      "POST /v1/<BOXLITE_SECRET:key>/items?token=<BOXLITE_SECRET:key>&x=1 HTTP/1.1\r\n"
+      "Host: api.test\r\nAuthorization: Bearer <BOXLITE_SECRET:key>\r\nContent-Length: 27\r\n"
+      "Connection: keep-alive\r\n\r\n";
+  std::string out = rewrite_request(head, "{\"k\":\"<BOXLITE_SECRET:key>\"}", {&key});
+  EXPECT_NE(out.find("POST /v1/<BOXLITE_SECRET:key>/items?token=REAL-VALUE&x=1 HTTP/1.1\r\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("Authorization: Bearer REAL-VALUE\r\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("Content-Length: 18\r\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("Connection: close\r\n\r\n{\"k\":\"REAL-VALUE\"}"), std::string::npos) << out;
+  EXPECT_EQ(out.find("keep-alive"), std::string::npos);
+  // No rules: the request goes on with its placeholders.
+  std::string plain = rewrite_request(head, "{\"k\":\"<BOXLITE_SECRET:key>\"}", {});
+  EXPECT_EQ(plain.find("REAL-VALUE"), std::string::npos);
+  EXPECT_NE(plain.find("Bearer <BOXLITE_SECRET:key>"), std::string::npos);
+}
+
+TEST(NetSecrets, HostsMatchExactlyOrByWildcardAndEmptyMeansAny) {
+  std::vector<SecretRule> s = {{"a", "<A>", "1", {"api.openai.com"}}, {"b", "<B>", "2", {"*.example.com"}}, {"c", "<C>", "3", {}}};
+  auto names = [&](const std::string& host) {
+    std::string out;
+    for (const auto* r : secrets_for_host(s, host)) out += r->name;
+    return out;
+  };
+  EXPECT_EQ(names("api.openai.com"), "ac");
+  EXPECT_EQ(names("openai.com"), "c");  // documented: openai.com does not match api.openai.com
+  EXPECT_EQ(names("x.example.com"), "bc");
+  EXPECT_EQ(names("example.com"), "c");
+}
+
+}  // namespace
+}  // namespace boxlite::net
