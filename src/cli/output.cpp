@@ -1,5 +1,6 @@
 #include "cli/output.hpp"
 
+#include <cstdio>
 #include <string>
 
 namespace boxlite::cli {
@@ -8,6 +9,22 @@ namespace {
 bool is_block(const nlohmann::json& v) { return (v.is_object() || v.is_array()) && !v.empty(); }
 
 }  // namespace
+
+std::string human_size(double bytes, Units units) {
+  static const char* decimal[] = {"B", "kB", "MB", "GB", "TB"};
+  static const char* binary[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double step = units == Units::Decimal ? 1000 : 1024;
+  const char** names = units == Units::Decimal ? decimal : binary;
+  const char* sep = units == Units::Decimal ? "" : " ";
+  int u = 0;
+  while (bytes >= step && u < 4) {
+    bytes /= step;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f%s%s" : "%.1f%s%s", bytes, sep, names[u]);
+  return buf;
+}
 
 void print_yaml(const nlohmann::json& j, std::ostream& out, int indent) {
   std::string pad(static_cast<size_t>(indent), ' ');

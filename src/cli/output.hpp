@@ -4,8 +4,14 @@
 
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <string>
 
 namespace boxlite::cli {
+
+// A byte count for people: decimal units ("1.5MB", as docker pull shows sizes) or
+// binary ones ("1.5 MiB", as memory is shown).
+enum class Units { Decimal, Binary };
+std::string human_size(double bytes, Units units);
 
 // An object as a YAML mapping, an array as a sequence, indented by `indent`.
 void print_yaml(const nlohmann::json& j, std::ostream& out, int indent = 0);

@@ -6,24 +6,9 @@
 #include <mutex>
 
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
 
 namespace boxlite::cli {
-
-namespace {
-
-std::string human(double bytes) {
-  const char* units[] = {"B", "kB", "MB", "GB", "TB"};
-  int u = 0;
-  while (bytes >= 1000 && u < 4) {
-    bytes /= 1000;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f%s" : "%.1f%s", bytes, units[u]);
-  return buf;
-}
-
-}  // namespace
 
 struct PullDisplay::State {
   FILE* out = nullptr;
@@ -45,12 +30,12 @@ struct PullDisplay::State {
       if (l.cached) {
         line += "Already exists";
       } else if (l.done) {
-        line += "Pull complete   " + human(static_cast<double>(l.size));
+        line += "Pull complete   " + human_size(static_cast<double>(l.size), Units::Decimal);
       } else if (l.downloaded == 0) {
         line += "Waiting";
       } else {
-        line += "Downloading     " + human(static_cast<double>(l.downloaded)) + "/" + human(static_cast<double>(l.size));
-        if (secs > 0.2) line += "  " + human(static_cast<double>(l.downloaded) / secs) + "/s";
+        line += "Downloading     " + human_size(static_cast<double>(l.downloaded), Units::Decimal) + "/" + human_size(static_cast<double>(l.size), Units::Decimal);
+        if (secs > 0.2) line += "  " + human_size(static_cast<double>(l.downloaded) / secs, Units::Decimal) + "/s";
         if (l.attempt > 1) line += "  (retry " + std::to_string(l.attempt - 1) + ")";
       }
       text += line + "\x1b[K\n";

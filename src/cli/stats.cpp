@@ -42,27 +42,14 @@ nlohmann::json metrics_json(const Box& box, const BoxMetrics& m, const char* sta
           {"stage_container_init_ms", opt(m.stage_container_init_ms)}};
 }
 
-std::string human_bytes(uint64_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return buf;
-}
-
 void print_table(const Box& box, const BoxMetrics& m) {
   std::printf("%-14s %-20s %-8s %-12s %-10s %-12s %-21s %s\n", "ID", "NAME", "CPU %", "MEM USAGE", "COMMANDS", "EXEC ERRORS",
               "NET I/O", "BOOT");
   char cpu[16];
   std::snprintf(cpu, sizeof cpu, "%.2f%%", m.cpu_percent);
-  std::string net = human_bytes(m.network_bytes_received) + " / " + human_bytes(m.network_bytes_sent);
+  std::string net = human_size(static_cast<double>(m.network_bytes_received), Units::Binary) + " / " + human_size(static_cast<double>(m.network_bytes_sent), Units::Binary);
   std::printf("%-14s %-20s %-8s %-12s %-10llu %-12llu %-21s %lld ms\n", box.id().c_str(), box.name().c_str(), cpu,
-              human_bytes(m.memory_bytes).c_str(), static_cast<unsigned long long>(m.commands_executed_total),
+              human_size(static_cast<double>(m.memory_bytes), Units::Binary).c_str(), static_cast<unsigned long long>(m.commands_executed_total),
               static_cast<unsigned long long>(m.exec_errors_total), net.c_str(),
               static_cast<long long>(m.guest_boot_duration_ms));
 }

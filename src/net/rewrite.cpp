@@ -37,10 +37,50 @@ std::vector<const SecretRule*> secrets_for_host(const std::vector<SecretRule>& s
   return out;
 }
 
+bool read_chunked_body(std::string& buf, const std::function<int(char*, int)>& read, std::string& out, size_t max_body) {
+  char chunk[16384];
+  auto more = [&] {
+    int n = read(chunk, sizeof chunk);
+    if (n <= 0) return false;
+    buf.append(chunk, static_cast<size_t>(n));
+    return true;
+  };
+  auto line = [&](std::string& l) {
+    size_t end;
+    while ((end = buf.find("\r\n")) == std::string::npos) {
+      if (buf.size() > 4096 || !more()) return false;  // no sane chunk line is that long
+    }
+    l = buf.substr(0, end);
+    buf.erase(0, end + 2);
+    return true;
+  };
+  for (;;) {
+    std::string size_line;
+    if (!line(size_line) || size_line.empty() || !std::isxdigit(static_cast<unsigned char>(size_line[0]))) return false;
+    size_t hex_end = 0;
+    while (hex_end < size_line.size() && std::isxdigit(static_cast<unsigned char>(size_line[hex_end]))) ++hex_end;
+    if (hex_end > 8) return false;  // over 4 GiB: not a request we carry
+    size_t size = std::stoul(size_line.substr(0, hex_end), nullptr, 16);
+    if (size == 0) {
+      for (std::string trailer;;) {  // trailers, up to the blank line
+        if (!line(trailer)) return false;
+        if (trailer.empty()) return true;
+      }
+    }
+    if (out.size() + size > max_body) return false;
+    while (buf.size() < size + 2) {
+      if (!more()) return false;
+    }
+    if (buf.compare(size, 2, "\r\n") != 0) return false;
+    out.append(buf, 0, size);
+    buf.erase(0, size + 2);
+  }
+}
+
 std::string rewrite_request(const std::string& head, const std::string& body, const std::vector<const SecretRule*>& rules) {
   std::vector<std::string> lines = split(head, '\n');
   std::string out;
-  bool first = true, chunked = false;
+  bool first = true;
   std::string new_body = body;
   substitute(new_body, rules);
   for (auto line : lines) {
@@ -62,7 +102,8 @@ std::string rewrite_request(const std::string& head, const std::string& body, co
       out += line + "\r\n";
       continue;
     }
-    if (http_header_is(line, "Transfer-Encoding") && line.find("chunked") != std::string::npos) chunked = true;
+    // The body comes whole (a chunked one decoded): it goes with a Content-Length.
+    if (http_header_is(line, "Transfer-Encoding")) continue;
     if (http_header_is(line, "Content-Length") || http_header_is(line, "Connection") || http_header_is(line, "Proxy-Connection") ||
         http_header_is(line, "Keep-Alive")) {
       continue;
@@ -74,7 +115,7 @@ std::string rewrite_request(const std::string& head, const std::string& body, co
     }
     out += line + "\r\n";
   }
-  if (!chunked && (!new_body.empty() || head.rfind("POST", 0) == 0 || head.rfind("PUT", 0) == 0 || head.rfind("PATCH", 0) == 0)) {
+  if ((!new_body.empty() || head.rfind("POST", 0) == 0 || head.rfind("PUT", 0) == 0 || head.rfind("PATCH", 0) == 0)) {
     out += "Content-Length: " + std::to_string(new_body.size()) + "\r\n";
   }
   out += "Connection: close\r\n\r\n";

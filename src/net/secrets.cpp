@@ -198,9 +198,14 @@ void SecretsProxy::Impl::handle(UniqueFd listener, uint32_t ip, uint16_t port) {
     if (n <= 0) return;
     body.append(buf, static_cast<size_t>(n));
   }
-  // A chunked body streams through unchanged (its placeholders are not replaced).
-  if (!write_all(upstream.get(), rewrite_request(head, chunked ? "" : body, rules))) return;
-  if (chunked && !body.empty() && !write_all(upstream.get(), body)) return;
+  if (chunked) {
+    // Decoded whole, so placeholders split across chunks are replaced too.
+    std::string decoded;
+    auto read = [&](char* b, int n) { return SSL_read(down.get(), b, n); };
+    if (!read_chunked_body(body, read, decoded, kMaxBody)) return;
+    body = std::move(decoded);
+  }
+  if (!write_all(upstream.get(), rewrite_request(head, body, rules))) return;
   relay(down.get(), client.get(), upstream.get(), up.get());
 }
 

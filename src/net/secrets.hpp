@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "common/fd.hpp"
+#include <functional>
+
 #include "net/config.hpp"
 
 namespace boxlite::net {
@@ -24,6 +26,13 @@ std::vector<const SecretRule*> secrets_for_host(const std::vector<SecretRule>& s
 // not in the method, path or version; Content-Length follows the body, and the
 // connection is marked "close" (one request per intercepted connection).
 std::string rewrite_request(const std::string& head, const std::string& body, const std::vector<const SecretRule*>& rules);
+
+// Decodes a chunked request body (RFC 9112 7.1) into `out`: `buffered` holds what
+// was already read past the head, `read` gets more (returns <= 0 at EOF or error).
+// Chunk extensions and trailers are dropped. False on malformed input, EOF before
+// the last chunk, or a body over max_body.
+bool read_chunked_body(std::string& buffered, const std::function<int(char*, int)>& read, std::string& out,
+                       size_t max_body);
 
 // "Name:" at the start of a header line, case-insensitively.
 bool http_header_is(const std::string& line, const char* name);

@@ -196,20 +196,27 @@ TEST_F(JailEscapeTest, AMemoryHogIsOomKilledInsideTheBox) {
 }
 
 TEST_F(JailEscapeTest, ExitCodeAndNothingLeftBehind) {
-  auto cgroups = [] {
-    size_t n = 0;
-    for (const char* dir : {"/sys/fs/cgroup/memory/boxlite", "/sys/fs/cgroup/pids/boxlite", "/sys/fs/cgroup/cpu/boxlite",
-                            "/sys/fs/cgroup/boxlite"}) {
-      for (const auto& e : dir_entries(dir)) n += e.find('.') == std::string::npos && path_exists(std::string(dir) + "/" + e + "/cgroup.procs");
-    }
-    return n;
-  };
-  size_t cgroups_before = cgroups();
   auto r = run_cli({"run", "--rm", "--engine", "jail", image("busybox"), "sh", "-c", "exit 7"});
   EXPECT_EQ(r.exit_code, 7) << r.err;
   expect_no_leftovers();
   EXPECT_EQ(read_file("/proc/self/mountinfo").find(home_), std::string::npos) << "a mount of the box remains";
-  EXPECT_EQ(cgroups(), cgroups_before) << "a cgroup of the box remains";
+  // Its cgroups go too (other boxes on this host may come and go meanwhile: look
+  // for this box's own, by id).
+  auto d = run_cli({"run", "-d", "--engine", "jail", image("busybox")});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::string id = trim(d.out);
+  auto cgroups_of_box = [&] {
+    size_t n = 0;
+    for (const char* dir : {"/sys/fs/cgroup/memory/boxlite", "/sys/fs/cgroup/pids/boxlite", "/sys/fs/cgroup/cpu/boxlite",
+                            "/sys/fs/cgroup/boxlite"}) {
+      n += path_exists(std::string(dir) + "/" + id);
+    }
+    return n;
+  };
+  EXPECT_GT(cgroups_of_box(), 0u) << "the running box has its cgroups";
+  EXPECT_EQ(run_cli({"rm", "-f", id}).exit_code, 0);
+  EXPECT_EQ(cgroups_of_box(), 0u) << "a cgroup of the box remains";
+  expect_no_leftovers();
 }
 
 

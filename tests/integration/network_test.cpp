@@ -488,6 +488,12 @@ for host in ["api.secret.test", "other.test"]:
     c.request("POST", "/p/" + ph + "?q=" + ph, body="body=" + ph, headers={"Authorization": "Bearer " + ph})
     r = c.getresponse()
     print(host, r.status, r.read().decode())
+# A chunked body, the placeholder split across chunks.
+c = http.client.HTTPSConnection("api.secret.test", 443, context=ctx, timeout=20)
+half = len(ph) // 2
+c.request("POST", "/c", body=iter([b"chunk=" + ph[:half].encode(), ph[half:].encode()]), encode_chunked=True)
+r = c.getresponse()
+print("chunked", r.status, r.read().decode())
 print("PH=" + ph)
 )");
   box->copy_in(www_ + "/client.py", "/root/client.py");
@@ -499,11 +505,22 @@ print("PH=" + ph)
   EXPECT_NE(r.stdout_text.find("other.test 200 ok"), std::string::npos) << r.stdout_text;
   EXPECT_NE(r.stdout_text.find("PH=<BOXLITE_SECRET:testkey>"), std::string::npos) << r.stdout_text;
 
+  EXPECT_NE(r.stdout_text.find("chunked 200 ok"), std::string::npos) << r.stdout_text;
   auto reqs = https.requests();
-  ASSERT_EQ(reqs.size(), 2u);
+  ASSERT_EQ(reqs.size(), 3u);
   const std::string ph = "<BOXLITE_SECRET:testkey>";
-  std::string matching = reqs[0].find("api.secret.test") != std::string::npos ? reqs[0] : reqs[1];
-  std::string other = reqs[0].find("api.secret.test") != std::string::npos ? reqs[1] : reqs[0];
+  std::string matching, other, chunked;
+  for (const auto& req : reqs) {
+    if (req.rfind("POST /c ", 0) == 0) {
+      chunked = req;
+    } else if (req.find("api.secret.test") != std::string::npos) {
+      matching = req;
+    } else {
+      other = req;
+    }
+  }
+  EXPECT_NE(chunked.find("\r\n\r\nchunk=" + real), std::string::npos) << chunked;
+  EXPECT_EQ(chunked.find("Transfer-Encoding"), std::string::npos) << chunked;
   EXPECT_NE(matching.find("POST /p/" + ph + "?q=" + real + " HTTP/1.1"), std::string::npos) << matching;  // path kept
   EXPECT_NE(matching.find("Authorization: Bearer " + real), std::string::npos) << matching;
   EXPECT_NE(matching.find("\r\n\r\nbody=" + real), std::string::npos) << matching;

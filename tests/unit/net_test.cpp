@@ -2,6 +2,9 @@
 // DNS parsing and answers, packet parsing and the frames the filter builds.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include <string>
 
 #include "common/error.hpp"
@@ -256,6 +259,40 @@ TEST(NetSecrets, PlaceholdersAreReplacedInHeadersQueryAndBodyButNotThePath) {
   std::string plain = rewrite_request(head, "{\"k\":\"<BOXLITE_SECRET:key>\"}", {});
   EXPECT_EQ(plain.find("REAL-VALUE"), std::string::npos);
   EXPECT_NE(plain.find("Bearer <BOXLITE_SECRET:key>"), std::string::npos);
+}
+
+// A chunked body is decoded whole (so a placeholder split across chunks is still
+// replaced) and goes on with a Content-Length.
+TEST(NetSecrets, ChunkedBodiesAreDecodedAndSentWithALength) {
+  std::string wire = "6;ext=1\r\nbody=<\r\n13\r\nBOXLITE_SECRET:key>\r\n0\r\nTrailer: x\r\n\r\n";
+  // Fed in 5-byte reads after the first 4 bytes, as a socket might deliver them.
+  std::string buffered = wire.substr(0, 4);
+  size_t pos = 4;
+  auto reader = [&](char* b, int n) {
+    int k = static_cast<int>(std::min<size_t>({5, static_cast<size_t>(n), wire.size() - pos}));
+    std::memcpy(b, wire.data() + pos, static_cast<size_t>(k));
+    pos += static_cast<size_t>(k);
+    return k;
+  };
+  std::string body;
+  ASSERT_TRUE(read_chunked_body(buffered, reader, body, 1024));
+  EXPECT_EQ(body, "body=<BOXLITE_SECRET:key>");
+  SecretRule key{"key", "<BOXLITE_SECRET:key>", "REAL", {}};
+  std::string out = rewrite_request("POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n", body, {&key});
+  EXPECT_EQ(out.find("Transfer-Encoding"), std::string::npos) << out;
+  EXPECT_NE(out.find("Content-Length: 9\r\nConnection: close\r\n\r\nbody=REAL"), std::string::npos) << out;
+
+  auto decode = [](std::string wire_text, size_t max) {
+    std::string out_body;
+    auto eof = [](char*, int) { return 0; };
+    return read_chunked_body(wire_text, eof, out_body, max);
+  };
+  EXPECT_FALSE(decode("zz\r\nabc\r\n0\r\n\r\n", 1024)) << "not a hex size";
+  EXPECT_FALSE(decode("3\r\nabcX\r\n0\r\n\r\n", 1024)) << "chunk longer than its size";
+  EXPECT_FALSE(decode("3\r\nabc\r\n", 1024)) << "EOF before the last chunk";
+  EXPECT_FALSE(decode("10\r\n0123456789abcdef\r\n0\r\n\r\n", 8)) << "over the body limit";
+  EXPECT_FALSE(decode("fffffffff\r\n", 1u << 30)) << "absurd size";
+  EXPECT_TRUE(decode("0\r\n\r\n", 8));
 }
 
 TEST(NetSecrets, HostsMatchExactlyOrByWildcardAndEmptyMeansAny) {
