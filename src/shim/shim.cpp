@@ -340,6 +340,10 @@ void Shim::begin_stop(const std::string& why) {
     send_guest(0, FrameType::Shutdown, s.SerializeAsString());
     flush_guest();
   }
+  // The box needs no network to shut down. Tearing boxlite-net's link down takes
+  // the kernel tens of ms (a TAP device's unregistering): start it now, alongside
+  // the guest's shutdown; the process is reaped when the shim ends.
+  if (net_.child.valid()) ::kill(net_.child.pid(), SIGKILL);
 }
 
 void Shim::stop_engine() {
