@@ -24,8 +24,8 @@ namespace {
 constexpr int kLinkFd = 3, kReadyFd = 4;
 
 // fork+exec with PDEATHSIG (the shim is single-threaded, so fork is safe here).
-Child spawn_netd(const engine::ShimSpec& spec, const char* link_kind, int link_fd, int ready_fd) {
-  std::string bin = spec.net.binary, spec_path = spec.box_dir + "/shim.json", log = spec.box_dir + "/net.log";
+Child spawn_netd(const engine::ShimSpec& spec, const char* link_kind, int link_fd, int ready_fd, int log_fd) {
+  std::string bin = spec.net.binary, spec_path = spec.box_dir + "/shim.json";
   std::string lfd = std::to_string(kLinkFd), rfd = std::to_string(kReadyFd);
   const char* argv[] = {bin.c_str(), "--spec", spec_path.c_str(), "--link", link_kind, "--link-fd", lfd.c_str(),
                         "--ready-fd", rfd.c_str(), nullptr};
@@ -38,11 +38,10 @@ Child spawn_netd(const engine::ShimSpec& spec, const char* link_kind, int link_f
     // Move the two fds out of the way first, then into place (dup2 clears CLOEXEC).
     int l = ::fcntl(link_fd, F_DUPFD, 10), r = ::fcntl(ready_fd, F_DUPFD, 10);
     int null = ::open("/dev/null", O_RDONLY);
-    int logfd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-    if (l < 0 || r < 0 || null < 0 || logfd < 0) ::_exit(127);
+    if (l < 0 || r < 0 || null < 0) ::_exit(127);
     ::dup2(null, 0);
-    ::dup2(logfd, 1);
-    ::dup2(logfd, 2);
+    ::dup2(log_fd, 1);
+    ::dup2(log_fd, 2);
     ::dup2(l, kLinkFd);
     ::dup2(r, kReadyFd);
     sigset_t none;
@@ -60,8 +59,11 @@ NetProcess start_netd(const engine::ShimSpec& spec, const char* link_kind, int l
   if (::pipe2(p, O_CLOEXEC) != 0) throw_errno(ErrorCode::Network, "pipe");
   UniqueFd ready_r(p[0]), ready_w(p[1]);
   NetProcess net;
-  net.child = spawn_netd(spec, link_kind, link_fd, ready_w.get());
+  // What the guest's traffic makes boxlite-net say goes through the shim's cap.
+  LogPipe log = make_log_pipe();
+  net.child = spawn_netd(spec, link_kind, link_fd, ready_w.get(), log.write.get());
   net.ready = std::move(ready_r);
+  net.log = std::move(log.read);
   return net;
 }
 

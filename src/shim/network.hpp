@@ -6,6 +6,7 @@
 
 #include "common/process.hpp"
 #include "engine/spec.hpp"
+#include "shim/capped_log.hpp"
 
 namespace boxlite::shim {
 
@@ -14,6 +15,7 @@ namespace boxlite::shim {
 struct NetProcess {
   Child child;
   UniqueFd ready;  // "ok\n", or the reason it could not start, then EOF
+  UniqueFd log;    // read end of its stdout and stderr (the shim caps them into net.log)
   // vm: our copy of net.sock's listener, so QEMU's connect lands in its backlog
   // even if boxlite-net fails before accepting (the boot then reports its reason).
   UniqueFd listener;

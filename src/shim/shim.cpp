@@ -31,7 +31,11 @@ using protocol::Frame;
 using protocol::FrameType;
 
 namespace {
-constexpr uint64_t kGuestKey = 1, kListenKey = 2, kSignalKey = 3, kLifelineKey = 4, kFirstClient = 16;
+constexpr uint64_t kGuestKey = 1, kListenKey = 2, kSignalKey = 3, kLifelineKey = 4, kConsoleKey = 5, kEngineLogKey = 6, kNetLogKey = 7,
+                   kFirstClient = 16;
+// What the guest's console (and QEMU's own messages) may keep on disk: twice this.
+constexpr uint64_t kEngineLogBytes = 1u << 20;
+constexpr int kMaxGuestErrorsLogged = 20;
 // A client that lets this much pile up unread is dropped rather than buffered further.
 constexpr size_t kClientOutLimit = 64u << 20;
 constexpr double kStopTimeoutMs = 10000;
@@ -59,7 +63,7 @@ std::string tail_lines(const std::string& path, size_t lines, size_t max_bytes =
 
 // fork+exec with PDEATHSIG: the engine must die with the shim, however the shim dies.
 // The shim is single-threaded, so forking here is safe.
-Child spawn_engine(const std::vector<std::string>& argv, const std::string& console_path, const std::string& log_path) {
+Child spawn_engine(const std::vector<std::string>& argv, int stdout_fd, int stderr_fd) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -70,12 +74,10 @@ Child spawn_engine(const std::vector<std::string>& argv, const std::string& cons
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);
     int null = ::open("/dev/null", O_RDONLY);
-    int console = ::open(console_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (null < 0 || console < 0 || log < 0) ::_exit(127);
+    if (null < 0) ::_exit(127);
     ::dup2(null, 0);
-    ::dup2(console, 1);
-    ::dup2(log, 2);
+    ::dup2(stdout_fd, 1);
+    ::dup2(stderr_fd, 2);
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -111,8 +113,15 @@ Shim::~Shim() {
   ::unlink(engine::net_socket_path(spec_.box_dir).c_str());
 }
 
+void Shim::drain_engine_logs() {
+  console_log_.drain();
+  engine_log_.drain();
+  net_log_.drain();
+}
+
 void Shim::boot_failed(const std::string& stage, const std::string& why) {
   if (engine_.valid()) engine_.kill_now();
+  drain_engine_logs();
   std::string msg = "box " + spec_.box_id + " failed to boot: " + stage + ": " + why;
   std::string qemu_tail = tail_lines(spec_.box_dir + "/qemu.log", 10);
   if (!qemu_tail.empty()) msg += "\n--- qemu ---\n" + qemu_tail;
@@ -126,9 +135,11 @@ Frame Shim::read_guest_frame_blocking(double deadline_ms, const std::string& sta
     if (auto f = guest_decoder_.next()) return std::move(*f);
     if (auto st = engine_.try_wait()) boot_failed(stage, "QEMU exited (" + describe_status(*st) + ")");
     if (now_ms() > deadline_ms) boot_failed(stage, "timed out after " + std::to_string(static_cast<int>(spec_.boot_timeout_secs)) + " s");
-    pollfd p{guest_.get(), POLLIN, 0};
-    int n = ::poll(&p, 1, 50);
-    if (n <= 0) continue;
+    pollfd p[4] = {{guest_.get(), POLLIN, 0}, {console_log_.fd(), POLLIN, 0}, {engine_log_.fd(), POLLIN, 0},
+                   {net_log_.fd(), POLLIN, 0}};
+    int n = ::poll(p, 4, 50);
+    drain_engine_logs();
+    if (n <= 0 || !(p[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     char buf[65536];
     ssize_t r = ::read(guest_.get(), buf, sizeof buf);
     if (r == 0) boot_failed(stage, "the guest closed its channel");
@@ -146,7 +157,10 @@ void Shim::start_jail() {
     engine_ = std::move(j.init);
     guest_ = std::move(j.channel);
     warnings_ = std::move(j.warnings);
-    if (spec_.net.enabled) net_ = start_jail_network(spec_, engine_.pid());
+    if (spec_.net.enabled) {
+      net_ = start_jail_network(spec_, engine_.pid());
+      net_log_ = CappedLog(std::move(net_.log), spec_.box_dir + "/net.log", kEngineLogBytes);
+    }
   } catch (const Error& e) {
     throw Error(e.code(), "box " + spec_.box_id + " failed to start: " + e.what());
   }
@@ -156,12 +170,18 @@ void Shim::start_vm(double deadline) {
   if (spec_.net.enabled) {
     try {
       net_ = start_vm_network(spec_);
+      net_log_ = CappedLog(std::move(net_.log), spec_.box_dir + "/net.log", kEngineLogBytes);
     } catch (const Error& e) {
       throw Error(e.code(), "box " + spec_.box_id + " failed to start: " + e.what());
     }
   }
   agent_listen_ = unix_listen(engine::agent_socket_path(spec_.box_dir), 1);
-  engine_ = spawn_engine(engine::vm::qemu_argv(spec_), engine::console_log_path(spec_.box_dir), spec_.box_dir + "/qemu.log");
+  // Console and QEMU output go through the shim, which caps them: a hostile guest
+  // can print forever without filling the host's disk.
+  LogPipe console = make_log_pipe(), qemu_log = make_log_pipe();
+  engine_ = spawn_engine(engine::vm::qemu_argv(spec_), console.write.get(), qemu_log.write.get());
+  console_log_ = CappedLog(std::move(console.read), engine::console_log_path(spec_.box_dir), kEngineLogBytes);
+  engine_log_ = CappedLog(std::move(qemu_log.read), spec_.box_dir + "/qemu.log", kEngineLogBytes);
 
   const std::string stage_connect = "start QEMU";
   for (;;) {
@@ -414,9 +434,11 @@ void Shim::on_guest_readable() {
 
 void Shim::on_guest_frame(Frame& f) {
   if (f.stream == 0) {
-    if (f.type == FrameType::Error) {
+    // What the guest says goes to shim.log only a few times: it may say it forever.
+    if (f.type == FrameType::Error && ++guest_errors_logged_ <= kMaxGuestErrorsLogged) {
       auto e = protocol::parse_message<proto::ErrorReply>(f);
-      std::fprintf(stderr, "boxlite-shim: guest error: %s\n", e.message().c_str());
+      std::fprintf(stderr, "boxlite-shim: guest error: %.512s%s\n", e.message().c_str(),
+                   guest_errors_logged_ == kMaxGuestErrorsLogged ? " (further guest errors are not logged)" : "");
     }
     return;  // Pong and anything else on the control stream
   }
@@ -734,6 +756,9 @@ void Shim::serve(int lifeline_fd) {
     stop_engine();
   }
   add(sigfd_.get(), kSignalKey);
+  if (console_log_.open()) add(console_log_.fd(), kConsoleKey);
+  if (engine_log_.open()) add(engine_log_.fd(), kEngineLogKey);
+  if (net_log_.open()) add(net_log_.fd(), kNetLogKey);
   if (lifeline_fd >= 0) add(lifeline_fd, kLifelineKey);
 
   while (engine_.valid()) {
@@ -772,6 +797,11 @@ void Shim::serve(int lifeline_fd) {
           engine_status_ = st;
           break;
         }
+      } else if (k == kConsoleKey || k == kEngineLogKey || k == kNetLogKey) {
+        CappedLog& log = k == kConsoleKey ? console_log_ : k == kEngineLogKey ? engine_log_ : net_log_;
+        int fd = log.fd();
+        log.drain();
+        if (!log.open()) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
       } else if (k == kLifelineKey) {
         // The process that owns this (non-detached) box died or let go of it.
         ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, lifeline_fd, nullptr);
@@ -798,6 +828,7 @@ void Shim::serve(int lifeline_fd) {
     stop_reason_ = engine_status_ ? what + " exited unexpectedly (" + describe_status(*engine_status_) + ")"
                                   : what + " exited unexpectedly";
   }
+  drain_engine_logs();
   record_exit();
   // The box is down: tell every client, then go.
   proto::ErrorReply err;

@@ -12,6 +12,7 @@
 #include "common/process.hpp"
 #include "engine/spec.hpp"
 #include "protocol/frame.hpp"
+#include "shim/capped_log.hpp"
 #include "shim/network.hpp"
 
 namespace boxlite::shim {
@@ -65,6 +66,7 @@ class Shim {
   void on_main_client_frame(Client& c, protocol::Frame& f);
   void log_main_output(const protocol::Frame& f);
   void begin_stop(const std::string& why);
+  void drain_engine_logs();
   proto::BoxStats stats();
   // The engine's CPU time so far, and its memory in use.
   std::pair<uint64_t, uint64_t> engine_usage();
@@ -102,6 +104,9 @@ class Shim {
   std::string stop_reason_;
   std::vector<std::string> warnings_;
   std::optional<int> engine_status_;
+  // The guest's serial console and QEMU's stderr (vm), boxlite-net's output.
+  CappedLog console_log_, engine_log_, net_log_;
+  int guest_errors_logged_ = 0;
   bool engine_killed_by_us_ = false;
   BootStages stages_;
   uint64_t commands_executed_ = 0, exec_errors_ = 0;
