@@ -19,6 +19,7 @@ work=$(mktemp -d /var/tmp/blt-copy-bench-XXXXXX)
 export BOXLITE_HOME=$work/home
 box_pid=""
 cleanup() {
+  if [ -n "${id:-}" ]; then "$boxlite" rm -f "$id" >/dev/null 2>&1 || true; fi
   if [ -n "$box_pid" ]; then kill "$box_pid" 2>/dev/null || true; wait "$box_pid" 2>/dev/null || true; fi
   rm -rf "$work"
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <functional>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +20,8 @@
 
 namespace boxlite::cli {
 namespace {
+
+constexpr double kInterruptGraceMs = 10000;
 
 // Restores the terminal however the command ends.
 class RawTerminal {
@@ -93,9 +96,26 @@ ExecResult follow(Box& /*box*/, const std::function<Execution()>& open, bool int
   std::atomic<bool> done{false};
   std::thread signals([&] {
     int interrupts = 0;
+    double kill_at_ms = 0;  // set by the first interrupt
     for (;;) {
       int sig = 0;
-      if (sigwait(&sigs, &sig) != 0 || done) return;
+      if (kill_at_ms > 0) {
+        double left = kill_at_ms - now_ms();
+        if (left <= 0) {
+          kill_at_ms = 0;
+          try {
+            exec.kill();
+          } catch (const Error&) {
+          }
+          continue;
+        }
+        timespec ts{static_cast<time_t>(left / 1000), static_cast<long>(std::fmod(left, 1000.0) * 1e6)};
+        sig = sigtimedwait(&sigs, nullptr, &ts);
+        if (sig < 0) continue;  // the grace period is over (or EINTR): checked above
+      } else if (sigwait(&sigs, &sig) != 0) {
+        return;
+      }
+      if (done) return;
       try {
         if (sig == SIGWINCH) {
           unsigned rows = 0, cols = 0;
@@ -106,7 +126,10 @@ ExecResult follow(Box& /*box*/, const std::function<Execution()>& open, bool int
           // no handler for) must not hold the terminal hostage: the second one kills.
           exec.kill();
         } else {
+          // Forwarded; as `docker stop` does, a command still running after the
+          // grace period is killed, so a script's SIGTERM always ends `boxlite run`.
           exec.signal(sig);
+          kill_at_ms = now_ms() + kInterruptGraceMs;
         }
       } catch (const Error&) {
       }
