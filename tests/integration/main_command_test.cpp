@@ -2,6 +2,7 @@
 // processes, attach() follows it and returns its exit code, and the box stops
 // when it exits; exec is then refused until the box is started again.
 #include <signal.h>
+#include <sys/wait.h>
 
 #include "core/runtime.hpp"
 #include "support.hpp"
@@ -161,6 +162,30 @@ TEST_P(MainCommandTest, CliRunDetachedAndExecDetached) {
 }
 
 BOXLITE_ON_BOTH_ENGINES(MainCommandTest);
+
+class RunSignalTest : public BoxliteTest {};
+
+// A script's single SIGTERM always ends `boxlite run`: PID 1 of the box ignores
+// it, so after the grace period (10 s, docker stop's) the command is killed.
+TEST_F(RunSignalTest, OneSigtermEndsARunWhoseCommandIgnoresIt) {
+  SpawnOptions so;
+  so.argv = {cli(), "run", "--rm", "--engine", "jail", image("busybox"), "sh", "-c", "echo up; exec sleep 1000"};
+  so.stdout_path = so.stderr_path = home_ + "/cli.log";
+  Child child = spawn(so);
+  std::string log;
+  for (int i = 0; i < 300 && log.find("up") == std::string::npos; ++i) {
+    ::usleep(50000);
+    log = read_file(home_ + "/cli.log");
+  }
+  ASSERT_NE(log.find("up"), std::string::npos) << "the box never started";
+  double sent = now_ms();
+  ::kill(child.pid(), SIGTERM);
+  auto status = child.wait_for(30000);
+  ASSERT_TRUE(status) << "boxlite run outlived a SIGTERM";
+  EXPECT_EQ(WEXITSTATUS(*status), 128 + 9);
+  EXPECT_GE(now_ms() - sent, 9000) << "the command had its grace period";
+  expect_no_leftovers();
+}
 
 }  // namespace
 }  // namespace boxlite::testing
