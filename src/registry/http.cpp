@@ -1,6 +1,7 @@
 #include "registry/http.hpp"
 
 #include <curl/curl.h>
+#include <dlfcn.h>
 
 #include <cctype>
 #include <cstdlib>
@@ -11,7 +12,48 @@ namespace boxlite::registry {
 
 namespace {
 
-std::once_flag g_curl_init;
+// libcurl, and the ~40 libraries it pulls in, load on the first registry request:
+// linked directly they cost every `boxlite` command and every libboxlite program
+// ~10 ms at startup whether it pulls or not.
+struct CurlApi {
+  decltype(&::curl_global_init) global_init;
+  decltype(&::curl_easy_init) easy_init;
+  decltype(&::curl_easy_cleanup) easy_cleanup;
+  decltype(&::curl_easy_reset) easy_reset;
+  decltype(&::curl_easy_setopt) easy_setopt;
+  decltype(&::curl_easy_perform) easy_perform;
+  decltype(&::curl_easy_getinfo) easy_getinfo;
+  decltype(&::curl_easy_strerror) easy_strerror;
+  decltype(&::curl_slist_append) slist_append;
+  decltype(&::curl_slist_free_all) slist_free_all;
+};
+
+template <typename Fn>
+void bind(void* lib, const char* name, Fn& fn) {
+  fn = reinterpret_cast<Fn>(::dlsym(lib, name));
+  if (!fn) throw Error(ErrorCode::Config, std::string("libcurl.so.4 lacks ") + name + ": install Debian's libcurl4");
+}
+
+const CurlApi& libcurl() {
+  static const CurlApi api = [] {
+    void* lib = ::dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) throw Error(ErrorCode::Config, std::string("cannot load libcurl (needed to pull images): ") + ::dlerror());
+    CurlApi a{};
+    bind(lib, "curl_global_init", a.global_init);
+    bind(lib, "curl_easy_init", a.easy_init);
+    bind(lib, "curl_easy_cleanup", a.easy_cleanup);
+    bind(lib, "curl_easy_reset", a.easy_reset);
+    bind(lib, "curl_easy_setopt", a.easy_setopt);
+    bind(lib, "curl_easy_perform", a.easy_perform);
+    bind(lib, "curl_easy_getinfo", a.easy_getinfo);
+    bind(lib, "curl_easy_strerror", a.easy_strerror);
+    bind(lib, "curl_slist_append", a.slist_append);
+    bind(lib, "curl_slist_free_all", a.slist_free_all);
+    a.global_init(CURL_GLOBAL_DEFAULT);
+    return a;
+  }();
+  return api;
+}
 
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -110,7 +152,7 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   size_t len = size * n;
   long status = 0;
-  curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
+  libcurl().easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
   if (status >= 200 && status < 300 && t->sink && *t->sink) {
     if (!(*t->sink)(std::string_view(data, len))) {
       t->aborted_by_sink = true;
@@ -165,17 +207,17 @@ Challenge parse_challenge(const std::string& header) {
 
 struct Session::Handle {
   CURL* curl = nullptr;
-  Handle() : curl(curl_easy_init()) {
+  Handle() : curl(libcurl().easy_init()) {
     if (!curl) throw Error(ErrorCode::Internal, "curl_easy_init failed");
   }
-  ~Handle() { curl_easy_cleanup(curl); }
+  ~Handle() { libcurl().easy_cleanup(curl); }
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
 };
 
 Session::Session(ImageRegistry reg, std::string repository) : reg_(std::move(reg)), repo_(std::move(repository)) {
   validate(reg_);
-  std::call_once(g_curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  libcurl();  // loads it once (throws if it cannot)
   if (reg_.bearer_token && !reg_.bearer_token->empty()) auth_ = "Bearer " + *reg_.bearer_token;
   // Throttling for slow links (and for tests that need a pull to take a while).
   if (const char* s = std::getenv("BOXLITE_PULL_MAX_BYTES_PER_SEC"); s && *s) max_recv_speed_ = std::strtoull(s, nullptr, 10);
@@ -214,7 +256,7 @@ HttpResponse Session::perform(const std::string& url, const std::vector<std::str
                               size_t max_body, bool with_credentials, std::string* www_authenticate) {
   auto h = take_handle();
   CURL* c = h->curl;
-  curl_easy_reset(c);
+  libcurl().easy_reset(c);
   HttpResponse resp;
   Transfer t;
   t.sink = &sink;
@@ -222,45 +264,45 @@ HttpResponse Session::perform(const std::string& url, const std::vector<std::str
   t.resp = &resp;
   t.curl = c;
   struct curl_slist* list = nullptr;
-  for (const auto& hd : headers) list = curl_slist_append(list, hd.c_str());
-  std::unique_ptr<curl_slist, void (*)(curl_slist*)> list_owner(list, curl_slist_free_all);
+  for (const auto& hd : headers) list = libcurl().slist_append(list, hd.c_str());
+  std::unique_ptr<curl_slist, void (*)(curl_slist*)> list_owner(list, libcurl().slist_free_all);
   char errbuf[CURL_ERROR_SIZE] = {0};
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, list);
-  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);  // blob GETs redirect to storage
-  curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
-  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, reg_.transport == "http" ? "http,https" : "https");
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 15L);
-  curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);  // a stalled transfer fails after 30 s
-  curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 30L);
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_USERAGENT, "boxlite/" BOXLITE_REGISTRY_VERSION);
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-  curl_easy_setopt(c, CURLOPT_HEADERDATA, &t);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
-  if (!ca_file_.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, ca_file_.c_str());
+  libcurl().easy_setopt(c, CURLOPT_URL, url.c_str());
+  libcurl().easy_setopt(c, CURLOPT_HTTPHEADER, list);
+  libcurl().easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);  // blob GETs redirect to storage
+  libcurl().easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
+  libcurl().easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  libcurl().easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, reg_.transport == "http" ? "http,https" : "https");
+  libcurl().easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 15L);
+  libcurl().easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);  // a stalled transfer fails after 30 s
+  libcurl().easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 30L);
+  libcurl().easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  libcurl().easy_setopt(c, CURLOPT_USERAGENT, "boxlite/" BOXLITE_REGISTRY_VERSION);
+  libcurl().easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+  libcurl().easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+  libcurl().easy_setopt(c, CURLOPT_HEADERDATA, &t);
+  libcurl().easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+  libcurl().easy_setopt(c, CURLOPT_WRITEDATA, &t);
+  if (!ca_file_.empty()) libcurl().easy_setopt(c, CURLOPT_CAINFO, ca_file_.c_str());
   if (reg_.skip_verify) {
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+    libcurl().easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+    libcurl().easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
   }
-  if (max_recv_speed_) curl_easy_setopt(c, CURLOPT_MAX_RECV_SPEED_LARGE, static_cast<curl_off_t>(max_recv_speed_));
+  if (max_recv_speed_) libcurl().easy_setopt(c, CURLOPT_MAX_RECV_SPEED_LARGE, static_cast<curl_off_t>(max_recv_speed_));
   if (with_credentials && reg_.username) {
-    curl_easy_setopt(c, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
-    curl_easy_setopt(c, CURLOPT_USERNAME, reg_.username->c_str());
-    curl_easy_setopt(c, CURLOPT_PASSWORD, reg_.password->c_str());
+    libcurl().easy_setopt(c, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
+    libcurl().easy_setopt(c, CURLOPT_USERNAME, reg_.username->c_str());
+    libcurl().easy_setopt(c, CURLOPT_PASSWORD, reg_.password->c_str());
   }
-  CURLcode rc = curl_easy_perform(c);
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp.status);
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, nullptr);
+  CURLcode rc = libcurl().easy_perform(c);
+  libcurl().easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp.status);
+  libcurl().easy_setopt(c, CURLOPT_ERRORBUFFER, nullptr);
   give_back(std::move(h));
   if (www_authenticate) *www_authenticate = t.www_authenticate;
   if (rc != CURLE_OK) {
     if (t.aborted_by_sink) throw Error(ErrorCode::Image, "download from " + url + " aborted");
     if (t.too_big) throw Error(ErrorCode::Image, "response from " + url + " is over " + std::to_string(max_body) + " bytes");
-    std::string why = errbuf[0] ? errbuf : curl_easy_strerror(rc);
+    std::string why = errbuf[0] ? errbuf : libcurl().easy_strerror(rc);
     if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE) {
       throw Error(ErrorCode::Image, "TLS certificate verification failed for registry " + reg_.host + ": " + why +
                                         " (for a registry with a self-signed certificate set skip_verify)");
