@@ -62,6 +62,8 @@ struct BoxFlags {
   int cpus = 0, memory = 0;
   std::string network;                         // --network enabled|disabled
   std::vector<std::string> allow_net, publish;  // --allow-net HOST, -p [host:]guest[/tcp|udp]
+  std::vector<std::string> volumes;             // -v HOST:GUEST[:ro|:rw]
+  uint64_t disk_size_gb = 0;                    // --disk-size-gb N (0: the default)
 };
 // -p [[host_ip:]host_port:]guest_port[/tcp|udp]; throws Error(InvalidArgument).
 PortSpec parse_publish(const std::string& text);

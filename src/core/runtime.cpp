@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +24,7 @@
 #include "common/io.hpp"
 #include "common/process.hpp"
 #include "core/network.hpp"
+#include "core/volumes.hpp"
 #include "engine/jail/jail.hpp"
 #include "engine/vm/initramfs.hpp"
 #include "engine/vm/qemu.hpp"
@@ -203,6 +205,11 @@ void validate_box_options(const BoxOptions& o) {
     throw Error(ErrorCode::InvalidArgument,
                 "invalid argument: remove-on-stop is incompatible with detach=true. Detached boxes should use "
                 "auto_delete=0 (or deprecated auto_remove=false) for manual lifecycle control.");
+  }
+  validate_volumes(o.volumes);
+  if (o.disk_size_gb && (*o.disk_size_gb < 1 || *o.disk_size_gb > kMaxDiskSizeGb)) {
+    throw Error(ErrorCode::InvalidArgument, "disk_size_gb must be between 1 and " + std::to_string(kMaxDiskSizeGb) + " GiB, got " +
+                                                std::to_string(*o.disk_size_gb));
   }
   for (const auto& [k, v] : o.env) {
     if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos) {
@@ -403,6 +410,21 @@ void validate_name(const std::string& name) {
   if (!ok) throw Error(ErrorCode::InvalidArgument, "invalid box name '" + name + "': use [a-zA-Z0-9][a-zA-Z0-9_.-]* (at most 128)");
 }
 
+// The root disk's size: disk_size_gb GiB, or the default; never below the base
+// image (the overlay cannot be smaller than what it holds).
+uint64_t disk_size_bytes(const BoxOptions& opts, const std::string& base) {
+  uint64_t bytes = opts.disk_size_gb.value_or(kDefaultDiskSizeGb) << 30;
+  struct stat st;
+  if (::stat(base.c_str(), &st) == 0 && bytes < static_cast<uint64_t>(st.st_size)) {
+    if (opts.disk_size_gb) {
+      throw Error(ErrorCode::InvalidArgument, "disk_size_gb=" + std::to_string(*opts.disk_size_gb) + " is smaller than the image's root file system (" +
+                                                  std::to_string((static_cast<uint64_t>(st.st_size) >> 20) + 1) + " MiB)");
+    }
+    return 0;  // the base's own size
+  }
+  return bytes;
+}
+
 int64_t wall_clock_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -474,6 +496,11 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   if (engine != "vm" && engine != "jail") {
     throw Error(ErrorCode::InvalidArgument, "unknown engine '" + engine + "' (from BOXLITE_ENGINE or the home config): expected 'vm' or 'jail'");
   }
+  if (engine == "jail" && opts.disk_size_gb) {
+    throw Error(ErrorCode::Unsupported,
+                "disk_size_gb is not supported by the jail engine: its root is an overlay on the host's file system, "
+                "with no disk of its own to size (docs/storage.md)");
+  }
 
   double create_started_ms = now_ms();
   std::string source = opts.rootfs_path.empty() ? opts.image : opts.rootfs_path;
@@ -510,6 +537,13 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   spec.user = opts.user.empty() ? img.config.user : opts.user;
   timings["filesystem_setup_ms"] = static_cast<int64_t>(now_ms() - t_image);
   spec.net = make_net_config(opts);
+  for (const auto& v : opts.volumes) {
+    // Resolved now: a symlink swapped later cannot redirect the share.
+    std::error_code ec;
+    auto host = std::filesystem::canonical(v.host_path, ec);
+    if (ec) throw Error(ErrorCode::InvalidArgument, "volume host path '" + v.host_path + "': " + ec.message());
+    spec.volumes.push_back({host.string(), v.guest_path, v.read_only});
+  }
   for (auto& e : secret_env(spec.net)) spec.env.push_back(std::move(e));  // placeholders only
   if (!spec.net.secrets.empty() && spec.net.enabled) {
     HomeCa ca = ensure_home_ca(layout_.root);
@@ -522,7 +556,7 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   if (engine == "vm") {
     double t_disk = now_ms();
     spec.disk = spec.box_dir + "/disk.qcow2";
-    rootfs::create_overlay(spec.disk_base, spec.disk);
+    rootfs::create_overlay(spec.disk_base, spec.disk, disk_size_bytes(opts, spec.disk_base));
     timings["guest_rootfs_ms"] = static_cast<int64_t>(now_ms() - t_disk);
   }
   std::vector<std::string> argv = opts.entrypoint.empty() ? img.config.entrypoint : opts.entrypoint;

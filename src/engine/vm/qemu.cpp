@@ -76,6 +76,16 @@ std::vector<std::string> qemu_argv(const ShimSpec& s) {
       "-device", std::string("virtio-blk-device,drive=root,serial=") + kRootDiskSerial,
       "-device", "virtio-rng-device",
   };
+  for (size_t i = 0; i < s.volumes.size(); ++i) {
+    // readonly=on makes QEMU refuse every write on the host side, so no mount
+    // flag inside the guest (remount, a fresh mount of the tag) can lift it.
+    // security_model=none: files get the creating guest uid when QEMU may chown
+    // (boxlite run as root), else the user running boxlite (docs/storage.md).
+    const auto& v = s.volumes[i];
+    std::string id = "fs" + std::to_string(i);
+    a.insert(a.end(), {"-fsdev", "local,id=" + id + ",path=" + v.host_path + ",security_model=none" + (v.read_only ? ",readonly=on" : ""),
+                       "-device", "virtio-9p-device,fsdev=" + id + ",mount_tag=" + volume_tag(i)});
+  }
   if (s.net.enabled) {
     // Ethernet frames over a unix socket to the box's boxlite-net (DESIGN.md: the
     // 4-byte length framing of -netdev stream). MAC from the box id: stable per box.

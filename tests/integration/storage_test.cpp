@@ -1,0 +1,231 @@
+// Storage (issue 8): volumes on both engines (live both ways, read-only that root
+// in the box cannot lift, owners on the host), the CLI's -v, and disk_size_gb.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "common/error_code.hpp"
+#include "core/volumes.hpp"
+#include "support.hpp"
+
+namespace boxlite::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every file under root with its contents, mode and owner: "the host files never change".
+std::map<std::string, std::string> tree_state(const std::string& root) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    struct stat st {};
+    ::lstat(e.path().c_str(), &st);
+    std::string d = std::to_string(st.st_mode) + " " + std::to_string(st.st_uid) + ":" + std::to_string(st.st_gid);
+    if (S_ISREG(st.st_mode)) d += " " + read_file(e.path().string());
+    out[e.path().lexically_relative(root).string()] = d;
+  }
+  return out;
+}
+
+class StorageTest : public PerEngineTest {
+ protected:
+  void SetUp() override {
+    PerEngineTest::SetUp();
+    work_ = home_ + "/work";
+    ro_ = home_ + "/ro";
+    make_dirs(work_);
+    make_dirs(ro_ + "/sub");
+    write_file_atomic(ro_ + "/keep.txt", "original\n");
+    write_file_atomic(ro_ + "/sub/deep.txt", "deep\n");
+  }
+  void TearDown() override {
+    box_.reset();
+    rt_.reset();
+    PerEngineTest::TearDown();
+  }
+
+  Box& box_with(const std::vector<VolumeSpec>& volumes) {
+    rt_ = std::make_unique<Runtime>();
+    BoxOptions o;
+    o.rootfs_path = image("busybox");
+    o.volumes = volumes;
+    box_ = rt_->create(o);
+    box_->start();
+    return *box_;
+  }
+
+  BufferedResult sh(const std::string& script) {
+    ExecOptions e;
+    e.argv = {"sh", "-c", script};
+    return box_->run(e);
+  }
+
+  std::string work_, ro_;
+  std::unique_ptr<Runtime> rt_;
+  std::shared_ptr<Box> box_;
+};
+
+TEST_P(StorageTest, WorkspaceIsLiveBothWaysOwnedSensiblyAndOutlivesTheBox) {
+  box_with({{work_, "/workspace", false}});
+  // Box -> host, as the box's root.
+  auto r = sh("echo from-box > /workspace/a.txt && mkdir /workspace/d && echo x > /workspace/d/f");
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(read_file(work_ + "/a.txt"), "from-box\n");
+  struct stat st {};
+  ASSERT_EQ(::stat((work_ + "/a.txt").c_str(), &st), 0);
+  struct stat dir_st {};
+  ASSERT_EQ(::stat(work_.c_str(), &dir_st), 0);
+  // The box's root writes as the volume directory's owner (docs/storage.md).
+  EXPECT_EQ(st.st_uid, dir_st.st_uid);
+  EXPECT_EQ(st.st_gid, dir_st.st_gid);
+  // Host -> box while it runs, and an edit of the box's file.
+  write_file_atomic(work_ + "/b.txt", "from-host\n");
+  write_file_atomic(work_ + "/a.txt", "edited-on-host\n");
+  r = sh("cat /workspace/b.txt /workspace/a.txt; stat -c %u /workspace/b.txt");
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, "from-host\nedited-on-host\n0\n");
+  r = sh("echo appended >> /workspace/b.txt && rm /workspace/d/f");
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(read_file(work_ + "/b.txt"), "from-host\nappended\n");
+  EXPECT_FALSE(path_exists(work_ + "/d/f"));
+  box_->destroy();
+  box_.reset();
+  EXPECT_EQ(read_file(work_ + "/b.txt"), "from-host\nappended\n");
+  EXPECT_TRUE(path_exists(work_ + "/d"));
+}
+
+TEST_P(StorageTest, ReadOnlyVolumeResistsRootInTheBox) {
+  auto before = tree_state(ro_);
+  box_with({{ro_, "/ro", true}, {work_, "/data", false}});
+  auto r = sh("cat /ro/keep.txt /ro/sub/deep.txt");
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, "original\ndeep\n");
+  r = sh("echo x > /ro/new.txt");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.stderr_text.find("Read-only file system"), std::string::npos) << r.stderr_text;
+  // Every trick we know, each followed by write attempts; none may reach the host.
+  const char* writes = "echo pwned > /ro/keep.txt; echo pwned > /ro/new.txt; rm -f /ro/sub/deep.txt; chmod 777 /ro/keep.txt; "
+                       "touch /ro/keep.txt; mv /ro/keep.txt /ro/moved.txt; ";
+  std::string tricks = std::string("mount -o remount,rw /ro; ") + writes +
+                       "mount -o remount,rw,bind /ro; " + writes +
+                       "mkdir -p /m1 && mount --bind /ro /m1 && mount -o remount,rw /m1; " + writes +
+                       "echo pwned > /m1/keep.txt; "
+                       "umount -l /ro; " + writes +
+                       "mkdir -p /m2 && mount -t 9p -o trans=virtio,version=9p2000.L vol0 /m2; echo pwned > /m2/keep.txt; "
+                       "mount -t 9p -o trans=virtio,version=9p2000.L,rw vol0 /ro; " + writes + "true";
+  r = sh(tricks);
+  EXPECT_EQ(tree_state(ro_), before) << r.stdout_text << r.stderr_text;
+  // The read-write volume next to it still works.
+  r = sh("echo ok > /data/ok");
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(read_file(work_ + "/ok"), "ok\n");
+}
+
+TEST_P(StorageTest, CliVolumeFlagMountsReadWriteAndReadOnly) {
+  auto c = run_cli({"run", "--rm", "-v", work_ + ":/w", "-v", ro_ + ":/r:ro", image("busybox"), "sh", "-c",
+                    "cat /r/keep.txt > /w/copied; echo x > /r/x"});
+  EXPECT_NE(c.exit_code, 0);
+  EXPECT_NE(c.err.find("Read-only file system"), std::string::npos) << c.out << c.err;
+  EXPECT_EQ(read_file(work_ + "/copied"), "original\n");
+  EXPECT_FALSE(path_exists(ro_ + "/x"));
+  c = run_cli({"run", "--rm", "-v", work_ + ":/w:rw", image("busybox"), "sh", "-c", "echo rw > /w/rw"});
+  EXPECT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_EQ(read_file(work_ + "/rw"), "rw\n");
+  c = run_cli({"run", "--rm", "-v", work_ + ":/w:rx", image("busybox"), "true"});
+  EXPECT_NE(c.exit_code, 0);
+  EXPECT_NE(c.err.find("expected ro or rw"), std::string::npos) << c.err;
+  expect_no_leftovers();
+}
+
+TEST_P(StorageTest, SymlinkOnTheWayToAMountPointStaysInsideTheBox) {
+  // A box (or image) controls the paths below its root: a link there naming a
+  // host directory must resolve inside the box when the mount point is made.
+  std::string victim = home_ + "/victim";
+  make_dirs(victim);
+  ASSERT_EQ(::symlink(victim.c_str(), (work_ + "/link").c_str()), 0);
+  box_with({{work_, "/w", false}, {ro_, "/w/link/mnt", true}});
+  auto r = sh("true");
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_TRUE(dir_entries(victim).empty());  // nothing made or mounted on the host
+  EXPECT_EQ(read_file(ro_ + "/keep.txt"), "original\n");
+}
+
+TEST_P(StorageTest, VolumeErrorsUseTheDocumentedMessages) {
+  Runtime rt;
+  auto create_error = [&](const VolumeSpec& v) -> std::string {
+    BoxOptions o;
+    o.rootfs_path = image("busybox");
+    o.volumes = {v};
+    try {
+      rt.create(o);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_NE(create_error({"relative", "/data"}).find("must be absolute"), std::string::npos);
+  EXPECT_NE(create_error({work_, "data"}).find("Invalid mount path 'data' (must be absolute)"), std::string::npos);
+  EXPECT_NE(create_error({work_, "/etc/x"}).find("cannot mount to system directory"), std::string::npos);
+  EXPECT_NE(create_error({work_, "/"}).find("root directory"), std::string::npos);
+  EXPECT_NE(create_error({home_ + "/missing", "/data"}).find("does not exist"), std::string::npos);
+  EXPECT_TRUE(dir_entries(home_ + "/boxes").empty());
+}
+
+TEST_P(StorageTest, DiskSizeGivesThatMuchDiskAndAFullDiskIsEnospcInTheBox) {
+  if (!vm()) {
+    Runtime rt;
+    BoxOptions o;
+    o.rootfs_path = image("busybox");
+    o.disk_size_gb = 2;
+    try {
+      rt.create(o);
+      ADD_FAILURE() << "jail accepted disk_size_gb";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::Unsupported) << e.what();
+      EXPECT_NE(std::string(e.what()).find("disk_size_gb"), std::string::npos);
+    }
+    return;
+  }
+  rt_ = std::make_unique<Runtime>();
+  BoxOptions o;
+  o.rootfs_path = image("busybox");
+  o.disk_size_gb = 1;
+  box_ = rt_->create(o);
+  box_->start();
+  auto r = sh("df -k / | tail -1");
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  auto fields = split(r.stdout_text, ' ');
+  fields.erase(std::remove(fields.begin(), fields.end(), ""), fields.end());
+  ASSERT_GE(fields.size(), 2u) << r.stdout_text;
+  uint64_t total_kib = std::stoull(fields[1]);
+  EXPECT_GT(total_kib, 900u * 1024) << r.stdout_text;   // grown from the ~260 MiB base
+  EXPECT_LT(total_kib, 1025u * 1024) << r.stdout_text;
+  r = sh("dd if=/dev/zero of=/fill bs=1M 2>&1; sync");
+  EXPECT_NE(r.stdout_text.find("No space left on device"), std::string::npos) << r.stdout_text << r.stderr_text;
+  // The box keeps working, and the host file stayed within the disk's size.
+  r = sh("rm /fill && echo alive > /after && cat /after");
+  EXPECT_EQ(r.stdout_text, "alive\n") << r.stderr_text;
+  struct stat st {};
+  ASSERT_EQ(::stat((box_->dir() + "/disk.qcow2").c_str(), &st), 0);
+  EXPECT_LT(static_cast<uint64_t>(st.st_blocks) * 512, (1ull << 30) + (64ull << 20));
+}
+
+TEST_P(StorageTest, DefaultDiskIsTenGibSparse) {
+  if (!vm()) GTEST_SKIP() << "the jail engine has no disk of its own";
+  box_with({});
+  auto r = sh("df -k / | tail -1");
+  auto fields = split(r.stdout_text, ' ');
+  fields.erase(std::remove(fields.begin(), fields.end(), ""), fields.end());
+  ASSERT_GE(fields.size(), 2u) << r.stdout_text;
+  EXPECT_GT(std::stoull(fields[1]), 9ull << 20) << r.stdout_text;
+  struct stat st {};
+  ASSERT_EQ(::stat((box_->dir() + "/disk.qcow2").c_str(), &st), 0);
+  EXPECT_LT(static_cast<uint64_t>(st.st_blocks) * 512, 64ull << 20);  // sparse: nothing like 10 GiB
+}
+
+BOXLITE_ON_BOTH_ENGINES(StorageTest);
+
+}  // namespace
+}  // namespace boxlite::testing
