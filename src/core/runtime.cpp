@@ -184,6 +184,8 @@ ProbeVerdict run_kvm_probe(const std::string& log_path) {
 
 }  // namespace
 
+std::string Runtime::make_box_id() { return new_box_id(); }
+
 void validate_box_options(const BoxOptions& o) {
   if (o.image.empty() && o.rootfs_path.empty()) throw Error(ErrorCode::InvalidArgument, "Either 'image' or 'rootfs_path' must be provided");
   if (o.cpus && (*o.cpus < 1 || *o.cpus > 255)) throw Error(ErrorCode::InvalidArgument, "cpus must be between 1 and 255, got " + std::to_string(*o.cpus));
@@ -375,6 +377,13 @@ std::string Runtime::resolve_accel(const std::string& requested) {
 }
 
 void Runtime::prepare_vm(engine::ShimSpec& spec, const BoxOptions& opts, const image::LocalImage& img) {
+  prepare_vm_machine(spec, opts);
+  spec.disk_base = rootfs::ensure_base_ext4(layout_.root, img);
+}
+
+// What a vm box needs from this machine (QEMU, kernel, initramfs, accelerator),
+// apart from its disk: also what an imported box gets.
+void Runtime::prepare_vm_machine(engine::ShimSpec& spec, const BoxOptions& opts) {
   spec.qemu = which("qemu-system-x86_64");
   if (spec.qemu.empty()) {
     throw Error(ErrorCode::Engine, "qemu-system-x86_64 not found: install it with `apt-get install qemu-system-x86 qemu-utils` (or run ./scripts/setup)");
@@ -385,7 +394,6 @@ void Runtime::prepare_vm(engine::ShimSpec& spec, const BoxOptions& opts, const i
   spec.acpi = kernel.acpi;
   spec.tcg_cpu = kernel.tcg_cpu;
   spec.initramfs = engine::vm::ensure_initramfs(layout_.kernel_cache(), spec.guest_binary, kernel.modules_dir);
-  spec.disk_base = rootfs::ensure_base_ext4(layout_.root, img);
   spec.accel = resolve_accel(opts.accel);
 }
 
@@ -713,6 +721,7 @@ void Runtime::remove(const std::string& id_or_name, bool force) {
   if (r->state == "running" && !force) {
     throw Error(ErrorCode::InvalidState, "box " + r->id + " is running: stop it first, or remove it with force");
   }
+  release_clones(r->id, force);
   try {
     auto box = box_from_record(*r);
     box->destroy();

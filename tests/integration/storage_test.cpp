@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <map>
 
 #include "common/error_code.hpp"
@@ -226,6 +227,152 @@ TEST_P(StorageTest, DefaultDiskIsTenGibSparse) {
 }
 
 BOXLITE_ON_BOTH_ENGINES(StorageTest);
+
+std::string error_of(const std::function<void()>& fn, ErrorCode want) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), want) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return "";
+}
+
+// Snapshots, clones, export/import: disks, so the vm engine (the jail gives Unsupported).
+class SnapshotTest : public BoxliteTest {
+ protected:
+  void SetUp() override {
+    BoxliteTest::SetUp();
+    ::setenv("BOXLITE_ENGINE", "vm", 1);
+    rt_ = std::make_unique<Runtime>();
+  }
+  void TearDown() override {
+    boxes_.clear();
+    rt_.reset();
+    BoxliteTest::TearDown();
+  }
+  std::shared_ptr<Box> new_box(const std::string& name = "") {
+    BoxOptions o;
+    o.rootfs_path = image("busybox");
+    o.auto_remove = false;
+    boxes_.push_back(rt_->create(o, name));
+    return boxes_.back();
+  }
+  static std::string sh(Box& b, const std::string& script) {
+    ExecOptions e;
+    e.argv = {"sh", "-c", script};
+    BufferedResult r = b.run(e);
+    EXPECT_EQ(r.exit_code, 0) << script << ": " << r.stderr_text;
+    return r.stdout_text;
+  }
+  std::unique_ptr<Runtime> rt_;
+  std::vector<std::shared_ptr<Box>> boxes_;
+};
+
+TEST_F(SnapshotTest, CreateListGetRestoreRemoveWithTheDocumentedErrors) {
+  auto box = new_box();
+  sh(*box, "echo v1 > /data.txt");
+  box->stop();
+  SnapshotInfo v1 = box->snapshot().create("v1");
+  EXPECT_EQ(v1.name, "v1");
+  EXPECT_EQ(v1.box_id, box->id());
+  EXPECT_GT(v1.created_at, 1700000000);
+  EXPECT_GT(v1.container_disk_bytes, 1ull << 30);
+  EXPECT_GT(v1.size_bytes, 0u);
+  ASSERT_EQ(box->snapshot().list().size(), 1u);
+  EXPECT_EQ(box->snapshot().list()[0].name, "v1");
+  EXPECT_TRUE(box->snapshot().get("v1").has_value());
+  EXPECT_FALSE(box->snapshot().get("missing").has_value());
+  error_of([&] { box->snapshot().create("v1"); }, ErrorCode::AlreadyExists);
+  error_of([&] { box->snapshot().create("bad name"); }, ErrorCode::InvalidArgument);
+
+  EXPECT_EQ(sh(*box, "cat /data.txt; echo v2 > /data.txt; echo x > /extra"), "v1\n");
+  EXPECT_NE(error_of([&] { box->snapshot().restore("v1"); }, ErrorCode::InvalidState)
+                .find("Cannot restore snapshot while box is running. Stop the box first."),
+            std::string::npos);
+  box->stop();
+  box->snapshot().create("after");
+  box->snapshot().restore("v1");
+  EXPECT_EQ(sh(*box, "cat /data.txt; ls /extra 2>&1 || true"), "v1\nls: /extra: No such file or directory\n");
+  box->stop();
+  EXPECT_NE(error_of([&] { box->snapshot().remove("v1"); }, ErrorCode::InvalidState).find("current disk depends on this snapshot"),
+            std::string::npos);
+  error_of([&] { box->snapshot().restore("missing"); }, ErrorCode::NotFound);
+  // "after" holds v2; the disk now grows from v1, so "after" can go.
+  box->snapshot().restore("after");
+  EXPECT_EQ(sh(*box, "cat /data.txt /extra"), "v2\nx\n");
+  box->stop();
+  box->snapshot().restore("v1");
+  box->snapshot().remove("after");
+  ASSERT_EQ(box->snapshot().list().size(), 1u);
+  EXPECT_EQ(sh(*box, "cat /data.txt"), "v1\n");
+}
+
+TEST_F(SnapshotTest, CloneIsIndependentStartsStoppedAndProtectsItsSource) {
+  auto src = new_box("src");
+  sh(*src, "echo shared > /f; dd if=/dev/urandom of=/r bs=64k count=16 2>/dev/null; md5sum /r > /r.md5");
+  error_of([&] { rt_->clone_box(*src, "c1"); }, ErrorCode::InvalidState);  // running: stop first
+  src->stop();
+  auto clone = rt_->clone_box(*src, "c1");
+  boxes_.push_back(clone);
+  EXPECT_NE(clone->id(), src->id());
+  EXPECT_EQ(clone->state(), BoxState::Created);
+  EXPECT_EQ(rt_->get_info("c1").status, "created");
+  // The first exec starts it.
+  EXPECT_EQ(sh(*clone, "cat /f; md5sum -c /r.md5 >/dev/null && echo same; echo clone > /f; echo only > /mine"), "shared\nsame\n");
+  EXPECT_EQ(sh(*src, "cat /f; ls /mine 2>/dev/null || echo absent; echo src2 > /f"), "shared\nabsent\n");
+  EXPECT_EQ(sh(*clone, "cat /f"), "clone\n");
+  src->stop();
+  clone->stop();
+  EXPECT_NE(error_of([&] { rt_->remove("src"); }, ErrorCode::InvalidState).find("have clone dependencies"), std::string::npos);
+  rt_->remove("src", true);
+  EXPECT_EQ(sh(*clone, "cat /f /mine; md5sum -c /r.md5 >/dev/null && echo same"), "clone\nonly\nsame\n");
+}
+
+TEST_F(SnapshotTest, ExportImportIntoAnotherHomeGivesIdenticalFiles) {
+  auto box = new_box("exp");
+  std::string sum = sh(*box, "mkdir -p /proj && echo hello > /proj/a && dd if=/dev/urandom of=/proj/bin bs=64k count=32 2>/dev/null && "
+                             "md5sum /proj/a /proj/bin");
+  EXPECT_NE(error_of([&] { rt_->export_box(*box, home_); }, ErrorCode::InvalidState).find("Stop the box first"), std::string::npos);
+  box->stop();
+  std::string out_dir = home_ + "/out";
+  make_dirs(out_dir);
+  std::string path = rt_->export_box(*box, out_dir);
+  EXPECT_EQ(path, out_dir + "/exp.boxlite");
+  ASSERT_TRUE(path_exists(path));
+  error_of([&] { rt_->export_box(*box, home_ + "/missing"); }, ErrorCode::InvalidArgument);
+
+  std::string other = home_ + "/h2";
+  make_dirs(other);
+  Runtime rt2(RuntimeOptions{.home_dir = other});
+  auto imported = rt2.import_box(path, "imp");
+  EXPECT_EQ(imported->state(), BoxState::Created);
+  EXPECT_EQ(sh(*imported, "md5sum /proj/a /proj/bin"), sum);
+  EXPECT_EQ(sh(*imported, "cat /proj/a"), "hello\n");
+  imported->stop();
+  // Something that is not an export is refused and leaves nothing behind.
+  write_file_atomic(home_ + "/junk.boxlite", "not a tar");
+  auto before = dir_entries(other + "/boxes").size();
+  EXPECT_THROW(rt2.import_box(home_ + "/junk.boxlite"), Error);
+  EXPECT_EQ(dir_entries(other + "/boxes").size(), before);
+  imported->destroy();
+}
+
+TEST_F(SnapshotTest, JailEngineSaysUnsupported) {
+  ::setenv("BOXLITE_ENGINE", "jail", 1);
+  BoxOptions o;
+  o.rootfs_path = image("busybox");
+  o.auto_remove = false;
+  auto box = rt_->create(o);
+  boxes_.push_back(box);
+  error_of([&] { box->snapshot().create("s"); }, ErrorCode::Unsupported);
+  EXPECT_TRUE(box->snapshot().list().empty());
+  error_of([&] { rt_->clone_box(*box); }, ErrorCode::Unsupported);
+  error_of([&] { rt_->export_box(*box, home_); }, ErrorCode::Unsupported);
+}
+
+
 
 }  // namespace
 }  // namespace boxlite::testing
