@@ -29,6 +29,8 @@ RuntimeOptions runtime_options(const GlobalFlags& g);
 // pull.cpp, images.cpp
 void add_pull_command(CLI::App& app, GlobalFlags& g, int& exit_code);
 void add_image_commands(CLI::App& app, GlobalFlags& g, int& exit_code);
+// snapshot create|ls|rm|restore, clone, export, import (storage.cpp)
+void add_storage_commands(CLI::App& app, GlobalFlags& g, int& exit_code);
 
 // progress.cpp: while alive, shows the runtime's pulls layer by layer on `out`
 // (bytes, rate, "Already exists"), redrawn in place, when `out` is a terminal;

@@ -359,6 +359,36 @@ TEST_F(SnapshotTest, ExportImportIntoAnotherHomeGivesIdenticalFiles) {
   imported->destroy();
 }
 
+TEST_F(SnapshotTest, CliSnapshotCloneExportImport) {
+  auto c = run_cli({"create", "--name", "cb", image("busybox")});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  c = run_cli({"snapshot", "create", "cb", "s1"});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  c = run_cli({"snapshot", "ls", "cb"});
+  EXPECT_NE(c.out.find("s1"), std::string::npos) << c.out;
+  c = run_cli({"snapshot", "rm", "cb", "s1"});
+  EXPECT_NE(c.exit_code, 0);
+  EXPECT_NE(c.err.find("current disk depends on this snapshot"), std::string::npos) << c.err;
+  c = run_cli({"snapshot", "restore", "cb", "nope"});
+  EXPECT_NE(c.exit_code, 0);
+  c = run_cli({"clone", "cb", "--name", "cc"});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  c = run_cli({"rm", "cb"});
+  EXPECT_NE(c.exit_code, 0);
+  EXPECT_NE(c.err.find("have clone dependencies"), std::string::npos) << c.err;
+  std::string out = home_ + "/exports";
+  make_dirs(out);
+  c = run_cli({"export", "cc", "-o", out});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_EQ(trim(c.out), out + "/cc.boxlite");
+  c = run_cli({"import", out + "/cc.boxlite", "--name", "ci"});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  c = run_cli({"ls", "-a"});
+  EXPECT_NE(c.out.find("ci"), std::string::npos) << c.out;
+  for (const char* b : {"ci", "cc", "cb"}) EXPECT_EQ(run_cli({"rm", b}).exit_code, 0) << b;
+  expect_no_leftovers();
+}
+
 TEST_F(SnapshotTest, JailEngineSaysUnsupported) {
   ::setenv("BOXLITE_ENGINE", "jail", 1);
   BoxOptions o;
