@@ -79,11 +79,14 @@ std::vector<std::string> qemu_argv(const ShimSpec& s) {
   for (size_t i = 0; i < s.volumes.size(); ++i) {
     // readonly=on makes QEMU refuse every write on the host side, so no mount
     // flag inside the guest (remount, a fresh mount of the tag) can lift it.
-    // security_model=none: files get the creating guest uid when QEMU may chown
-    // (boxlite run as root), else the user running boxlite (docs/storage.md).
+    // mapped-xattr: the guest's owners, modes, device nodes and setuid bits live in
+    // user.virtfs.* xattrs, never real on the host (with `none` and QEMU as root, a
+    // guest could mknod a 0666 disk device or a setuid-root binary in the share);
+    // host files are QEMU's user's, 0644/0755 (docs/storage.md).
     const auto& v = s.volumes[i];
     std::string id = "fs" + std::to_string(i);
-    a.insert(a.end(), {"-fsdev", "local,id=" + id + ",path=" + v.host_path + ",security_model=none" + (v.read_only ? ",readonly=on" : ""),
+    a.insert(a.end(), {"-fsdev", "local,id=" + id + ",path=" + v.host_path + ",security_model=mapped-xattr,fmode=0644,dmode=0755" +
+                                     (v.read_only ? ",readonly=on" : ""),
                        "-device", "virtio-9p-device,fsdev=" + id + ",mount_tag=" + volume_tag(i)});
   }
   if (s.net.enabled) {
