@@ -161,6 +161,12 @@ void Runtime::release_clones(const std::string& id, bool force) {
                                          "(which copies the data they share into each clone)");
   }
   for (const auto& c : clones) {
+    // qemu-img must not rewrite a disk QEMU has open.
+    if (c.state == "running" && process_alive(c.shim_pid)) {
+      throw Error(ErrorCode::InvalidState, "Cannot remove box: its clone " + c.id + " is running; stop it first");
+    }
+  }
+  for (const auto& c : clones) {
     engine::ShimSpec spec = engine::spec_from_json(read_file(layout_.box_dir(c.id) + "/shim.json"));
     FileLock lock = FileLock::acquire(spec.box_dir + "/box.lock");
     // Safe-mode rebase onto the image's base: the clone keeps every byte it sees,
