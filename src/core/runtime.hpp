@@ -132,6 +132,7 @@ class Runtime {
   // Refuses (InvalidState) removing a box other boxes are clones of, unless
   // force: then each clone is made independent first (storage.cpp).
   void release_clones(const std::string& id, bool force);
+  std::shared_ptr<Box> clone_jail(Box& source, const std::string& name);
   void warn(const std::string& msg) const;
 
   void load_home_config(bool registries_from_options);

@@ -77,6 +77,28 @@ void flatten(const std::string& path, const std::string& out) {
   qemu_img({"convert", "-U", "-O", "qcow2", path, out}, "flatten " + path);
 }
 
+void copy_tree(const std::string& from, const std::string& to) {
+  std::string tmp = to + ".tmp-" + random_hex(4);
+  std::string cp = which("cp");
+  if (cp.empty()) cp = "/bin/cp";
+  RunResult r;
+  try {
+    // GNU cp -a keeps owners, modes, xattrs (overlay opaque markers), device nodes
+    // (overlay whiteouts) and hardlinks; reflinks where the filesystem can.
+    r = run_capture({cp, "-a", "--reflink=auto", "--", from, tmp});
+  } catch (const Error& e) {
+    throw Error(ErrorCode::Storage, "copy " + from + ": " + e.what());
+  }
+  if (!r.ok()) {
+    try {
+      remove_tree(tmp);
+    } catch (...) {
+    }
+    throw Error(ErrorCode::Storage, "copy " + from + " to " + to + ": cp " + describe_status(r.status) + ": " + trim(r.err));
+  }
+  if (::rename(tmp.c_str(), to.c_str()) != 0) throw_errno(ErrorCode::Storage, "rename " + tmp + " to " + to);
+}
+
 void rebase(const std::string& path, const std::string& new_base, const std::string& base_format) {
   std::vector<std::string> args = {"rebase", "-q", "-f", "qcow2", "-b", new_base};
   if (!new_base.empty()) args.insert(args.end(), {"-F", base_format});
@@ -107,6 +129,8 @@ nlohmann::json load_index(const Box& b) {
   }
 }
 
+uint64_t tree_bytes(const std::string& root);
+
 SnapshotInfo info_of(const Box& b, const nlohmann::json& j) {
   SnapshotInfo s;
   s.id = j.at("id");
@@ -115,7 +139,11 @@ SnapshotInfo info_of(const Box& b, const nlohmann::json& j) {
   s.created_at = j.at("created_at");
   s.container_disk_bytes = j.at("container_disk_bytes");
   struct stat st {};
-  if (::stat((snapshots_dir(b) + "/" + s.id + ".qcow2").c_str(), &st) == 0) s.size_bytes = static_cast<uint64_t>(st.st_blocks) * 512;
+  if (b.spec().engine == "jail") {
+    s.size_bytes = tree_bytes(snapshots_dir(b) + "/" + s.id + ".upper");
+  } else if (::stat((snapshots_dir(b) + "/" + s.id + ".qcow2").c_str(), &st) == 0) {
+    s.size_bytes = static_cast<uint64_t>(st.st_blocks) * 512;
+  }
   return s;
 }
 
@@ -125,13 +153,24 @@ void validate_snapshot_name(const std::string& name) {
   if (!ok) throw Error(ErrorCode::InvalidArgument, "invalid snapshot name '" + name + "': use [a-zA-Z0-9][a-zA-Z0-9_.-]* (at most 128)");
 }
 
-// What every snapshot call first checks: an engine with disks, and the lock that
-// keeps a start (in any process) out while the disk chain changes.
-FileLock lock_vm_box(Box& b, const char* what) {
-  if (b.spec().engine != "vm") {
-    throw Error(ErrorCode::Unsupported, std::string(what) + " is not supported by the jail engine (its root is a host overlay, not a disk)");
+// The lock that keeps a start (in any process) out while the disk changes.
+FileLock lock_box_dir(Box& b) { return FileLock::acquire(b.dir() + "/box.lock"); }
+
+bool is_jail(const Box& b) { return b.spec().engine == "jail"; }
+
+// A jail's snapshot is a copy of its overlay's upper directory (O(data), unlike
+// the vm's O(1) chain): <box>/snapshots/<id>.upper.
+std::string jail_snapshot(const Box& b, const std::string& id) { return snapshots_dir(b) + "/" + id + ".upper"; }
+
+uint64_t tree_bytes(const std::string& root) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(root, ec); !ec && it != std::filesystem::recursive_directory_iterator();
+       it.increment(ec)) {
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) == 0) total += static_cast<uint64_t>(st.st_blocks) * 512;
   }
-  return FileLock::acquire(b.dir() + "/box.lock");
+  return total;
 }
 
 uint64_t virtual_size(const std::string& path) {
@@ -148,7 +187,7 @@ uint64_t virtual_size(const std::string& path) {
 
 SnapshotInfo SnapshotHandle::create(const std::string& name) {
   validate_snapshot_name(name);
-  FileLock lock = lock_vm_box(box_, "snapshot");
+  FileLock lock = lock_box_dir(box_);
   if (box_.state() == BoxState::Running) {
     throw Error(ErrorCode::InvalidState, "Cannot create snapshot while box is running. Stop the box first.");
   }
@@ -158,9 +197,17 @@ SnapshotInfo SnapshotHandle::create(const std::string& name) {
   }
   make_dirs(snapshots_dir(box_), 0700);
   std::string id = random_hex(8);
-  std::string frozen = snapshots_dir(box_) + "/" + id + ".qcow2";
-  uint64_t vsize = virtual_size(box_.dir() + "/disk.qcow2");
-  disk::freeze_top(box_.dir(), frozen);
+  uint64_t vsize = 0;
+  if (is_jail(box_)) {
+    std::string upper = box_.dir() + "/upper";
+    if (!path_exists(upper)) make_dirs(upper);  // never started: an empty upper layer
+    disk::copy_tree(upper, jail_snapshot(box_, id));
+    vsize = tree_bytes(upper);
+  } else {
+    std::string frozen = snapshots_dir(box_) + "/" + id + ".qcow2";
+    vsize = virtual_size(box_.dir() + "/disk.qcow2");
+    disk::freeze_top(box_.dir(), frozen);
+  }
   nlohmann::json rec = {{"id", id},
                         {"name", name},
                         {"created_at", std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()},
@@ -171,7 +218,6 @@ SnapshotInfo SnapshotHandle::create(const std::string& name) {
 }
 
 std::vector<SnapshotInfo> SnapshotHandle::list() {
-  if (box_.spec().engine != "vm") return {};
   std::vector<SnapshotInfo> out;
   for (const auto& s : load_index(box_)) out.push_back(info_of(box_, s));
   return out;
@@ -185,10 +231,17 @@ std::optional<SnapshotInfo> SnapshotHandle::get(const std::string& name) {
 }
 
 void SnapshotHandle::remove(const std::string& name) {
-  FileLock lock = lock_vm_box(box_, "snapshot");
+  FileLock lock = lock_box_dir(box_);
   auto index = load_index(box_);
   auto it = std::find_if(index.begin(), index.end(), [&](const auto& s) { return s.at("name") == name; });
   if (it == index.end()) throw Error(ErrorCode::NotFound, "snapshot '" + name + "' not found on box " + box_.id());
+  if (is_jail(box_)) {  // a full copy: nothing depends on it
+    std::string dir = jail_snapshot(box_, it->at("id").get<std::string>());
+    index.erase(it);
+    write_file_atomic(index_path(box_), index.dump(2), 0600);
+    remove_tree(dir);
+    return;
+  }
   std::string file = snapshots_dir(box_) + "/" + it->at("id").get<std::string>() + ".qcow2";
   auto depends = [&](const std::string& top) {
     auto chain = disk::backing_chain(top);
@@ -213,12 +266,21 @@ void SnapshotHandle::remove(const std::string& name) {
 }
 
 void SnapshotHandle::restore(const std::string& name) {
-  FileLock lock = lock_vm_box(box_, "snapshot");
+  FileLock lock = lock_box_dir(box_);
   if (box_.state() == BoxState::Running) {
     throw Error(ErrorCode::InvalidState, "Cannot restore snapshot while box is running. Stop the box first.");
   }
   auto s = get(name);
   if (!s) throw Error(ErrorCode::NotFound, "snapshot '" + name + "' not found on box " + box_.id());
+  if (is_jail(box_)) {
+    // The copy is made first; only then does the old upper layer go.
+    std::string upper = box_.dir() + "/upper", fresh = box_.dir() + "/upper.restore";
+    if (path_exists(fresh)) remove_tree(fresh);
+    disk::copy_tree(jail_snapshot(box_, s->id), fresh);
+    if (path_exists(upper)) remove_tree(upper);
+    if (::rename(fresh.c_str(), upper.c_str()) != 0) throw_errno(ErrorCode::Storage, "rename " + fresh + " to " + upper);
+    return;
+  }
   // The new top is made before the old one goes: a failure leaves the box as it was.
   disk::create_overlay_on(snapshots_dir(box_) + "/" + s->id + ".qcow2", "qcow2", box_.dir() + "/disk.qcow2");
 }

@@ -53,6 +53,8 @@ std::vector<std::string> backing_chain(const std::string& path);
 void freeze_top(const std::string& box_dir, const std::string& frozen);
 // One self-contained qcow2 of the whole chain (no backing file).
 void flatten(const std::string& path, const std::string& out);
+// cp -a of a directory tree to `to` (which must not exist), via a temporary name.
+void copy_tree(const std::string& from, const std::string& to);
 // Makes `path` independent of everything below it except `new_base` (raw, or ""
 // for none), copying what differs (qemu-img rebase, safe mode).
 void rebase(const std::string& path, const std::string& new_base, const std::string& base_format);

@@ -104,6 +104,7 @@ void add_file_entry(archive* a, const std::string& name, const std::string& path
 std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& name) {
   validate_new_name(*store_, name);
   FileLock lock = FileLock::acquire(source.dir() + "/box.lock");
+  if (source.spec().engine == "jail") return clone_jail(source, name);
   check_vm_and_stopped(source, "clone");
   auto rec = store_->find(source.id());
   if (!rec) throw Error(ErrorCode::NotFound, "No such box: " + source.id());
@@ -145,6 +146,45 @@ std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& name) {
   store_->insert(r);
   guard.committed = true;
   std::vector<std::string> argv = opts.value("argv", std::vector<std::string>{"sh"});
+  return track(std::make_shared<Box>(spec, r, argv, store_));
+}
+
+// A jail's clone copies the source's upper layer (O(data)) over the same image
+// layers: fully independent, so the source keeps no clone dependency.
+std::shared_ptr<Box> Runtime::clone_jail(Box& source, const std::string& name) {
+  if (source.state() == BoxState::Running) {
+    throw Error(ErrorCode::InvalidState, "Cannot clone box " + source.id() + " while it is running. Stop the box first.");
+  }
+  auto rec = store_->find(source.id());
+  if (!rec) throw Error(ErrorCode::NotFound, "No such box: " + source.id());
+  engine::ShimSpec spec = source.spec();
+  spec.box_id = make_box_id();
+  spec.box_dir = layout_.box_dir(spec.box_id);
+  spec.hostname = spec.box_id;
+  PathGuard guard{spec.box_dir};
+  if (::mkdir(spec.box_dir.c_str(), 0700) != 0) throw_errno(ErrorCode::Storage, "create box directory " + spec.box_dir);
+  if (path_exists(source.dir() + "/upper")) disk::copy_tree(source.dir() + "/upper", spec.box_dir + "/upper");
+  write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600);
+  store::BoxRecord r = *rec;
+  r.id = spec.box_id;
+  r.name = name;
+  r.state = "created";
+  r.stop_reason.clear();
+  r.created_at_ms = now_ms_wall();
+  r.started_at_ms = r.stopped_at_ms = 0;
+  r.shim_pid = 0;
+  r.main_exit_code.reset();
+  r.auto_remove = false;
+  r.detach = false;
+  r.timings_json = "{}";
+  store_->insert(r);
+  guard.committed = true;
+  std::vector<std::string> argv;
+  try {
+    argv = nlohmann::json::parse(rec->options_json).value("argv", std::vector<std::string>{"sh"});
+  } catch (const nlohmann::json::exception&) {
+    argv = {"sh"};
+  }
   return track(std::make_shared<Box>(spec, r, argv, store_));
 }
 
