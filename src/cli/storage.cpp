@@ -32,7 +32,7 @@ void with_runtime(GlobalFlags& g, int& exit_code, Fn fn) {
 }
 
 void add_snapshot_commands(CLI::App& app, GlobalFlags& g, int& exit_code) {
-  CLI::App* snap = app.add_subcommand("snapshot", "Snapshots of a stopped box's disk (vm engine)");
+  CLI::App* snap = app.add_subcommand("snapshot", "Snapshots of a stopped box's disk");
   snap->require_subcommand(1);
   struct Args {
     std::string box, name;
@@ -82,7 +82,7 @@ void add_storage_commands(CLI::App& app, GlobalFlags& g, int& exit_code) {
     std::string box, name, dir = ".", file;
   };
   auto a = std::make_shared<Args>();
-  CLI::App* clone = app.add_subcommand("clone", "An independent copy of a stopped box, created stopped (vm engine)");
+  CLI::App* clone = app.add_subcommand("clone", "An independent copy of a stopped box, created stopped");
   clone->add_option("box", a->box, "Box ID or name")->required();
   clone->add_option("--name", a->name, "Name of the clone");
   clone->callback([a, &g, &exit_code] {
