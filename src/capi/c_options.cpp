@@ -86,14 +86,14 @@ void boxlite_options_set_memory(CBoxliteOptions* opts, int memory_mib) {
 
 void boxlite_options_add_bind_mount(CBoxliteOptions* opts, const char* host_path, const char* guest_path,
                                     int read_only) {
-  (void)read_only;
   if (!opts) return;
   try {
     if (!host_path || !*host_path || !guest_path || !*guest_path) {
       opts->invalid.push_back("boxlite_options_add_bind_mount: host_path and guest_path must be non-empty");
       return;
     }
-    note_unsupported(opts, "volumes (boxlite_options_add_bind_mount)");
+    // Checked with the other options by boxlite_create_box (core/volumes.hpp).
+    opts->core.volumes.push_back({host_path, guest_path, read_only != 0});
   } catch (...) {
   }
 }

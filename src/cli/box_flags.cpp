@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli/commands.hpp"
+#include "core/volumes.hpp"
 
 namespace boxlite::cli {
 
@@ -24,6 +25,9 @@ void add_box_flags(CLI::App* c, BoxFlags& f) {
   c->add_option("--allow-net", f.allow_net,
                 "Allow egress only to this host (exact, or *.domain); repeatable; default: all egress")
       ->allow_extra_args(false);
+  c->add_option("-v,--volume", f.volumes, "Share a host directory: HOST:GUEST[:ro|:rw] (repeatable; default rw)")
+      ->allow_extra_args(false);
+  c->add_option("--disk-size-gb", f.disk_size_gb, "Root disk size in GiB (sparse; default 10; vm engine)");
 }
 
 PortSpec parse_publish(const std::string& text) {
@@ -75,6 +79,8 @@ BoxOptions box_options_from(const BoxFlags& f) {
   if (!f.network.empty()) o.network.mode = f.network;
   o.network.allow_net = f.allow_net;
   for (const auto& p : f.publish) o.ports.push_back(parse_publish(p));
+  for (const auto& v : f.volumes) o.volumes.push_back(parse_volume_flag(v));
+  if (f.disk_size_gb != 0) o.disk_size_gb = f.disk_size_gb;
   return o;
 }
 

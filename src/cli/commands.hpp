@@ -29,6 +29,8 @@ RuntimeOptions runtime_options(const GlobalFlags& g);
 // pull.cpp, images.cpp
 void add_pull_command(CLI::App& app, GlobalFlags& g, int& exit_code);
 void add_image_commands(CLI::App& app, GlobalFlags& g, int& exit_code);
+// snapshot create|ls|rm|restore, clone, export, import (storage.cpp)
+void add_storage_commands(CLI::App& app, GlobalFlags& g, int& exit_code);
 
 // progress.cpp: while alive, shows the runtime's pulls layer by layer on `out`
 // (bytes, rate, "Already exists"), redrawn in place, when `out` is a terminal;
@@ -62,6 +64,8 @@ struct BoxFlags {
   int cpus = 0, memory = 0;
   std::string network;                         // --network enabled|disabled
   std::vector<std::string> allow_net, publish;  // --allow-net HOST, -p [host:]guest[/tcp|udp]
+  std::vector<std::string> volumes;             // -v HOST:GUEST[:ro|:rw]
+  uint64_t disk_size_gb = 0;                    // --disk-size-gb N (0: the default)
 };
 // -p [[host_ip:]host_port:]guest_port[/tcp|udp]; throws Error(InvalidArgument).
 PortSpec parse_publish(const std::string& text);

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   add_box_commands(app, g, exit_code);
   add_pull_command(app, g, exit_code);
   add_image_commands(app, g, exit_code);
+  add_storage_commands(app, g, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -15,6 +15,7 @@
 #include "core/counters.hpp"
 #include "core/execution.hpp"
 #include "core/options.hpp"
+#include "core/snapshots.hpp"
 #include "engine/spec.hpp"
 #include "store/store.hpp"
 
@@ -48,6 +49,8 @@ class Box {
   const engine::ShimSpec& spec() const { return spec_; }
 
   void start();
+  // box.snapshot: create/list/get/remove/restore (core/snapshots.hpp).
+  SnapshotHandle snapshot() { return SnapshotHandle(*this); }
   // Refused (InvalidState) when the box stopped because its main command exited:
   // start() it again first.
   Execution exec(const ExecOptions& opts);

@@ -56,6 +56,15 @@ struct Secret {
   std::string placeholder;
 };
 
+// One host directory shared into the box (docs/storage.md). The documented forms
+// (host, guest[, read_only]), the dict form and the CLI's -v host:guest[:ro|:rw]
+// all become this; validate_volume() checks it.
+struct VolumeSpec {
+  std::string host_path;   // an existing absolute directory on the host
+  std::string guest_path;  // absolute, normalized, not / and not a system directory
+  bool read_only = false;
+};
+
 struct BoxOptions {
   std::string image;        // a registry reference ("alpine", "host:5000/repo:tag", "...@sha256:..."), an OCI layout path or oci:DIR[:TAG]
   std::string rootfs_path;  // a local OCI image layout directory
@@ -82,7 +91,14 @@ struct BoxOptions {
   NetworkSpec network;
   std::vector<PortSpec> ports;
   std::vector<Secret> secrets;
+  std::vector<VolumeSpec> volumes;
+  // The root disk's size in GiB: a sparse qcow2 overlay of that size, the guest's
+  // ext4 grown to fill it at boot (vm). Default kDefaultDiskSizeGb. The jail engine
+  // has no disk of its own and refuses it (docs/storage.md).
+  std::optional<uint64_t> disk_size_gb;
 };
+inline constexpr uint64_t kDefaultDiskSizeGb = 10;
+inline constexpr uint64_t kMaxDiskSizeGb = 16384;  // 16 TiB, far beyond any ext4 resize limit we rely on
 
 struct ExecOptions {
   std::vector<std::string> argv;  // command then args; never a shell string

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +24,7 @@
 #include "common/io.hpp"
 #include "common/process.hpp"
 #include "core/network.hpp"
+#include "core/volumes.hpp"
 #include "engine/jail/jail.hpp"
 #include "engine/vm/initramfs.hpp"
 #include "engine/vm/qemu.hpp"
@@ -182,6 +184,8 @@ ProbeVerdict run_kvm_probe(const std::string& log_path) {
 
 }  // namespace
 
+std::string Runtime::make_box_id() { return new_box_id(); }
+
 void validate_box_options(const BoxOptions& o) {
   if (o.image.empty() && o.rootfs_path.empty()) throw Error(ErrorCode::InvalidArgument, "Either 'image' or 'rootfs_path' must be provided");
   if (o.cpus && (*o.cpus < 1 || *o.cpus > 255)) throw Error(ErrorCode::InvalidArgument, "cpus must be between 1 and 255, got " + std::to_string(*o.cpus));
@@ -203,6 +207,11 @@ void validate_box_options(const BoxOptions& o) {
     throw Error(ErrorCode::InvalidArgument,
                 "invalid argument: remove-on-stop is incompatible with detach=true. Detached boxes should use "
                 "auto_delete=0 (or deprecated auto_remove=false) for manual lifecycle control.");
+  }
+  validate_volumes(o.volumes);
+  if (o.disk_size_gb && (*o.disk_size_gb < 1 || *o.disk_size_gb > kMaxDiskSizeGb)) {
+    throw Error(ErrorCode::InvalidArgument, "disk_size_gb must be between 1 and " + std::to_string(kMaxDiskSizeGb) + " GiB, got " +
+                                                std::to_string(*o.disk_size_gb));
   }
   for (const auto& [k, v] : o.env) {
     if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos) {
@@ -368,6 +377,13 @@ std::string Runtime::resolve_accel(const std::string& requested) {
 }
 
 void Runtime::prepare_vm(engine::ShimSpec& spec, const BoxOptions& opts, const image::LocalImage& img) {
+  prepare_vm_machine(spec, opts);
+  spec.disk_base = rootfs::ensure_base_ext4(layout_.root, img);
+}
+
+// What a vm box needs from this machine (QEMU, kernel, initramfs, accelerator),
+// apart from its disk: also what an imported box gets.
+void Runtime::prepare_vm_machine(engine::ShimSpec& spec, const BoxOptions& opts) {
   spec.qemu = which("qemu-system-x86_64");
   if (spec.qemu.empty()) {
     throw Error(ErrorCode::Engine, "qemu-system-x86_64 not found: install it with `apt-get install qemu-system-x86 qemu-utils` (or run ./scripts/setup)");
@@ -378,7 +394,6 @@ void Runtime::prepare_vm(engine::ShimSpec& spec, const BoxOptions& opts, const i
   spec.acpi = kernel.acpi;
   spec.tcg_cpu = kernel.tcg_cpu;
   spec.initramfs = engine::vm::ensure_initramfs(layout_.kernel_cache(), spec.guest_binary, kernel.modules_dir);
-  spec.disk_base = rootfs::ensure_base_ext4(layout_.root, img);
   spec.accel = resolve_accel(opts.accel);
 }
 
@@ -401,6 +416,21 @@ void validate_name(const std::string& name) {
   bool ok = name.size() <= 128 && std::isalnum(static_cast<unsigned char>(name[0]));
   for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-');
   if (!ok) throw Error(ErrorCode::InvalidArgument, "invalid box name '" + name + "': use [a-zA-Z0-9][a-zA-Z0-9_.-]* (at most 128)");
+}
+
+// The root disk's size: disk_size_gb GiB, or the default; never below the base
+// image (the overlay cannot be smaller than what it holds).
+uint64_t disk_size_bytes(const BoxOptions& opts, const std::string& base) {
+  uint64_t bytes = opts.disk_size_gb.value_or(kDefaultDiskSizeGb) << 30;
+  struct stat st;
+  if (::stat(base.c_str(), &st) == 0 && bytes < static_cast<uint64_t>(st.st_size)) {
+    if (opts.disk_size_gb) {
+      throw Error(ErrorCode::InvalidArgument, "disk_size_gb=" + std::to_string(*opts.disk_size_gb) + " is smaller than the image's root file system (" +
+                                                  std::to_string((static_cast<uint64_t>(st.st_size) >> 20) + 1) + " MiB)");
+    }
+    return 0;  // the base's own size
+  }
+  return bytes;
 }
 
 int64_t wall_clock_ms() {
@@ -474,6 +504,11 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   if (engine != "vm" && engine != "jail") {
     throw Error(ErrorCode::InvalidArgument, "unknown engine '" + engine + "' (from BOXLITE_ENGINE or the home config): expected 'vm' or 'jail'");
   }
+  if (engine == "jail" && opts.disk_size_gb) {
+    throw Error(ErrorCode::Unsupported,
+                "disk_size_gb is not supported by the jail engine: its root is an overlay on the host's file system, "
+                "with no disk of its own to size (docs/storage.md)");
+  }
 
   double create_started_ms = now_ms();
   std::string source = opts.rootfs_path.empty() ? opts.image : opts.rootfs_path;
@@ -510,6 +545,13 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   spec.user = opts.user.empty() ? img.config.user : opts.user;
   timings["filesystem_setup_ms"] = static_cast<int64_t>(now_ms() - t_image);
   spec.net = make_net_config(opts);
+  for (const auto& v : opts.volumes) {
+    // Resolved now: a symlink swapped later cannot redirect the share.
+    std::error_code ec;
+    auto host = std::filesystem::canonical(v.host_path, ec);
+    if (ec) throw Error(ErrorCode::InvalidArgument, "volume host path '" + v.host_path + "': " + ec.message());
+    spec.volumes.push_back({host.string(), v.guest_path, v.read_only});
+  }
   for (auto& e : secret_env(spec.net)) spec.env.push_back(std::move(e));  // placeholders only
   if (!spec.net.secrets.empty() && spec.net.enabled) {
     HomeCa ca = ensure_home_ca(layout_.root);
@@ -522,7 +564,7 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   if (engine == "vm") {
     double t_disk = now_ms();
     spec.disk = spec.box_dir + "/disk.qcow2";
-    rootfs::create_overlay(spec.disk_base, spec.disk);
+    rootfs::create_overlay(spec.disk_base, spec.disk, disk_size_bytes(opts, spec.disk_base));
     timings["guest_rootfs_ms"] = static_cast<int64_t>(now_ms() - t_disk);
   }
   std::vector<std::string> argv = opts.entrypoint.empty() ? img.config.entrypoint : opts.entrypoint;
@@ -679,6 +721,7 @@ void Runtime::remove(const std::string& id_or_name, bool force) {
   if (r->state == "running" && !force) {
     throw Error(ErrorCode::InvalidState, "box " + r->id + " is running: stop it first, or remove it with force");
   }
+  release_clones(r->id, force);
   try {
     auto box = box_from_record(*r);
     box->destroy();

@@ -85,6 +85,16 @@ class Runtime {
   // "Cannot create box: runtime has been shut down".
   void shutdown(std::optional<double> timeout_secs = std::nullopt);
 
+  // Storage (storage.cpp, docs/storage.md). vm engine; a running box gives
+  // InvalidState. clone_box: an independent box over a frozen copy-on-write
+  // layer of `source`'s disk, created stopped (the first exec starts it); the
+  // source cannot be removed without force while it has clones. export_box:
+  // writes <dest_dir>/<name or id>.boxlite (a tar of a manifest and the whole
+  // disk flattened) and returns its path. import_box: a new box from one.
+  std::shared_ptr<Box> clone_box(Box& source, const std::string& name = "");
+  std::string export_box(Box& box, const std::string& dest_dir);
+  std::shared_ptr<Box> import_box(const std::string& path, const std::string& name = "");
+
   HostInfo host_info();
   RuntimeMetrics metrics();
 
@@ -117,6 +127,12 @@ class Runtime {
   std::string resolve_accel(const std::string& requested);
   void prepare_vm(engine::ShimSpec& spec, const BoxOptions& opts, const image::LocalImage& img);
   void prepare_jail(engine::ShimSpec& spec, const image::LocalImage& img);
+  void prepare_vm_machine(engine::ShimSpec& spec, const BoxOptions& opts);
+  static std::string make_box_id();
+  // Refuses (InvalidState) removing a box other boxes are clones of, unless
+  // force: then each clone is made independent first (storage.cpp).
+  void release_clones(const std::string& id, bool force);
+  std::shared_ptr<Box> clone_jail(Box& source, const std::string& name);
   void warn(const std::string& msg) const;
 
   void load_home_config(bool registries_from_options);

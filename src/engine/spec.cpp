@@ -16,6 +16,8 @@ std::string spec_to_json(const ShimSpec& s) {
       {"hostname", s.hostname}, {"env", s.env}, {"working_dir", s.working_dir}, {"user", s.user},
       {"net", nlohmann::json::parse(net::config_to_json(s.net))},
   };
+  j["volumes"] = nlohmann::json::array();
+  for (const auto& v : s.volumes) j["volumes"].push_back({{"host", v.host_path}, {"guest", v.guest_path}, {"read_only", v.read_only}});
   j["main"] = {{"argv", s.main_argv}, {"tty", s.main_tty}, {"stdin", s.main_stdin}, {"rows", s.main_rows}, {"cols", s.main_cols}};
   return j.dump(2);
 }
@@ -54,6 +56,9 @@ ShimSpec spec_from_json(const std::string& text) {
       s.main_stdin = m.at("stdin");
       s.main_rows = m.at("rows");
       s.main_cols = m.at("cols");
+    }
+    if (j.contains("volumes")) {
+      for (const auto& v : j.at("volumes")) s.volumes.push_back({v.at("host"), v.at("guest"), v.at("read_only")});
     }
     // A box created before networking existed has none.
     if (j.contains("net")) {

@@ -10,6 +10,14 @@
 
 namespace boxlite::engine {
 
+// A host directory shared into the box. vm: a virtio-9p share (mount tag
+// "vol<N>") that QEMU itself makes read-only; jail: a bind mount made by the shim.
+struct VolumeMount {
+  std::string host_path;   // canonical (symlinks resolved at create)
+  std::string guest_path;
+  bool read_only = false;
+};
+
 struct ShimSpec {
   std::string box_id;
   std::string box_dir;
@@ -48,7 +56,11 @@ struct ShimSpec {
   unsigned main_rows = 24, main_cols = 80;
   // The box's network (net/config.hpp); disabled: no interface but loopback.
   net::NetConfig net;
+  std::vector<VolumeMount> volumes;
 };
+
+// The 9p mount tag of the spec's volume number `index`.
+inline std::string volume_tag(size_t index) { return "vol" + std::to_string(index); }
 
 std::string spec_to_json(const ShimSpec& s);
 ShimSpec spec_from_json(const std::string& text);

@@ -8,6 +8,7 @@
 #include <sys/mount.h>
 #include <sys/reboot.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include <memory>
 
 #include "common/error.hpp"
+#include "common/in_root.hpp"
 #include "common/io.hpp"
 
 namespace boxlite::guest {
@@ -93,6 +95,42 @@ std::string find_disk_by_serial(const std::string& serial) {
   throw Error(ErrorCode::Engine, "root disk with serial '" + serial + "' not found; disks:" + (seen.empty() ? " none" : seen));
 }
 
+// The root disk is a qcow2 overlay of disk_size_gb over the image's ext4, which
+// is only as big as the image needs: grow the file system online to the whole
+// device (a no-op once it fills it). The ioctl is what resize2fs uses for a
+// mounted file system.
+void grow_root_fs(const std::string& disk, const std::string& root) {
+  constexpr unsigned long kExt4ResizeFs = _IOW('f', 16, uint64_t);  // EXT4_IOC_RESIZE_FS
+  constexpr unsigned long kBlkGetSize64 = _IOR(0x12, 114, size_t);  // BLKGETSIZE64 (<linux/fs.h> clashes with <sys/mount.h>)
+  UniqueFd dev(::open(disk.c_str(), O_RDONLY | O_CLOEXEC));
+  uint64_t bytes = 0;
+  if (!dev || ::ioctl(dev.get(), kBlkGetSize64, &bytes) != 0) throw_errno(ErrorCode::Engine, "size of the root disk " + disk);
+  UniqueFd dir(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  struct statvfs vfs;
+  if (!dir || ::fstatvfs(dir.get(), &vfs) != 0) throw_errno(ErrorCode::Engine, "statvfs " + root);
+  uint64_t blocks = bytes / vfs.f_bsize;
+  if (::ioctl(dir.get(), kExt4ResizeFs, &blocks) != 0) {
+    throw_errno(ErrorCode::Engine, "grow the root file system to " + std::to_string(bytes >> 20) + " MiB");
+  }
+}
+
+// The box's 9p shares, last so that none is hidden by /tmp's tmpfs. QEMU enforces
+// read_only on the host (readonly=on); MS_RDONLY here only makes writes fail
+// early with EROFS. cache=none (the default) keeps edits live both ways.
+void mount_volumes(const proto::BoxConfig& cfg, const std::string& root) {
+  if (cfg.volumes().empty()) return;
+  UniqueFd root_fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root_fd) throw_errno(ErrorCode::Engine, "open " + root);
+  for (const auto& v : cfg.volumes()) {
+    UniqueFd target = make_dirs_in_root(root_fd.get(), v.guest_path(), ErrorCode::Engine);
+    std::string at = "/proc/self/fd/" + std::to_string(target.get());
+    unsigned long flags = MS_NOSUID | MS_NODEV | (v.read_only() ? MS_RDONLY : 0);
+    if (::mount(v.tag().c_str(), at.c_str(), "9p", flags, "trans=virtio,version=9p2000.L,msize=512000,access=client") != 0) {
+      throw_errno(ErrorCode::Engine, "mount volume " + v.tag() + " at " + v.guest_path());
+    }
+  }
+}
+
 }  // namespace
 
 void init_vm_phase1() {
@@ -137,6 +175,7 @@ void setup_vm_root(const proto::BoxConfig& cfg) {
   const std::string root = "/newroot";
   std::string disk = find_disk_by_serial(cfg.root_disk_serial());
   mount_or_throw(disk.c_str(), root, "ext4", MS_NOATIME);
+  grow_root_fs(disk, root);
   mount_or_throw("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
   mount_or_throw("sysfs", root + "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC);
   mount_or_throw("devtmpfs", root + "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
@@ -146,6 +185,7 @@ void setup_vm_root(const proto::BoxConfig& cfg) {
   if (::symlink("pts/ptmx", (root + "/dev/ptmx").c_str()) != 0) throw_errno(ErrorCode::Engine, "symlink /dev/ptmx");
   mount_or_throw("shm", root + "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
   mount_or_throw("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+  mount_volumes(cfg, root);
   if (::chdir(root.c_str()) != 0) throw_errno(ErrorCode::Engine, "chdir " + root);
   if (::mount(".", "/", nullptr, MS_MOVE, nullptr) != 0) throw_errno(ErrorCode::Engine, "move " + root + " to /");
   if (::chroot(".") != 0) throw_errno(ErrorCode::Engine, "chroot " + root);

@@ -166,7 +166,10 @@ void make_sparse_file(const std::string& path, uint64_t size) {
 
 void run_mkfs(const std::string& tree, const std::string& file, uint64_t size, const std::string& digest) {
   std::string mkfs = find_tool("mkfs.ext4", "e2fsprogs");
-  RunResult r = run_tool({mkfs, "-q", "-F", "-L", "rootfs", "-E", "root_owner=0:0", "-d", tree, file,
+  RunResult r = run_tool({mkfs, "-q", "-F", "-L", "rootfs",
+                          // 4 KiB blocks even when small: the guest grows this file system
+                          // online to disk_size_gb, and 1 KiB blocks make that 4x the work.
+                          "-b", "4096", "-E", "root_owner=0:0", "-d", tree, file,
                           std::to_string(size / kMiB) + "M"});
   if (!r.ok()) storage_fail("mkfs.ext4 failed building " + file + " for image " + digest + ": " + tool_failure(r));
 }

@@ -265,6 +265,14 @@ void Shim::boot() {
       }
     }
   }
+  if (spec_.engine == "vm") {
+    for (size_t i = 0; i < spec_.volumes.size(); ++i) {
+      auto* v = cfg.add_volumes();
+      v->set_tag(engine::volume_tag(i));
+      v->set_guest_path(spec_.volumes[i].guest_path);
+      v->set_read_only(spec_.volumes[i].read_only);
+    }
+  }
   std::string entropy(32, '\0');
   if (::getrandom(entropy.data(), entropy.size(), 0) == static_cast<ssize_t>(entropy.size())) cfg.set_entropy(entropy);
   send_guest(0, FrameType::Configure, cfg.SerializeAsString());

@@ -19,6 +19,7 @@
 #include <memory>
 
 #include "common/error.hpp"
+#include "common/in_root.hpp"
 #include "common/io.hpp"
 #include "engine/jail/seccomp.hpp"
 
@@ -71,6 +72,89 @@ void mount_root(const ShimSpec& spec, const std::string& root) {
   int err = errno;
   if (!saved_cwd || ::fchdir(saved_cwd.get()) != 0) (void)!::chdir("/");
   if (rc != 0) throw_errno(ErrorCode::Engine, "mount overlay root at " + root, err);
+}
+
+// ---- volumes -------------------------------------------------------------------
+
+// The id map of a volume's idmapped mount, as uid_map lines: on-disk `owner`
+// (the volume directory's owner) is the box's root, other on-disk ids below
+// kUidCount are the same box ids, and on-disk root is not mapped unless it owns the
+// volume, so a box never creates host-root files in a user's directory.
+std::string volume_id_map(unsigned offset, unsigned owner) {
+  auto line = [](unsigned disk, unsigned host, unsigned count) {
+    return std::to_string(disk) + " " + std::to_string(host) + " " + std::to_string(count) + "\n";
+  };
+  if (owner == 0) return line(0, offset, kUidCount);
+  std::string map = line(owner, offset, 1);
+  if (owner >= kUidCount) return map + line(1, offset + 1, kUidCount - 1);
+  if (owner > 1) map += line(1, offset + 1, owner - 1);
+  if (owner + 1 < kUidCount) map += line(owner + 1, offset + owner + 1, kUidCount - owner - 1);
+  return map;
+}
+
+int park_in_userns(void*) {
+  ::pause();
+  return 0;
+}
+
+// A user namespace holding the given maps, for MOUNT_ATTR_IDMAP: a child is
+// cloned into a fresh one, the maps written, its namespace opened, the child reaped.
+UniqueFd make_idmap_userns(const std::string& uid_map, const std::string& gid_map) {
+  constexpr size_t kStack = 16 * 1024;
+  auto stack = std::make_unique<char[]>(kStack);
+  pid_t pid = ::clone(park_in_userns, stack.get() + kStack, CLONE_NEWUSER | SIGCHLD, nullptr);
+  if (pid < 0) throw_errno(ErrorCode::Engine, "clone a user namespace for a volume's id map");
+  Child child(pid);
+  std::string proc = "/proc/" + std::to_string(pid);
+  UniqueFd ns;
+  try {
+    write_proc(proc + "/uid_map", uid_map);
+    write_proc(proc + "/setgroups", "deny");
+    write_proc(proc + "/gid_map", gid_map);
+    ns = UniqueFd(::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!ns) throw_errno(ErrorCode::Engine, "open " + proc + "/ns/user");
+  } catch (...) {
+    ::kill(pid, SIGKILL);
+    child.wait();
+    throw;
+  }
+  ::kill(pid, SIGKILL);
+  child.wait();
+  return ns;
+}
+
+// Binds each volume onto its mount point in the box root, before the box's
+// namespaces exist: from inside, the mounts are locked (a user namespace cannot
+// remount a read-only mount it inherited read-write, nor unmount it to see what
+// is under it), and the box has no CAP_SYS_ADMIN anyway. Always nosuid, nodev.
+void mount_volumes(const ShimSpec& spec, const std::string& root, std::vector<std::string>& warnings) {
+  if (spec.volumes.empty()) return;
+  UniqueFd root_fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root_fd) throw_errno(ErrorCode::Engine, "open " + root);
+  for (const auto& v : spec.volumes) {
+    UniqueFd target = make_dirs_in_root(root_fd.get(), v.guest_path, ErrorCode::Engine);
+    UniqueFd tree(static_cast<int>(::open_tree(AT_FDCWD, v.host_path.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)));
+    if (!tree) throw_errno(ErrorCode::Engine, "open volume " + v.host_path);
+    mount_attr attr{};
+    attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (v.read_only ? MOUNT_ATTR_RDONLY : 0);
+    if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) {
+      throw_errno(ErrorCode::Engine, "set flags of volume " + v.host_path);
+    }
+    struct stat st;
+    if (::stat(v.host_path.c_str(), &st) != 0) throw_errno(ErrorCode::Engine, "stat volume " + v.host_path);
+    UniqueFd ns = make_idmap_userns(volume_id_map(spec.uid_offset, st.st_uid), volume_id_map(spec.uid_offset, st.st_gid));
+    mount_attr idmap{};
+    idmap.attr_set = MOUNT_ATTR_IDMAP;
+    idmap.userns_fd = static_cast<uint64_t>(ns.get());
+    if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH, &idmap, sizeof idmap) != 0) {
+      // A filesystem without idmapped mounts: the box sees host ids shifted
+      // by the offset (mostly "nobody") and writes only where others may.
+      warnings.push_back(errno_text("volume " + v.host_path + " is not id-mapped (box root will not own its files)"));
+    }
+    if (::move_mount(tree.get(), "", target.get(), "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) {
+      throw_errno(ErrorCode::Engine, "mount volume " + v.host_path + " at " + v.guest_path);
+    }
+  }
 }
 
 // cgroup v1 (these machines) or v2: the box's memory, CPU and pids limits.
@@ -374,6 +458,8 @@ Jail start(const ShimSpec& spec) {
   }
   std::string root = spec.box_dir + "/rootfs";
   mount_root(spec, root);
+  std::vector<std::string> volume_warnings;
+  mount_volumes(spec, root, volume_warnings);
 
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) throw_errno(ErrorCode::Engine, "socketpair");
@@ -408,6 +494,7 @@ Jail start(const ShimSpec& spec) {
   if (::write(sync_w.get(), "g", 1) != 1) throw_errno(ErrorCode::Engine, "release the box init");
   CgroupPlan cg = apply_cgroups(spec, pid);
   j.warnings = cg.warnings;
+  j.warnings.insert(j.warnings.end(), volume_warnings.begin(), volume_warnings.end());
   if (::write(sync_w.get(), "c", 1) != 1) throw_errno(ErrorCode::Engine, "release the box init");
   sync_w.reset();
   // Either the exec succeeds (the CLOEXEC report pipe closes empty) or the child says why.

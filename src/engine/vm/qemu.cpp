@@ -76,6 +76,19 @@ std::vector<std::string> qemu_argv(const ShimSpec& s) {
       "-device", std::string("virtio-blk-device,drive=root,serial=") + kRootDiskSerial,
       "-device", "virtio-rng-device",
   };
+  for (size_t i = 0; i < s.volumes.size(); ++i) {
+    // readonly=on makes QEMU refuse every write on the host side, so no mount
+    // flag inside the guest (remount, a fresh mount of the tag) can lift it.
+    // mapped-xattr: the guest's owners, modes, device nodes and setuid bits live in
+    // user.virtfs.* xattrs, never real on the host (with `none` and QEMU as root, a
+    // guest could mknod a 0666 disk device or a setuid-root binary in the share);
+    // host files are QEMU's user's, 0644/0755 (docs/storage.md).
+    const auto& v = s.volumes[i];
+    std::string id = "fs" + std::to_string(i);
+    a.insert(a.end(), {"-fsdev", "local,id=" + id + ",path=" + v.host_path + ",security_model=mapped-xattr,fmode=0644,dmode=0755" +
+                                     (v.read_only ? ",readonly=on" : ""),
+                       "-device", "virtio-9p-device,fsdev=" + id + ",mount_tag=" + volume_tag(i)});
+  }
   if (s.net.enabled) {
     // Ethernet frames over a unix socket to the box's boxlite-net (DESIGN.md: the
     // 4-byte length framing of -netdev stream). MAC from the box id: stable per box.

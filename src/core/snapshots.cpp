@@ -1,0 +1,288 @@
+#include "core/snapshots.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "common/error.hpp"
+#include "common/file_lock.hpp"
+#include "common/io.hpp"
+#include "common/process.hpp"
+#include "core/box.hpp"
+
+namespace boxlite {
+namespace disk {
+namespace {
+
+RunResult qemu_img(std::vector<std::string> args, const std::string& what) {
+  std::string tool = which("qemu-img");
+  if (tool.empty()) throw Error(ErrorCode::Engine, "qemu-img not found: install it with `apt-get install qemu-utils`");
+  args.insert(args.begin(), tool);
+  RunResult r;
+  try {
+    r = run_capture(args);
+  } catch (const Error& e) {
+    throw Error(ErrorCode::Storage, what + ": cannot run qemu-img: " + e.what());
+  }
+  if (!r.ok()) throw Error(ErrorCode::Storage, what + ": qemu-img " + describe_status(r.status) + ": " + trim(r.err.empty() ? r.out : r.err));
+  return r;
+}
+
+}  // namespace
+
+void create_overlay_on(const std::string& backing, const std::string& backing_format, const std::string& path) {
+  std::string tmp = path + ".tmp-" + random_hex(4);
+  try {
+    qemu_img({"create", "-q", "-f", "qcow2", "-F", backing_format, "-b", backing, tmp}, "create " + path + " over " + backing);
+  } catch (...) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    throw_errno(ErrorCode::Storage, "rename " + tmp + " to " + path, err);
+  }
+}
+
+std::vector<std::string> backing_chain(const std::string& path) {
+  RunResult r = qemu_img({"info", "-U", "--backing-chain", "--output=json", path}, "read the backing chain of " + path);
+  std::vector<std::string> out;
+  try {
+    for (const auto& layer : nlohmann::json::parse(r.out)) out.push_back(layer.at("filename").get<std::string>());
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(ErrorCode::Storage, "unexpected qemu-img info output for " + path + ": " + e.what());
+  }
+  return out;
+}
+
+void freeze_top(const std::string& box_dir, const std::string& frozen) {
+  std::string top = box_dir + "/disk.qcow2";
+  if (::rename(top.c_str(), frozen.c_str()) != 0) throw_errno(ErrorCode::Storage, "freeze " + top + " as " + frozen);
+  try {
+    create_overlay_on(frozen, "qcow2", top);
+  } catch (...) {
+    (void)!::rename(frozen.c_str(), top.c_str());
+    throw;
+  }
+  ::chmod(frozen.c_str(), 0400);  // frozen layers never change again
+}
+
+void flatten(const std::string& path, const std::string& out) {
+  qemu_img({"convert", "-U", "-O", "qcow2", path, out}, "flatten " + path);
+}
+
+void copy_tree(const std::string& from, const std::string& to) {
+  std::string tmp = to + ".tmp-" + random_hex(4);
+  std::string cp = which("cp");
+  if (cp.empty()) cp = "/bin/cp";
+  RunResult r;
+  try {
+    // GNU cp -a keeps owners, modes, xattrs (overlay opaque markers), device nodes
+    // (overlay whiteouts) and hardlinks; reflinks where the filesystem can.
+    r = run_capture({cp, "-a", "--reflink=auto", "--", from, tmp});
+  } catch (const Error& e) {
+    throw Error(ErrorCode::Storage, "copy " + from + ": " + e.what());
+  }
+  if (!r.ok()) {
+    try {
+      remove_tree(tmp);
+    } catch (...) {
+    }
+    throw Error(ErrorCode::Storage, "copy " + from + " to " + to + ": cp " + describe_status(r.status) + ": " + trim(r.err));
+  }
+  if (::rename(tmp.c_str(), to.c_str()) != 0) throw_errno(ErrorCode::Storage, "rename " + tmp + " to " + to);
+}
+
+void rebase(const std::string& path, const std::string& new_base, const std::string& base_format) {
+  std::vector<std::string> args = {"rebase", "-q", "-f", "qcow2", "-b", new_base};
+  if (!new_base.empty()) args.insert(args.end(), {"-F", base_format});
+  args.push_back(path);
+  qemu_img(args, "make " + path + " independent");
+}
+
+}  // namespace disk
+
+namespace {
+
+std::vector<std::string> dir_entries(const std::string& path) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(path, ec)) out.push_back(e.path().filename().string());
+  return out;
+}
+
+std::string snapshots_dir(const Box& b) { return b.dir() + "/snapshots"; }
+std::string index_path(const Box& b) { return snapshots_dir(b) + "/index.json"; }
+
+nlohmann::json load_index(const Box& b) {
+  if (!path_exists(index_path(b))) return nlohmann::json::array();
+  try {
+    return nlohmann::json::parse(read_file(index_path(b)));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(ErrorCode::Storage, "unreadable snapshot index " + index_path(b) + ": " + e.what());
+  }
+}
+
+uint64_t tree_bytes(const std::string& root);
+
+SnapshotInfo info_of(const Box& b, const nlohmann::json& j) {
+  SnapshotInfo s;
+  s.id = j.at("id");
+  s.box_id = b.id();
+  s.name = j.at("name");
+  s.created_at = j.at("created_at");
+  s.container_disk_bytes = j.at("container_disk_bytes");
+  struct stat st {};
+  if (b.spec().engine == "jail") {
+    s.size_bytes = tree_bytes(snapshots_dir(b) + "/" + s.id + ".upper");
+  } else if (::stat((snapshots_dir(b) + "/" + s.id + ".qcow2").c_str(), &st) == 0) {
+    s.size_bytes = static_cast<uint64_t>(st.st_blocks) * 512;
+  }
+  return s;
+}
+
+void validate_snapshot_name(const std::string& name) {
+  bool ok = !name.empty() && name.size() <= 128 && std::isalnum(static_cast<unsigned char>(name[0]));
+  for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-');
+  if (!ok) throw Error(ErrorCode::InvalidArgument, "invalid snapshot name '" + name + "': use [a-zA-Z0-9][a-zA-Z0-9_.-]* (at most 128)");
+}
+
+// The lock that keeps a start (in any process) out while the disk changes.
+FileLock lock_box_dir(Box& b) { return FileLock::acquire(b.dir() + "/box.lock"); }
+
+bool is_jail(const Box& b) { return b.spec().engine == "jail"; }
+
+// A jail's snapshot is a copy of its overlay's upper directory (O(data), unlike
+// the vm's O(1) chain): <box>/snapshots/<id>.upper.
+std::string jail_snapshot(const Box& b, const std::string& id) { return snapshots_dir(b) + "/" + id + ".upper"; }
+
+uint64_t tree_bytes(const std::string& root) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(root, ec); !ec && it != std::filesystem::recursive_directory_iterator();
+       it.increment(ec)) {
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) == 0) total += static_cast<uint64_t>(st.st_blocks) * 512;
+  }
+  return total;
+}
+
+uint64_t virtual_size(const std::string& path) {
+  std::string tool = which("qemu-img");
+  RunResult r = run_capture({tool, "info", "-U", "--output=json", path});
+  try {
+    return r.ok() ? nlohmann::json::parse(r.out).value("virtual-size", uint64_t{0}) : 0;
+  } catch (const nlohmann::json::exception&) {
+    return 0;
+  }
+}
+
+}  // namespace
+
+SnapshotInfo SnapshotHandle::create(const std::string& name) {
+  validate_snapshot_name(name);
+  FileLock lock = lock_box_dir(box_);
+  if (box_.state() == BoxState::Running) {
+    throw Error(ErrorCode::InvalidState, "Cannot create snapshot while box is running. Stop the box first.");
+  }
+  auto index = load_index(box_);
+  for (const auto& s : index) {
+    if (s.at("name") == name) throw Error(ErrorCode::AlreadyExists, "snapshot '" + name + "' already exists on box " + box_.id());
+  }
+  make_dirs(snapshots_dir(box_), 0700);
+  std::string id = random_hex(8);
+  uint64_t vsize = 0;
+  if (is_jail(box_)) {
+    std::string upper = box_.dir() + "/upper";
+    if (!path_exists(upper)) make_dirs(upper);  // never started: an empty upper layer
+    disk::copy_tree(upper, jail_snapshot(box_, id));
+    vsize = tree_bytes(upper);
+  } else {
+    std::string frozen = snapshots_dir(box_) + "/" + id + ".qcow2";
+    vsize = virtual_size(box_.dir() + "/disk.qcow2");
+    disk::freeze_top(box_.dir(), frozen);
+  }
+  nlohmann::json rec = {{"id", id},
+                        {"name", name},
+                        {"created_at", std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()},
+                        {"container_disk_bytes", vsize}};
+  index.push_back(rec);
+  write_file_atomic(index_path(box_), index.dump(2), 0600);
+  return info_of(box_, rec);
+}
+
+std::vector<SnapshotInfo> SnapshotHandle::list() {
+  std::vector<SnapshotInfo> out;
+  for (const auto& s : load_index(box_)) out.push_back(info_of(box_, s));
+  return out;
+}
+
+std::optional<SnapshotInfo> SnapshotHandle::get(const std::string& name) {
+  for (auto& s : list()) {
+    if (s.name == name) return s;
+  }
+  return std::nullopt;
+}
+
+void SnapshotHandle::remove(const std::string& name) {
+  FileLock lock = lock_box_dir(box_);
+  auto index = load_index(box_);
+  auto it = std::find_if(index.begin(), index.end(), [&](const auto& s) { return s.at("name") == name; });
+  if (it == index.end()) throw Error(ErrorCode::NotFound, "snapshot '" + name + "' not found on box " + box_.id());
+  if (is_jail(box_)) {  // a full copy: nothing depends on it
+    std::string dir = jail_snapshot(box_, it->at("id").get<std::string>());
+    index.erase(it);
+    write_file_atomic(index_path(box_), index.dump(2), 0600);
+    remove_tree(dir);
+    return;
+  }
+  std::string file = snapshots_dir(box_) + "/" + it->at("id").get<std::string>() + ".qcow2";
+  auto depends = [&](const std::string& top) {
+    auto chain = disk::backing_chain(top);
+    return std::find(chain.begin() + 1, chain.end(), file) != chain.end();
+  };
+  if (depends(box_.dir() + "/disk.qcow2")) {
+    throw Error(ErrorCode::InvalidState, "Cannot remove snapshot: current disk depends on this snapshot ('" + name +
+                                             "'). Restore a snapshot taken before it first.");
+  }
+  // Later snapshots and the frozen layers under clones live beside it.
+  for (const auto& entry : dir_entries(snapshots_dir(box_))) {
+    std::string other = snapshots_dir(box_) + "/" + entry;
+    if (other == file || !entry.ends_with(".qcow2")) continue;
+    if (depends(other)) {
+      throw Error(ErrorCode::InvalidState, "Cannot remove snapshot: " + std::string(entry.rfind("clone-", 0) == 0 ? "a clone of this box" : "a later snapshot") +
+                                               " depends on this snapshot ('" + name + "')");
+    }
+  }
+  index.erase(it);
+  write_file_atomic(index_path(box_), index.dump(2), 0600);
+  ::unlink(file.c_str());
+}
+
+void SnapshotHandle::restore(const std::string& name) {
+  FileLock lock = lock_box_dir(box_);
+  if (box_.state() == BoxState::Running) {
+    throw Error(ErrorCode::InvalidState, "Cannot restore snapshot while box is running. Stop the box first.");
+  }
+  auto s = get(name);
+  if (!s) throw Error(ErrorCode::NotFound, "snapshot '" + name + "' not found on box " + box_.id());
+  if (is_jail(box_)) {
+    // The copy is made first; only then does the old upper layer go.
+    std::string upper = box_.dir() + "/upper", fresh = box_.dir() + "/upper.restore";
+    if (path_exists(fresh)) remove_tree(fresh);
+    disk::copy_tree(jail_snapshot(box_, s->id), fresh);
+    if (path_exists(upper)) remove_tree(upper);
+    if (::rename(fresh.c_str(), upper.c_str()) != 0) throw_errno(ErrorCode::Storage, "rename " + fresh + " to " + upper);
+    return;
+  }
+  // The new top is made before the old one goes: a failure leaves the box as it was.
+  disk::create_overlay_on(snapshots_dir(box_) + "/" + s->id + ".qcow2", "qcow2", box_.dir() + "/disk.qcow2");
+}
+
+}  // namespace boxlite
