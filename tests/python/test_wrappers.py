@@ -1,0 +1,90 @@
+"""CodeBox, InteractiveBox and the consumer executor adapter."""
+import asyncio
+import subprocess
+import sys
+import termios
+
+import pytest
+
+import boxlite
+from boxlite import BoxliteExecutor, CodeBox, InteractiveBox
+from boxlite.executor import ExecResult
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_codebox(python_image, tmp_path):
+    async def main():
+        async with CodeBox(image=python_image) as cb:
+            assert await cb.run("print(6 * 7)") == "42\n"
+            assert await cb.run("import sys; print('x'); sys.exit(2)") == "x\n"  # no raise, stdout only
+            assert await cb.run("import sys; print(sys.version_info[0])", timeout=1) == "3\n"
+            script = tmp_path / "s.py"
+            script.write_text("print('from script')\n")
+            assert await cb.run_script(str(script)) == "from script\n"
+            out = await cb.install_package("no-such-package-offline")
+            assert "ERROR" in out or "error" in out  # stdout + stderr together (no PyPI here)
+    run(main())
+
+
+def test_interactive_tty_true_without_tty_raises(image):
+    async def main():
+        with pytest.raises(termios.error):
+            async with InteractiveBox(image, tty=True):
+                pass
+    # stdin of the test is not a terminal (pytest captures it)
+    r = subprocess.run([sys.executable, "-c", "import sys; print(sys.stdin.isatty())"], stdin=subprocess.PIPE,
+                       capture_output=True, text=True)
+    assert r.stdout.strip() == "False"
+    proc_stdin = sys.stdin
+    try:
+        sys.stdin = open("/dev/null")
+        run(main())
+    finally:
+        sys.stdin.close()
+        sys.stdin = proc_stdin
+
+
+def test_interactive_bad_shell_and_no_forwarding(image):
+    async def main():
+        with pytest.raises(RuntimeError, match="spawn_failed"):
+            async with InteractiveBox(image, shell="/bin/bash", tty=False):
+                pass
+        async with InteractiveBox(image, tty=False, env=[("X", "y")]) as ib:
+            await ib.execution.write_stdin("echo $X; exit 7\n")
+            text = "".join([t async for t in ib.execution.stdout()])
+            assert "y" in text
+            assert (await ib.wait()).exit_code == 7
+    run(main())
+
+
+def test_executor_adapter(image, tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "sub").mkdir()
+    (ws / "hello.txt").write_text("from host\n")
+
+    async def main():
+        async with BoxliteExecutor(image=image, workspace=ws, default_timeout=120) as ex:
+            r = await ex.exec("echo hello from the VM")
+            assert r.as_text() == "hello from the VM\n\nExit code: 0"
+            r = await ex.exec("pwd", cwd=str(ws / "sub"))
+            assert r.stdout == "/workspace/sub\n"
+            assert (await ex.exec("cat hello.txt")).stdout == "from host\n"
+            r = await ex.exec("echo $MY_VAR", env={"MY_VAR": "hello"})
+            assert r.stdout == "hello\n"
+            r = await ex.exec("sleep 10", timeout=1)
+            assert r.exit_code == -1 and r.stderr == "Command timed out after 1s"
+            await ex.exec("echo made > new.txt")
+        assert (ws / "new.txt").read_text() == "made\n"  # copied back at stop
+
+    run(main())
+
+
+def test_as_text():
+    assert ExecResult("", "", 0).as_text() == "Exit code: 0"
+    assert ExecResult("out", "err\n", 2).as_text() == "out\nSTDERR:\nerr\n\nExit code: 2"
+    long = ExecResult("a" * 50, "", 0).as_text(max_chars=10)
+    assert long == "aaaaa\n... (40 chars truncated) ...\naaaaa\n\nExit code: 0"
