@@ -478,11 +478,16 @@ class Execution:
             *lines, buf = buf.split("\n")
             for line in lines:
                 yield line + "\n"
+            # A partial line (a prompt) is not held back once the output pauses.
+            if buf and q.empty():
+                yield buf
+                buf = ""
         if buf:
             yield buf
 
     def stdout(self):
-        """Async iterator of the command's stdout, line by line (newlines kept)."""
+        """Async iterator of the command's stdout as text: line by line (newlines
+        kept) while output flows, and a partial line (a prompt) as soon as it pauses."""
         return self._lines("stdout")
 
     def stderr(self):

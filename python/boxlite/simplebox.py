@@ -169,8 +169,9 @@ class InteractiveBox(SimpleBox):
             await self.stop()
             raise
         if self._forward:
-            rows, cols = os.get_terminal_size(sys.stdin.fileno())
-            await self.execution.resize_tty(rows, cols)
+            cols, rows = os.get_terminal_size(sys.stdin.fileno())
+            if rows > 0 and cols > 0:  # a terminal that never had a size reports 0x0
+                await self.execution.resize_tty(rows, cols)
             self._tasks = [asyncio.ensure_future(self._pump_out()), asyncio.ensure_future(self._pump_in())]
         return self
 
@@ -196,14 +197,23 @@ class InteractiveBox(SimpleBox):
             sys.stdout.flush()
 
     async def _pump_in(self):
+        # A reader on the event loop, not a thread: a thread blocked in read() would
+        # keep asyncio.run() from returning after the shell exits.
         loop = asyncio.get_running_loop()
         fd = sys.stdin.fileno()
-        while True:
-            data = await loop.run_in_executor(None, os.read, fd, 4096)
-            if not data:
-                self.execution.close_stdin()
-                return
-            await self.execution.write_stdin(data)
+        ready = asyncio.Event()
+        loop.add_reader(fd, ready.set)
+        try:
+            while True:
+                await ready.wait()
+                ready.clear()
+                data = os.read(fd, 4096)
+                if not data:
+                    self.execution.close_stdin()
+                    return
+                await self.execution.write_stdin(data)
+        finally:
+            loop.remove_reader(fd)
 
 
 def _has_fileno(f):

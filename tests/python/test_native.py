@@ -138,3 +138,18 @@ def test_security_presets_and_types():
     assert issubclass(boxlite.ExecError, boxlite.BoxliteError)
     assert issubclass(boxlite.TimeoutError, boxlite.BoxliteError)
     assert issubclass(boxlite.ParseError, boxlite.BoxliteError)
+
+
+def test_shutdown(image):
+    async def main():
+        with boxlite.Boxlite(boxlite.Options()) as rt:
+            box = await rt.create(BoxOptions(image=image))
+            await box.start()
+            assert (await rt.metrics()).num_running_boxes == 1
+            await rt.shutdown(timeout=10)
+            assert box.info() is None or box.info().status != "running"
+            with pytest.raises(RuntimeError):
+                await rt.create(BoxOptions(image=image))
+        with pytest.raises(RuntimeError, match="closed"):
+            await rt.list_info()
+    run(main())

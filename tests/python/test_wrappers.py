@@ -1,5 +1,6 @@
 """CodeBox, InteractiveBox and the consumer executor adapter."""
 import asyncio
+import os
 import subprocess
 import sys
 import termios
@@ -91,3 +92,59 @@ def test_as_text():
     assert ExecResult("out", "err\n", 2).as_text() == "out\nSTDERR:\nerr\n\nExit code: 2"
     long = ExecResult("a" * 50, "", 0).as_text(max_chars=10)
     assert long == "aaaaa\n... (40 chars truncated) ...\naaaaa\n\nExit code: 0"
+
+
+INTERACTIVE_PROGRAM = r"""
+import asyncio, sys
+import boxlite
+
+async def main():
+    async with boxlite.InteractiveBox(sys.argv[1]) as ib:   # tty=None: stdin is a TTY here
+        result = await ib.wait()
+    print("\nshell exited", result.exit_code)
+
+asyncio.run(main())
+"""
+
+
+def test_interactive_forwards_a_terminal(image):
+    """tty=None on a real terminal (pty.fork): keystrokes reach the box's shell and
+    its PTY output comes back; the window size is passed on."""
+    import pty
+    import select
+    import time
+    import fcntl
+    import struct
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(sys.executable, [sys.executable, "-c", INTERACTIVE_PROGRAM, image])
+    # long before the child has imported boxlite
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 90, 0, 0))
+    out = b""
+    sent = answered = False
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([fd], [], [], 0.5)
+        if r:
+            try:
+                data = os.read(fd, 4096)
+            except OSError:
+                break
+            if not data:
+                break
+            out += data
+        if b"\x1b[6n" in out and not answered:
+            os.write(fd, b"\x1b[1;5R")  # answer the shell's cursor query, as a terminal does
+            answered = time.monotonic()
+        # the shell reads the answer on its own first: type only once it has
+        if not sent and answered and time.monotonic() - answered > 1.5:
+            os.write(fd, b"echo for$((40+2))real; stty size; exit 4\n")
+            sent = True
+    if not sent or b"shell exited" not in out:
+        os.kill(pid, 9)
+    _, status = os.waitpid(pid, 0)
+    text = out.decode(errors="replace")
+    assert "for42real" in text, text
+    assert "shell exited 4" in text, text
+    assert "30 90" in text, text
+    assert os.waitstatus_to_exitcode(status) == 0, text
