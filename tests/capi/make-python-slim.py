@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A stand-in for "python:slim" (registries are not implemented yet): the
+"""A stand-in for "python:slim" (no registry here holds it): the
 debian-python test image plus one layer with /usr/bin/python -> python3 (and
 /usr/local/bin/python, python:slim's path), which the
 reference's Simple quickstart runs. usage: make-python-slim.py SRC_LAYOUT OUT_LAYOUT"""
