@@ -66,30 +66,46 @@ class Secret:
 
 @dataclass
 class SecurityOptions:
-    """The jailer's switches. SecurityOptions() has every switch off; use a preset.
+    """The jailer's switches, with the documented fields and defaults: an explicit
+    SecurityOptions() has every switch off; use a preset.
 
-    Only the switches boxlite enforces today are listed; the jail and VM engines
-    always apply their sandbox, so any preset but one with every switch on is
-    reported as unsupported at create (never silently ignored)."""
+    boxlite always applies its whole sandbox (VM or jail, seccomp, closed fds), and
+    has no per-box resource limits yet, so a request to switch part of the sandbox
+    off or to set a limit is reported as unsupported at create, naming the fields,
+    never silently ignored. network_enabled is macOS-only (documented) and accepted."""
     jailer_enabled: bool = False
     seccomp_enabled: bool = False
-    drop_privileges: bool = False
-    network_isolation: bool = False
+    max_open_files: Optional[int] = None
+    max_file_size: Optional[int] = None
+    max_processes: Optional[int] = None
+    max_memory: Optional[int] = None
+    max_cpu_time: Optional[int] = None
+    network_enabled: bool = True
+    close_fds: bool = True
 
     @classmethod
     def development(cls):
-        return cls(jailer_enabled=False, seccomp_enabled=False, drop_privileges=False, network_isolation=False)
+        return cls(jailer_enabled=False, seccomp_enabled=False, close_fds=False)
 
     @classmethod
     def standard(cls):
-        return cls(jailer_enabled=True, seccomp_enabled=True, drop_privileges=True, network_isolation=True)
+        return cls(jailer_enabled=True, seccomp_enabled=True, close_fds=True)
 
     @classmethod
     def maximum(cls):
-        return cls(jailer_enabled=True, seccomp_enabled=True, drop_privileges=True, network_isolation=True)
+        return cls(jailer_enabled=True, seccomp_enabled=True, close_fds=True, max_open_files=1024,
+                   max_file_size=1 << 30, max_processes=100)
 
-    def _all_on(self):
-        return self.jailer_enabled and self.seccomp_enabled and self.drop_privileges and self.network_isolation
+    def _unsupported(self):
+        off = [n for n in ("jailer_enabled", "seccomp_enabled", "close_fds") if not getattr(self, n)]
+        limits = [n for n in ("max_open_files", "max_file_size", "max_processes", "max_memory", "max_cpu_time")
+                  if getattr(self, n) is not None]
+        out = []
+        if off:
+            out.append("advanced.security with " + ", ".join(off) + " off (boxlite always applies its sandbox)")
+        if limits:
+            out.append("advanced.security resource limits " + ", ".join(limits))
+        return out
 
 
 @dataclass
@@ -150,8 +166,8 @@ class BoxOptions:
         if self.volumes:
             out.append("volumes")
         sec = self.advanced.security if self.advanced else None
-        if sec is not None and not sec._all_on():
-            out.append("advanced.security (switches off; boxlite always applies its full sandbox)")
+        if sec is not None:
+            out.extend(sec._unsupported())
         return out
 
 

@@ -125,7 +125,8 @@ def test_network_disabled_and_secret(image):
 
 def test_security_presets_and_types():
     assert boxlite.SecurityOptions.standard().jailer_enabled
-    assert not boxlite.SecurityOptions().jailer_enabled
+    assert boxlite.SecurityOptions.maximum().max_processes == 100
+    assert not boxlite.SecurityOptions().jailer_enabled and not boxlite.SecurityOptions().seccomp_enabled
     assert not hasattr(boxlite.SecurityOptions, "minimum")
     assert isinstance(boxlite.__version__, str)
     fields = set(boxlite.RuntimeMetrics.__dataclass_fields__)

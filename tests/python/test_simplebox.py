@@ -78,9 +78,17 @@ def test_unsupported_options_are_named(image):
             for kwargs, name in ((dict(volumes=[("/tmp", "/data")]), "volumes"),
                                  (dict(disk_size_gb=8), "disk_size_gb"),
                                  (dict(advanced=boxlite.AdvancedBoxOptions(
-                                     security=boxlite.SecurityOptions.development())), "advanced.security")):
+                                     security=boxlite.SecurityOptions.development())),
+                                  "jailer_enabled, seccomp_enabled, close_fds off"),
+                                 (dict(advanced=boxlite.AdvancedBoxOptions(
+                                     security=boxlite.SecurityOptions.maximum())),
+                                  "resource limits max_open_files, max_file_size, max_processes")):
                 with pytest.raises(RuntimeError, match=name):
                     await rt.create(BoxOptions(image=image, **kwargs))
+            # standard() is what boxlite always applies: accepted
+            box = await rt.create(BoxOptions(image=image, advanced=boxlite.AdvancedBoxOptions(
+                security=boxlite.SecurityOptions.standard())))
+            await rt.remove(box.id, force=True)
     run(main())
 
 
