@@ -145,7 +145,8 @@ typedef struct CBoxInfoList {
   int count;
 } CBoxInfoList;
 
-/* Metrics (fields as documented). No metrics function exists yet. */
+/* Metrics (fields as documented), delivered by boxlite_box_metrics and
+ * boxlite_runtime_metrics. Counters wider than int saturate at INT_MAX. */
 typedef struct CBoxMetrics {
   double cpu_percent;
   int64_t memory_bytes;
@@ -223,8 +224,9 @@ typedef void (*CRuntimeShutdownCb)(CBoxliteError *err, void *user_data);
 const char *boxlite_version(void);
 
 /* Creates a runtime (synchronous). home_dir NULL = $BOXLITE_HOME or ~/.boxlite.
- * Image registries are not implemented yet: a non-zero image_registries_count is
- * Unsupported. */
+ * image_registries (count entries, copied) are tried in order for unqualified image
+ * names that have search != 0; count 0 = the home's config.json, else docker.io.
+ * A bad entry (no host, a URL as host, username without password) is Config. */
 enum BoxliteErrorCode boxlite_runtime_new(const char *home_dir,
                                           const struct BoxliteImageRegistry *image_registries,
                                           int image_registries_count, CBoxliteRuntime **out_runtime,
@@ -309,6 +311,13 @@ enum BoxliteErrorCode boxlite_copy_into(CBoxHandle *handle, const char *host_src
 enum BoxliteErrorCode boxlite_copy_out(CBoxHandle *handle, const char *guest_src, const char *host_dst,
                                        CBoxCopyCb cb, void *user_data, CBoxliteError *out_error);
 
+/* Metrics of this run of the box (async; counters restart with each start). */
+enum BoxliteErrorCode boxlite_box_metrics(CBoxHandle *handle, CBoxMetricsCb cb, void *user_data,
+                                          CBoxliteError *out_error);
+/* Counters of this runtime since it was made, and the boxes of its home running now (async). */
+enum BoxliteErrorCode boxlite_runtime_metrics(CBoxliteRuntime *runtime, CRuntimeMetricsCb cb, void *user_data,
+                                              CBoxliteError *out_error);
+
 /* ---------------------------------------------------------------- executions */
 
 /* Starts a command (synchronous: returns once it runs, without waiting for it to
@@ -316,6 +325,15 @@ enum BoxliteErrorCode boxlite_copy_out(CBoxHandle *handle, const char *guest_src
  * boxlite_execution_stdin_close or boxlite_execution_free. */
 enum BoxliteErrorCode boxlite_box_exec(CBoxHandle *handle, const struct BoxliteCommand *cmd,
                                        CExecutionHandle **out_execution, CBoxliteError *out_error);
+
+/* Addition (docs/c-api.md): boxlite_box_exec with the stdout and stderr callbacks
+ * (both required, one user_data) registered before any output can be dispatched:
+ * for callers that drain on another thread than the one that starts commands
+ * (the Python package), where registering after boxlite_box_exec could lose the
+ * first chunks. */
+enum BoxliteErrorCode boxlite_box_exec_streamed(CBoxHandle *handle, const struct BoxliteCommand *cmd,
+                                                CBoxStdoutCb on_stdout, CBoxStderrCb on_stderr, void *user_data,
+                                                CExecutionHandle **out_execution, CBoxliteError *out_error);
 
 /* Output and exit callbacks (synchronous registration, one of each; a second
  * registration replaces the first). Chunks are delivered during drain, in the
@@ -361,29 +379,38 @@ void boxlite_execution_free(CExecutionHandle *execution);
 
 /* ---------------------------------------------------------------- options */
 
-/* image: an image reference. Until registries land, an OCI image layout directory
- * (a path, or oci:DIR[:TAG]). */
+/* image: a registry reference ("alpine:3.19", "host:5000/repo:tag"), an OCI image
+ * layout directory, or oci:DIR[:TAG]. */
 enum BoxliteErrorCode boxlite_options_new(const char *image, CBoxliteOptions **out_opts,
                                           CBoxliteError *out_error);
 /* Setters are synchronous. A NULL opts is a no-op; an invalid value is reported by
  * boxlite_create_box (InvalidArgument, naming the setter). */
 void boxlite_options_set_cpus(CBoxliteOptions *opts, int cpus);             /* 1..255, default 1 */
 void boxlite_options_set_memory(CBoxliteOptions *opts, int memory_mib);     /* 64.., default 1024 */
-/* read_only: 1 = read-only, 0 = read-write. Not supported yet (create: Unsupported). */
+/* The box's disk in GiB (vm engine: sparse; default 10). 0 = the default. The
+ * jail engine refuses it at boxlite_create_box (Unsupported). */
+void boxlite_options_set_disk_size_gb(CBoxliteOptions *opts, uint64_t disk_size_gb);
+/* A volume: host_path shared at guest_path (absolute; not a system directory).
+ * read_only: 1 = read-only, 0 = read-write. Bad paths fail boxlite_create_box with
+ * InvalidArgument (docs/storage.md). */
 void boxlite_options_add_bind_mount(CBoxliteOptions *opts, const char *host_path, const char *guest_path,
                                     int read_only);
 /* host_port 0 = same as guest_port; host_ip NULL or "" = all interfaces. Bad
- * arguments: InvalidArgument. Not supported yet (create: Unsupported). */
+ * arguments: InvalidArgument. */
 enum BoxliteErrorCode boxlite_options_add_port(CBoxliteOptions *opts, uint16_t host_port, uint16_t guest_port,
                                                enum BoxlitePortProtocol protocol, const char *host_ip);
-/* A secret injected through its placeholder for these hosts only. Not supported
- * yet (create: Unsupported). */
+/* A secret injected through its placeholder for these hosts only (hosts_count 0 =
+ * any host; placeholder NULL or "" = "<BOXLITE_SECRET:name>"). The box sees
+ * BOXLITE_SECRET_<NAME> holding the placeholder, never the value. */
 void boxlite_options_add_secret(CBoxliteOptions *opts, const char *name, const char *value,
                                 const char *placeholder, const char *const *hosts, int hosts_count);
-/* Network mode "enabled" (the documented default) or "disabled" (no interface).
- * See docs/c-api.md: boxes have no network interface yet. */
+/* Network mode "enabled" (the documented default) or "disabled" (no interface
+ * but loopback). */
 void boxlite_options_set_network_enabled(CBoxliteOptions *opts);
 void boxlite_options_set_network_disabled(CBoxliteOptions *opts);
+/* Addition (docs/c-api.md): adds a host to the egress allowlist (NetworkSpec's
+ * allow_net; exact, or "*.example.com"). None added = allow all. */
+void boxlite_options_add_allow_net(CBoxliteOptions *opts, const char *host);
 /* Additions to the documented setters (docs/c-api.md). Strings are copied. */
 void boxlite_options_set_name(CBoxliteOptions *opts, const char *name);
 void boxlite_options_set_rootfs_path(CBoxliteOptions *opts, const char *path);
@@ -424,8 +451,8 @@ void boxlite_result_free(CBoxliteExecResult *result);
 
 enum BoxliteErrorCode boxlite_runtime_images(CBoxliteRuntime *runtime, CBoxliteImageHandle **out_handle,
                                              CBoxliteError *out_error);
-/* Pull and list (async). Registries are not implemented yet: both deliver
- * Unsupported to the callback. */
+/* Pull (always asks the registry) and list the home's images (async).
+ * CImagePullResult.config_digest is the image's manifest digest (its id). */
 enum BoxliteErrorCode boxlite_image_pull(CBoxliteImageHandle *handle, const char *image_ref, CBoxImagePullCb cb,
                                          void *user_data, CBoxliteError *out_error);
 enum BoxliteErrorCode boxlite_image_list(CBoxliteImageHandle *handle, CBoxImageListCb cb, void *user_data,

@@ -281,6 +281,38 @@ BoxliteErrorCode boxlite_get_info(CBoxliteRuntime* runtime, const char* id_or_na
   });
 }
 
+BoxliteErrorCode boxlite_box_metrics(CBoxHandle* handle, CBoxMetricsCb cb, void* user_data,
+                                     CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_box_metrics";
+    require_handle(handle, fn);
+    require_cb(cb, fn);
+    std::shared_ptr<Box> box = handle->box;
+    handle->rt->pool.submit([rt = handle->rt, token = handle->token, box, cb, user_data] {
+      auto m = std::make_shared<BoxMetrics>();
+      Outcome out = capture([&] { *m = box->metrics(); });
+      rt->post({[out, m, cb, user_data] {
+                  if (!out.ok()) return out.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
+                  CBoxMetrics c{};
+                  c.cpu_percent = m->cpu_percent;
+                  c.memory_bytes = clamp_i64(m->memory_bytes);
+                  c.commands_executed = clamp_int(m->commands_executed_total);
+                  c.exec_errors = clamp_int(m->exec_errors_total);
+                  c.bytes_sent = clamp_i64(m->bytes_sent_total);
+                  c.bytes_received = clamp_i64(m->bytes_received_total);
+                  c.create_duration_ms = m->total_create_duration_ms;
+                  c.boot_duration_ms = m->guest_boot_duration_ms;
+                  c.network_bytes_sent = clamp_i64(m->network_bytes_sent);
+                  c.network_bytes_received = clamp_i64(m->network_bytes_received);
+                  c.network_tcp_connections = clamp_int(m->network_tcp_connections);
+                  c.network_tcp_errors = clamp_int(m->network_tcp_errors);
+                  cb(&c, nullptr, user_data);
+                },
+                token, nullptr, 0});
+    });
+  });
+}
+
 BoxliteErrorCode boxlite_list_info(CBoxliteRuntime* runtime, CBoxInfoListCb cb, void* user_data,
                                    CBoxliteError* out_error) {
   return guard(out_error, [&] {

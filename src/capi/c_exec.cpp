@@ -144,6 +144,36 @@ void check_runtime(ExecState& st, const char* fn) {
   if (st.rt->freed) throw Error(ErrorCode::InvalidState, std::string(fn) + ": the runtime has been freed");
 }
 
+// Starts cmd on the box; `setup` sees the execution before its output pump runs.
+template <class Setup>
+void start_exec(CBoxHandle* handle, const BoxliteCommand* cmd, CExecutionHandle** out_execution, const char* fn,
+                Setup setup) {
+  require(out_execution, fn, "out_execution");
+  *out_execution = nullptr;
+  require(handle, fn, "handle");
+  require(cmd, fn, "cmd");
+  ExecOptions o = exec_options(*cmd);
+  auto rt = handle->rt;
+  rt->check_open(fn);
+  auto st = std::make_shared<ExecState>();
+  st->rt = rt;
+  st->tty = o.tty;
+  setup(*st);
+  st->exec.emplace(handle->box->exec(o));
+  {
+    std::lock_guard lk(rt->execs_mu);
+    std::erase_if(rt->execs, [](const auto& w) { return w.expired(); });
+    rt->execs.push_back(st);
+  }
+  try {
+    rt->pool.submit([st] { pump_output(st); });
+  } catch (...) {
+    st->exec->kill();
+    throw;
+  }
+  *out_execution = new CExecutionHandle{st};
+}
+
 }  // namespace
 }  // namespace boxlite::capi
 
@@ -154,31 +184,24 @@ extern "C" {
 
 BoxliteErrorCode boxlite_box_exec(CBoxHandle* handle, const BoxliteCommand* cmd, CExecutionHandle** out_execution,
                                   CBoxliteError* out_error) {
+  return guard(out_error, [&] { start_exec(handle, cmd, out_execution, "boxlite_box_exec", [](ExecState&) {}); });
+}
+
+BoxliteErrorCode boxlite_box_exec_streamed(CBoxHandle* handle, const BoxliteCommand* cmd, CBoxStdoutCb on_stdout,
+                                           CBoxStderrCb on_stderr, void* user_data, CExecutionHandle** out_execution,
+                                           CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_box_exec";
-    require(out_execution, fn, "out_execution");
-    *out_execution = nullptr;
-    require(handle, fn, "handle");
-    require(cmd, fn, "cmd");
-    ExecOptions o = exec_options(*cmd);
-    auto rt = handle->rt;
-    rt->check_open(fn);
-    auto st = std::make_shared<ExecState>();
-    st->rt = rt;
-    st->tty = o.tty;
-    st->exec.emplace(handle->box->exec(o));
-    {
-      std::lock_guard lk(rt->execs_mu);
-      std::erase_if(rt->execs, [](const auto& w) { return w.expired(); });
-      rt->execs.push_back(st);
-    }
-    try {
-      rt->pool.submit([st] { pump_output(st); });
-    } catch (...) {
-      st->exec->kill();
-      throw;
-    }
-    *out_execution = new CExecutionHandle{st};
+    const char* fn = "boxlite_box_exec_streamed";
+    require_cb(on_stdout, fn);
+    require_cb(on_stderr, fn);
+    // Set before the pump starts, so a drain running on another thread never
+    // dispatches (and drops) a chunk ahead of its callback.
+    start_exec(handle, cmd, out_execution, fn, [&](ExecState& st) {
+      st.out_cb = on_stdout;
+      st.out_ud = user_data;
+      st.err_cb = on_stderr;
+      st.err_ud = user_data;
+    });
   });
 }
 

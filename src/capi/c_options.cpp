@@ -84,6 +84,15 @@ void boxlite_options_set_memory(CBoxliteOptions* opts, int memory_mib) {
   if (opts) opts->core.memory_mib = memory_mib;
 }
 
+void boxlite_options_set_disk_size_gb(CBoxliteOptions* opts, uint64_t disk_size_gb) {
+  if (!opts) return;
+  if (disk_size_gb == 0) {
+    opts->core.disk_size_gb.reset();
+  } else {
+    opts->core.disk_size_gb = disk_size_gb;
+  }
+}
+
 void boxlite_options_add_bind_mount(CBoxliteOptions* opts, const char* host_path, const char* guest_path,
                                     int read_only) {
   if (!opts) return;
@@ -100,8 +109,6 @@ void boxlite_options_add_bind_mount(CBoxliteOptions* opts, const char* host_path
 
 BoxliteErrorCode boxlite_options_add_port(CBoxliteOptions* opts, uint16_t host_port, uint16_t guest_port,
                                           BoxlitePortProtocol protocol, const char* host_ip) {
-  (void)host_port;
-  (void)host_ip;
   return guard(nullptr, [&] {
     require(opts, "boxlite_options_add_port", "opts");
     if (guest_port == 0) invalid("boxlite_options_add_port: guest_port must be 1..65535");
@@ -112,7 +119,12 @@ BoxliteErrorCode boxlite_options_add_port(CBoxliteOptions* opts, uint16_t host_p
     if (raw != BoxlitePortProtocolTcp && raw != BoxlitePortProtocolUdp) {
       invalid("boxlite_options_add_port: protocol must be BoxlitePortProtocolTcp or BoxlitePortProtocolUdp");
     }
-    note_unsupported(opts, "port forwarding (boxlite_options_add_port)");
+    PortSpec p;
+    p.host_port = host_port;
+    p.guest_port = guest_port;
+    p.protocol = raw == BoxlitePortProtocolUdp ? "udp" : "tcp";
+    p.host_ip = host_ip ? host_ip : "";
+    opts->core.ports.push_back(std::move(p));
   });
 }
 
@@ -120,23 +132,49 @@ void boxlite_options_add_secret(CBoxliteOptions* opts, const char* name, const c
                                 const char* const* hosts, int hosts_count) {
   if (!opts) return;
   try {
-    if (!name || !*name || !value || !placeholder || !*placeholder) {
-      opts->invalid.push_back("boxlite_options_add_secret: name, value and placeholder must be given");
+    if (!name || !*name || !value) {
+      opts->invalid.push_back("boxlite_options_add_secret: name must be non-empty and value non-NULL");
       return;
     }
     if (hosts_count < 0 || (hosts_count > 0 && !hosts)) {
       opts->invalid.push_back("boxlite_options_add_secret: hosts is NULL or hosts_count is negative");
       return;
     }
-    note_unsupported(opts, "secrets (boxlite_options_add_secret)");
+    Secret sec;
+    sec.name = name;
+    sec.value = value;
+    sec.placeholder = placeholder ? placeholder : "";
+    for (int i = 0; i < hosts_count; ++i) {
+      if (!hosts[i] || !*hosts[i]) {
+        opts->invalid.push_back("boxlite_options_add_secret: hosts[" + std::to_string(i) + "] is NULL or empty");
+        return;
+      }
+      sec.hosts.emplace_back(hosts[i]);
+    }
+    opts->core.secrets.push_back(std::move(sec));
   } catch (...) {
   }
 }
 
-// "enabled" is the documented default; see docs/c-api.md for what it means today.
-void boxlite_options_set_network_enabled(CBoxliteOptions* opts) { (void)opts; }
-// Every box is without a network interface today, which is what this asks for.
-void boxlite_options_set_network_disabled(CBoxliteOptions* opts) { (void)opts; }
+void boxlite_options_set_network_enabled(CBoxliteOptions* opts) {
+  if (opts) opts->core.network.mode = "enabled";
+}
+
+void boxlite_options_set_network_disabled(CBoxliteOptions* opts) {
+  if (opts) opts->core.network.mode = "disabled";
+}
+
+void boxlite_options_add_allow_net(CBoxliteOptions* opts, const char* host) {
+  if (!opts) return;
+  try {
+    if (!host || !*host) {
+      opts->invalid.push_back("boxlite_options_add_allow_net: host must be non-empty");
+      return;
+    }
+    opts->core.network.allow_net.emplace_back(host);
+  } catch (...) {
+  }
+}
 
 void boxlite_options_set_name(CBoxliteOptions* opts, const char* name) {
   if (!opts) return;

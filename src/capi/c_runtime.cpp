@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <climits>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -259,6 +260,62 @@ int drain(CBoxliteRuntime* runtime, int timeout_ms, CBoxliteError* out_error) {
   return count;
 }
 
+// A C registry entry as the core's; Config for a bad one (the core's messages).
+ImageRegistry to_core(const BoxliteImageRegistry& c, int i) {
+  auto opt = [](const char* s) { return s ? std::optional<std::string>(s) : std::nullopt; };
+  ImageRegistry r;
+  r.host = c.host ? c.host : "";
+  unsigned raw = 0;  // a C caller may pass any int as the enum
+  static_assert(sizeof raw == sizeof c.transport);
+  std::memcpy(&raw, &c.transport, sizeof raw);
+  if (raw != BoxliteRegistryTransportHttps && raw != BoxliteRegistryTransportHttp) {
+    invalid("boxlite_runtime_new: image_registries[" + std::to_string(i) + "].transport is not a BoxliteRegistryTransport");
+  }
+  r.transport = raw == BoxliteRegistryTransportHttp ? "http" : "https";
+  r.skip_verify = c.skip_verify != 0;
+  r.search = c.search != 0;
+  r.username = opt(c.username);
+  r.password = opt(c.password);
+  r.bearer_token = opt(c.bearer_token);
+  try {
+    registry::validate(r);
+  } catch (const Error& e) {
+    throw Error(e.code(), "boxlite_runtime_new: image_registries[" + std::to_string(i) + "]: " + e.what());
+  }
+  return r;
+}
+
+CImageInfoList* image_list(const std::vector<registry::StoredImage>& images) {
+  auto* list = static_cast<CImageInfoList*>(std::calloc(1, sizeof(CImageInfoList)));
+  if (!list) throw std::bad_alloc();
+  if (!images.empty()) {
+    list->items = static_cast<CImageInfo*>(std::calloc(images.size(), sizeof(CImageInfo)));
+    if (!list->items) {
+      std::free(list);
+      throw std::bad_alloc();
+    }
+  }
+  for (const auto& im : images) {
+    CImageInfo& c = list->items[list->count++];
+    c.reference = dup_string(im.reference);
+    std::string repo = im.reference, tag;
+    // "host/repo:tag" or "host/repo@sha256:..": the tag is after the last ':' past the last '/'.
+    if (auto at = repo.find('@'); at != std::string::npos) {
+      repo.resize(at);
+    } else if (auto colon = repo.rfind(':'); colon != std::string::npos && colon > repo.rfind('/')) {
+      tag = repo.substr(colon + 1);
+      repo.resize(colon);
+    }
+    c.repository = dup_string(repo);
+    c.tag = dup_string(tag);
+    c.id = dup_string(im.manifest_digest);
+    c.cached_at = im.created_ms / 1000;
+    c.size = im.size;
+    c.has_size = 1;
+  }
+  return list;
+}
+
 }  // namespace
 }  // namespace boxlite::capi
 
@@ -277,17 +334,10 @@ BoxliteErrorCode boxlite_runtime_new(const char* home_dir, const BoxliteImageReg
     require(out_runtime, fn, "out_runtime");
     *out_runtime = nullptr;
     if (image_registries_count < 0) invalid("boxlite_runtime_new: image_registries_count is negative");
-    if (image_registries_count > 0) {
-      require(image_registries, fn, "image_registries");
-      for (int i = 0; i < image_registries_count; ++i) {
-        require_str(image_registries[i].host, fn, "image_registries[i].host");
-      }
-      throw Error(ErrorCode::Unsupported,
-                  "boxlite_runtime_new: image_registries are not supported yet (pulling from registries is not "
-                  "implemented); use an OCI image layout directory as the image");
-    }
-    if (home_dir && !*home_dir) invalid("boxlite_runtime_new: home_dir is empty (pass NULL for the default)");
+    if (image_registries_count > 0) require(image_registries, fn, "image_registries");
     RuntimeOptions ro;
+    for (int i = 0; i < image_registries_count; ++i) ro.image_registries.push_back(to_core(image_registries[i], i));
+    if (home_dir && !*home_dir) invalid("boxlite_runtime_new: home_dir is empty (pass NULL for the default)");
     if (home_dir) ro.home_dir = home_dir;
     auto st = std::make_shared<RuntimeState>();
     st->core = std::make_shared<Runtime>(ro);
@@ -351,12 +401,6 @@ BoxliteErrorCode boxlite_runtime_images(CBoxliteRuntime* runtime, CBoxliteImageH
   });
 }
 
-namespace {
-const char* kNoRegistry =
-    "is not supported yet: pulling from registries is not implemented; use an OCI image layout directory "
-    "(a path, or oci:DIR[:TAG]) as the box image";
-}
-
 BoxliteErrorCode boxlite_image_pull(CBoxliteImageHandle* handle, const char* image_ref, CBoxImagePullCb cb,
                                     void* user_data, CBoxliteError* out_error) {
   return guard(out_error, [&] {
@@ -364,10 +408,24 @@ BoxliteErrorCode boxlite_image_pull(CBoxliteImageHandle* handle, const char* ima
     require(handle, fn, "handle");
     require_str(image_ref, fn, "image_ref");
     require(reinterpret_cast<void*>(cb), fn, "cb");
-    handle->rt->check_open(fn);
-    Outcome o{ErrorCode::Unsupported, std::string("boxlite_image_pull of '") + image_ref + "' " + kNoRegistry};
-    handle->rt->post({[o, cb, user_data] { o.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); }); },
-                      nullptr, nullptr, 0});
+    auto st = handle->rt;
+    st->check_open(fn);
+    std::string ref = image_ref;
+    st->pool.submit([st, ref, cb, user_data] {
+      auto res = std::make_shared<registry::PullResult>();
+      Outcome out = capture([&] { *res = st->core->pull_image(ref); });
+      st->post({[out, res, cb, user_data] {
+                  if (!out.ok()) return out.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
+                  CImagePullResult c{};
+                  c.reference = dup_string(res->reference);
+                  c.config_digest = dup_string(res->manifest_digest);
+                  c.layer_count = static_cast<int>(std::min<size_t>(res->layers, INT_MAX));
+                  cb(&c, nullptr, user_data);
+                  std::free(c.reference);
+                  std::free(c.config_digest);
+                },
+                nullptr, nullptr, 0});
+    });
   });
 }
 
@@ -377,10 +435,47 @@ BoxliteErrorCode boxlite_image_list(CBoxliteImageHandle* handle, CBoxImageListCb
     const char* fn = "boxlite_image_list";
     require(handle, fn, "handle");
     require(reinterpret_cast<void*>(cb), fn, "cb");
-    handle->rt->check_open(fn);
-    Outcome o{ErrorCode::Unsupported, std::string("boxlite_image_list ") + kNoRegistry};
-    handle->rt->post({[o, cb, user_data] { o.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); }); },
-                      nullptr, nullptr, 0});
+    auto st = handle->rt;
+    st->check_open(fn);
+    st->pool.submit([st, cb, user_data] {
+      auto images = std::make_shared<std::vector<registry::StoredImage>>();
+      Outcome out = capture([&] { *images = st->core->list_images(); });
+      st->post({[out, images, cb, user_data] {
+                  if (!out.ok()) return out.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
+                  CImageInfoList* list = nullptr;
+                  Outcome conv = capture([&] { list = image_list(*images); });
+                  if (!conv.ok()) return conv.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
+                  cb(list, nullptr, user_data);
+                  boxlite_free_image_info_list(list);
+                },
+                nullptr, nullptr, 0});
+    });
+  });
+}
+
+BoxliteErrorCode boxlite_runtime_metrics(CBoxliteRuntime* runtime, CRuntimeMetricsCb cb, void* user_data,
+                                         CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_runtime_metrics";
+    require(runtime, fn, "runtime");
+    require(reinterpret_cast<void*>(cb), fn, "cb");
+    auto st = runtime->st;
+    if (st->freed) throw Error(ErrorCode::InvalidState, "boxlite_runtime_metrics: the runtime has been freed");
+    st->pool.submit([st, cb, user_data] {
+      auto m = std::make_shared<RuntimeMetrics>();
+      Outcome out = capture([&] { *m = st->core->metrics(); });
+      st->post({[out, m, cb, user_data] {
+                  if (!out.ok()) return out.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
+                  CRuntimeMetrics c{};
+                  c.boxes_created_total = clamp_int(m->boxes_created_total);
+                  c.boxes_failed_total = clamp_int(m->boxes_failed_total);
+                  c.num_running_boxes = clamp_int(m->num_running_boxes);
+                  c.total_commands_executed = clamp_int(m->total_commands_executed);
+                  c.total_exec_errors = clamp_int(m->total_exec_errors);
+                  cb(&c, nullptr, user_data);
+                },
+                nullptr, nullptr, 0});
+    });
   });
 }
 

@@ -17,12 +17,14 @@ static void ignore_info(CBoxInfo *i, CBoxliteError *e, void *ud) { (void)i; (voi
 static void ignore_list(CBoxInfoList *l, CBoxliteError *e, void *ud) { (void)l; (void)e; (void)ud; }
 
 static Op pulled, listed;
+static void on_rt_metrics(CRuntimeMetrics *m, CBoxliteError *e, void *ud) { (void)m; (void)e; (void)ud; }
+static void on_box_metrics(CBoxMetrics *m, CBoxliteError *e, void *ud) { (void)m; (void)e; (void)ud; }
 static void on_pull(CImagePullResult *r, CBoxliteError *e, void *ud) {
   CHECK(r == NULL);
   op_record((Op *)ud, e);
 }
 static void on_list(CImageInfoList *l, CBoxliteError *e, void *ud) {
-  CHECK(l == NULL);
+  CHECK((l == NULL) == (e != NULL)); /* a list exactly when there is no error */
   op_record((Op *)ud, e);
 }
 
@@ -60,6 +62,7 @@ static void check_frees(void) {
   boxlite_options_add_secret(NULL, "n", "v", "{{n}}", NULL, 0);
   boxlite_options_set_network_enabled(NULL);
   boxlite_options_set_network_disabled(NULL);
+  boxlite_options_add_allow_net(NULL, "example.com");
   boxlite_options_set_name(NULL, "x");
   boxlite_options_set_rootfs_path(NULL, "/x");
   boxlite_options_set_workdir(NULL, "/");
@@ -115,8 +118,17 @@ int main(int argc, char **argv) {
   CHECK_RC(boxlite_runtime_new("relative/home", NULL, 0, &rt, &e), InvalidArgument, &e);
   CHECK_RC(boxlite_runtime_new(NULL, NULL, -1, &rt, &e), InvalidArgument, &e);
   CHECK_RC(boxlite_runtime_new(NULL, NULL, 1, &rt, &e), InvalidArgument, &e);
-  BoxliteImageRegistry reg = {.host = "127.0.0.1:5000", .transport = BoxliteRegistryTransportHttp};
-  CHECK_RC(boxlite_runtime_new(NULL, &reg, 1, &rt, &e), Unsupported, &e);
+  BoxliteImageRegistry reg = {.host = "http://127.0.0.1:5000", .transport = BoxliteRegistryTransportHttp};
+  CHECK_RC(boxlite_runtime_new(NULL, &reg, 1, &rt, &e), Config, &e);
+  CHECK(rt == NULL);
+  reg.host = NULL;
+  CHECK_RC(boxlite_runtime_new(NULL, &reg, 1, &rt, &e), Config, &e);
+  reg.host = "127.0.0.1:5000";
+  reg.username = "only-a-user";
+  CHECK_RC(boxlite_runtime_new(NULL, &reg, 1, &rt, &e), Config, &e);
+  reg.username = NULL;
+  reg.transport = (enum BoxliteRegistryTransport)9;
+  CHECK_RC(boxlite_runtime_new(NULL, &reg, 1, &rt, &e), InvalidArgument, &e);
   CHECK(rt == NULL);
   /* NULL home = $BOXLITE_HOME (the test's temporary home). */
   CHECK_RC(boxlite_runtime_new(NULL, NULL, 0, &rt, &e), Ok, &e);
@@ -157,7 +169,7 @@ int main(int argc, char **argv) {
   CHECK(boxlite_options_add_port(o, 80, 0, BoxlitePortProtocolTcp, NULL) == InvalidArgument);
   CHECK(boxlite_options_add_port(o, 80, 80, (enum BoxlitePortProtocol)7, NULL) == InvalidArgument);
   CHECK(boxlite_options_add_port(o, 0, 80, BoxlitePortProtocolTcp, NULL) == Ok);
-  expect_create_fails(rt, o, Unsupported, "boxlite_options_add_port");
+  boxlite_options_free(o); /* ports reach a box in capi_wired_test */
   o = opts(image);
   boxlite_options_add_bind_mount(o, "/tmp", "/etc", 1);
   expect_create_fails(rt, o, InvalidArgument, "cannot mount to system directory");
@@ -167,7 +179,13 @@ int main(int argc, char **argv) {
   o = opts(image);
   const char *hosts[] = {"api.example.com"};
   boxlite_options_add_secret(o, "API_KEY", "k", "{{API_KEY}}", hosts, 1);
-  expect_create_fails(rt, o, Unsupported, "boxlite_options_add_secret");
+  boxlite_options_free(o); /* secrets reach a box in capi_wired_test */
+  o = opts(image);
+  boxlite_options_add_secret(o, "", "k", NULL, NULL, 0);
+  expect_create_fails(rt, o, InvalidArgument, "add_secret");
+  o = opts(image);
+  boxlite_options_add_allow_net(o, "");
+  expect_create_fails(rt, o, InvalidArgument, "add_allow_net");
   o = opts(image);
   boxlite_options_add_secret(o, "API_KEY", "k", "{{API_KEY}}", NULL, 2);
   expect_create_fails(rt, o, InvalidArgument, "add_secret");
@@ -297,7 +315,7 @@ int main(int argc, char **argv) {
   CHECK_RC(boxlite_simple_run(NULL, "true", NULL, 0, &res, &e), InvalidArgument, &e);
   CHECK(res == NULL);
 
-  /* images: a handle, and operations that say registries are not implemented */
+  /* images: argument checks (pulls from a registry: capi_wired_test) */
   CBoxliteImageHandle *images = NULL;
   CHECK_RC(boxlite_runtime_images(NULL, &images, &e), InvalidArgument, &e);
   CHECK_RC(boxlite_runtime_images(rt, NULL, &e), InvalidArgument, &e);
@@ -308,12 +326,19 @@ int main(int argc, char **argv) {
   CHECK_RC(boxlite_image_pull(images, "alpine", NULL, &pulled, &e), InvalidArgument, &e);
   CHECK_RC(boxlite_image_list(NULL, on_list, &listed, &e), InvalidArgument, &e);
   CHECK_RC(boxlite_image_list(images, NULL, &listed, &e), InvalidArgument, &e);
-  CHECK_RC(boxlite_image_pull(images, "alpine:latest", on_pull, &pulled, &e), Ok, &e);
+  CHECK_RC(boxlite_image_pull(images, "bad reference!", on_pull, &pulled, &e), Ok, &e);
   CHECK_RC(boxlite_image_list(images, on_list, &listed, &e), Ok, &e);
   CHECK(!pulled.done && !listed.done); /* nothing fires before drain */
   pump_until(rt, &listed.done, 10);
-  CHECK(pulled.done && pulled.code == Unsupported && strstr(pulled.msg, "registries"));
-  CHECK(listed.code == Unsupported);
+  pump_until(rt, &pulled.done, 10);
+  CHECK(pulled.code == InvalidArgument && strstr(pulled.msg, "bad reference!"));
+  CHECK(listed.code == Ok);
+
+  /* metrics: argument checks */
+  CHECK_RC(boxlite_runtime_metrics(NULL, on_rt_metrics, NULL, &e), InvalidArgument, &e);
+  CHECK_RC(boxlite_runtime_metrics(rt, NULL, NULL, &e), InvalidArgument, &e);
+  CHECK_RC(boxlite_box_metrics(NULL, on_box_metrics, NULL, &e), InvalidArgument, &e);
+  CHECK_RC(boxlite_box_exec_streamed(NULL, NULL, NULL, NULL, NULL, NULL, &e), InvalidArgument, &e);
   boxlite_image_free(images);
 
   /* Unknown boxes: NotFound through the callbacks. */

@@ -22,7 +22,8 @@ done
 sed "s|\"alpine:3.19\"|\"$image\"|" "$src" > "$work/prog.c"
 cp "$(dirname "$src")/install_probe.c" "$(dirname "$src")/capi_test.h" "$work/"
 cd "$work"
-static_libs="-Wl,-Bstatic -lboxlite -Wl,-Bdynamic $(pkg-config --libs-only-l --static boxlite | sed "s/-lboxlite //")"
+# The system libraries come from boxlite.pc (Libs.private), so the test follows the .pc.
+static_libs="-Wl,-Bstatic -lboxlite -Wl,-Bdynamic $(pkg-config --static --libs-only-l boxlite | sed "s/-lboxlite//")"
 for p in prog install_probe; do
   cc -std=c11 -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L $p.c -o $p-shared $(pkg-config --cflags --libs boxlite) -lpthread
   cc -std=c11 -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L $p.c -o $p-static $(pkg-config --cflags boxlite) \

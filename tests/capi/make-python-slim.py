@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""A stand-in for "python:slim" (registries are not implemented yet): the
-debian-python test image plus one layer with /usr/bin/python -> python3, which the
+"""A stand-in for "python:slim" (no registry here holds it): the
+debian-python test image plus one layer with /usr/bin/python -> python3 (and
+/usr/local/bin/python, python:slim's path), which the
 reference's Simple quickstart runs. usage: make-python-slim.py SRC_LAYOUT OUT_LAYOUT"""
 import gzip, hashlib, io, json, os, shutil, sys, tarfile
 
@@ -13,10 +14,15 @@ def put(out, data):
         f.write(data)
     return d
 
+VERSION = "2"  # 2: also /usr/local/bin/python
+
+
 def main():
     src, out = sys.argv[1], sys.argv[2]
-    if os.path.exists(os.path.join(out, "index.json")):
+    stamp = os.path.join(out, "boxlite-layout-version")
+    if os.path.exists(stamp) and open(stamp).read() == VERSION:
         return
+    shutil.rmtree(out, ignore_errors=True)  # an older layout (without the version stamp)
     tmp = out + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(os.path.join(tmp, "blobs", "sha256"))
@@ -33,6 +39,10 @@ def main():
         info = tarfile.TarInfo("usr/bin/python")
         info.type, info.linkname, info.mode, info.mtime = tarfile.SYMTYPE, "python3", 0o777, 1700000000
         tf.addfile(info)
+        # python:slim's interpreter path (the Python SDK's CodeBox runs it).
+        info = tarfile.TarInfo("usr/local/bin/python")
+        info.type, info.linkname, info.mode, info.mtime = tarfile.SYMTYPE, "/usr/bin/python3", 0o777, 1700000000
+        tf.addfile(info)
     raw = raw.getvalue()
     gz = gzip.compress(raw, mtime=0)
     manifest["layers"].append({"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
@@ -44,6 +54,8 @@ def main():
     entry = dict(index["manifests"][0], digest=put(tmp, man), size=len(man))
     json.dump(dict(index, manifests=[entry]), open(os.path.join(tmp, "index.json"), "w"))
     shutil.copy(os.path.join(src, "oci-layout"), os.path.join(tmp, "oci-layout"))
+    with open(os.path.join(tmp, "boxlite-layout-version"), "w") as f:
+        f.write(VERSION)
     os.makedirs(os.path.dirname(out), exist_ok=True)
     os.rename(tmp, out)
 

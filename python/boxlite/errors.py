@@ -1,0 +1,53 @@
+"""Errors of the boxlite package.
+
+BoxliteError is the base of the wrapper layer's own errors (ExecError, TimeoutError,
+ParseError). Failures of the runtime itself (image pull, no virtualization,
+spawn_failed, box not started) are the standard RuntimeError, as documented; the
+subclass NativeError keeps the C API's error code for callers that want it.
+"""
+import builtins
+
+
+class BoxliteError(Exception):
+    """Base of the wrapper layer's errors."""
+
+
+class ExecError(BoxliteError):
+    """A command the wrapper needed to succeed exited non-zero."""
+
+    def __init__(self, command, exit_code, stderr):
+        self.command = command
+        self.exit_code = exit_code
+        self.stderr = stderr
+        super().__init__(f"command {command!r} failed with exit code {exit_code}: {stderr.strip()}")
+
+
+class TimeoutError(BoxliteError, builtins.TimeoutError):  # noqa: A001 - documented name
+    """A wrapper-level wait ran out of time."""
+
+
+class ParseError(BoxliteError):
+    """Output of a command could not be parsed."""
+
+
+# The C API's error codes (include/boxlite.h).
+CODES = {0: "Ok", 1: "Internal", 2: "NotFound", 3: "AlreadyExists", 4: "InvalidState", 5: "InvalidArgument",
+         6: "Config", 7: "Storage", 8: "Image", 9: "Network", 10: "Execution", 11: "Stopped", 12: "Engine",
+         13: "Unsupported", 14: "Database", 15: "Portal", 16: "Rpc", 17: "RpcTransport", 18: "Metadata",
+         19: "UnsupportedEngine", 20: "ResourceExhausted", 21: "SessionReaped"}
+
+
+class NativeError(RuntimeError):
+    """An error reported by the runtime (a RuntimeError, not a BoxliteError)."""
+
+    def __init__(self, code, message):
+        self.code = code
+        self.kind = CODES.get(code, str(code))
+        super().__init__(message)
+
+
+def native_error(code, message):
+    """The exception for a C API error: bad arguments are ValueError, the rest RuntimeError."""
+    if CODES.get(code) == "InvalidArgument":
+        return ValueError(message)
+    return NativeError(code, message)

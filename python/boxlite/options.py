@@ -1,0 +1,204 @@
+"""Option types with the documented fields, defaults and validation errors."""
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+
+@dataclass
+class ImageRegistry:
+    host: str
+    transport: str = "https"
+    skip_verify: bool = False
+    search: bool = False
+    username: Optional[str] = None
+    password: Optional[str] = None
+    bearer_token: Optional[str] = None
+
+    def __post_init__(self):
+        if not isinstance(self.host, str) or not self.host:
+            raise ValueError("image registry host is required")
+        if "://" in self.host or "/" in self.host:
+            raise ValueError(f"image registry host must be host[:port], not a URL: {self.host}")
+        if self.transport not in ("https", "http"):
+            raise ValueError(f"unsupported registry transport: {self.transport}")
+        if bool(self.username) != bool(self.password):
+            raise ValueError("registry username and password must be provided together")
+
+
+@dataclass
+class Options:
+    """Runtime options: home_dir (None = $BOXLITE_HOME or ~/.boxlite) and image registries."""
+    home_dir: Optional[str] = None
+    image_registries: List[ImageRegistry] = field(default_factory=list)
+
+
+@dataclass
+class NetworkSpec:
+    """mode "enabled" or "disabled"; allow_net = egress allowlist ([] = allow all)."""
+    mode: str
+    allow_net: List[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        if self.mode not in ("enabled", "disabled"):
+            raise ValueError(f"NetworkSpec mode must be 'enabled' or 'disabled', not {self.mode!r}")
+        if isinstance(self.allow_net, str) or not all(isinstance(h, str) and h for h in self.allow_net):
+            raise TypeError("NetworkSpec allow_net must be a list of non-empty host names")
+        if self.mode == "disabled" and self.allow_net:
+            raise ValueError("NetworkSpec allow_net needs mode='enabled'")
+
+
+@dataclass
+class Secret:
+    """The box sees BOXLITE_SECRET_<NAME> holding the placeholder; the host puts value
+    in place of it in HTTPS requests to `hosts`."""
+    name: str
+    value: str
+    hosts: List[str] = field(default_factory=list)
+    placeholder: Optional[str] = None
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError("Secret name must be a non-empty string")
+        if not isinstance(self.value, str):
+            raise TypeError("Secret value must be a str")
+        if self.placeholder is None:
+            self.placeholder = f"<BOXLITE_SECRET:{self.name}>"
+
+
+@dataclass
+class SecurityOptions:
+    """The jailer's switches, with the documented fields and defaults: an explicit
+    SecurityOptions() has every switch off; use a preset.
+
+    boxlite always applies its whole sandbox (VM or jail, seccomp, closed fds), and
+    has no per-box resource limits yet, so a request to switch part of the sandbox
+    off or to set a limit is reported as unsupported at create, naming the fields,
+    never silently ignored. network_enabled is macOS-only (documented) and accepted."""
+    jailer_enabled: bool = False
+    seccomp_enabled: bool = False
+    max_open_files: Optional[int] = None
+    max_file_size: Optional[int] = None
+    max_processes: Optional[int] = None
+    max_memory: Optional[int] = None
+    max_cpu_time: Optional[int] = None
+    network_enabled: bool = True
+    close_fds: bool = True
+
+    @classmethod
+    def development(cls):
+        return cls(jailer_enabled=False, seccomp_enabled=False, close_fds=False)
+
+    @classmethod
+    def standard(cls):
+        return cls(jailer_enabled=True, seccomp_enabled=True, close_fds=True)
+
+    @classmethod
+    def maximum(cls):
+        return cls(jailer_enabled=True, seccomp_enabled=True, close_fds=True, max_open_files=1024,
+                   max_file_size=1 << 30, max_processes=100)
+
+    def _unsupported(self):
+        off = [n for n in ("jailer_enabled", "seccomp_enabled", "close_fds") if not getattr(self, n)]
+        limits = [n for n in ("max_open_files", "max_file_size", "max_processes", "max_memory", "max_cpu_time")
+                  if getattr(self, n) is not None]
+        out = []
+        if off:
+            out.append("advanced.security with " + ", ".join(off) + " off (boxlite always applies its sandbox)")
+        if limits:
+            out.append("advanced.security resource limits " + ", ".join(limits))
+        return out
+
+
+@dataclass
+class AdvancedBoxOptions:
+    security: Optional[SecurityOptions] = None
+
+
+_SYSTEM_DIRS = ("/proc", "/sys", "/dev", "/etc", "/bin", "/sbin", "/usr", "/lib", "/lib64", "/boot", "/")
+
+_KNOWN = {"image", "rootfs_path", "cpus", "memory_mib", "disk_size_gb", "auto_remove", "network", "secrets",
+          "volumes", "ports", "env", "working_dir", "advanced", "user", "entrypoint", "cmd", "engine", "detach",
+          "auto_stop", "auto_delete", "auto_resume"}
+
+
+class BoxOptions:
+    """The documented box options. `name` is an argument of Boxlite.create(), not a field."""
+
+    def __init__(self, image=None, rootfs_path=None, cpus=None, memory_mib=None, disk_size_gb=None,
+                 auto_remove=True, network=None, secrets=None, volumes=None, ports=None, env=None,
+                 working_dir=None, advanced=None, user=None, entrypoint=None, cmd=None, engine=None,
+                 detach=False, **unknown):
+        if unknown:
+            bad = ", ".join(sorted(unknown))
+            raise TypeError(f"BoxOptions got unknown field(s): {bad}")
+        if not image and not rootfs_path:
+            raise ValueError("Either 'image' or 'rootfs_path' must be provided")
+        for name, v in (("cpus", cpus), ("memory_mib", memory_mib), ("disk_size_gb", disk_size_gb)):
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
+                raise ValueError(f"BoxOptions {name} must be a positive int, not {v!r}")
+        if env is not None and not isinstance(env, (list, tuple)):
+            raise TypeError(f"BoxOptions env must be a list of (key, value) tuples, not {type(env).__name__}")
+        env = [tuple(e) for e in (env or [])]
+        if not all(len(e) == 2 and all(isinstance(x, str) for x in e) for e in env):
+            raise TypeError("BoxOptions env entries must be (str, str) tuples")
+        if network is not None and not isinstance(network, NetworkSpec):
+            raise TypeError("BoxOptions network must be a NetworkSpec")
+        secrets = list(secrets or [])
+        if not all(isinstance(s, Secret) for s in secrets):
+            raise TypeError("BoxOptions secrets must be a list of Secret")
+        self.volumes = _check_volumes(volumes)
+        self.ports = _check_ports(ports)
+        if advanced is not None and not isinstance(advanced, AdvancedBoxOptions):
+            raise TypeError("BoxOptions advanced must be an AdvancedBoxOptions")
+        if engine not in (None, "vm", "jail"):
+            raise ValueError(f"BoxOptions engine must be 'vm' or 'jail', not {engine!r}")
+        self.image, self.rootfs_path = image, rootfs_path
+        self.cpus, self.memory_mib, self.disk_size_gb = cpus, memory_mib, disk_size_gb
+        self.auto_remove, self.detach = bool(auto_remove), bool(detach)
+        self.network = network or NetworkSpec(mode="enabled")
+        self.secrets, self.env, self.working_dir, self.user = secrets, env, working_dir, user
+        self.advanced, self.entrypoint, self.cmd, self.engine = advanced, entrypoint, cmd, engine
+
+    def unsupported(self):
+        """The documented options the core does not support yet, by name."""
+        out = []
+        sec = self.advanced.security if self.advanced else None
+        if sec is not None:
+            out.extend(sec._unsupported())
+        return out
+
+
+def _check_volumes(volumes):
+    out = []
+    for v in volumes or []:
+        if isinstance(v, dict):
+            host, guest = v.get("host_path") or v.get("source"), v.get("guest_path") or v.get("target")
+            ro = bool(v.get("read_only", False))
+        elif isinstance(v, tuple) and len(v) in (2, 3):
+            host, guest, ro = v[0], v[1], bool(v[2]) if len(v) == 3 else False
+        else:
+            raise TypeError("volumes entries must be tuple or dict")
+        if not isinstance(guest, str) or not guest.startswith("/"):
+            raise ValueError(f"Invalid mount path {guest!r} (must be absolute)")
+        if guest.rstrip("/") in _SYSTEM_DIRS or guest == "/":
+            raise ValueError(f"Invalid mount path {guest!r} (cannot mount to system directory)")
+        out.append((host, guest, ro))
+    return out
+
+
+def _check_ports(ports):
+    out = []
+    for p in ports or []:
+        if isinstance(p, dict):
+            host, guest = p.get("host_port", 0), p.get("guest_port")
+            proto, ip = p.get("protocol", "tcp"), p.get("host_ip")
+        elif isinstance(p, tuple) and len(p) in (2, 3):
+            host, guest, proto, ip = p[0], p[1], p[2] if len(p) == 3 else "tcp", None
+        else:
+            raise TypeError("ports entries must be (host_port, guest_port) tuples or dicts")
+        for name, v in (("host_port", host or 0), ("guest_port", guest)):
+            if not isinstance(v, int) or not 0 <= v <= 65535 or (name == "guest_port" and v == 0):
+                raise ValueError(f"port {name} must be 1..65535, not {v!r}")
+        if proto not in ("tcp", "udp"):
+            raise ValueError(f"port protocol must be 'tcp' or 'udp', not {proto!r}")
+        out.append((host or 0, guest, proto, ip))
+    return out

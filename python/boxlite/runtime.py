@@ -1,0 +1,524 @@
+"""Boxlite (the runtime), the native Box and Execution, info and metrics types."""
+import asyncio
+import atexit
+import codecs
+import ctypes
+import os
+import threading
+from dataclasses import dataclass
+from typing import Optional
+
+from . import _bridge, _ffi
+from ._ffi import lib
+from .errors import NativeError
+from .options import BoxOptions, Options
+
+
+@dataclass
+class BoxInfo:
+    id: str
+    name: Optional[str]
+    image: str
+    status: str
+    running: bool
+    pid: int
+    cpus: int
+    memory_mib: int
+    created_at: int
+
+    @classmethod
+    def _from(cls, d):
+        return cls(d["id"], d["name"], d["image"], d["status"], bool(d["running"]), d["pid"], d["cpus"],
+                   d["memory_mib"], d["created_at"])
+
+    @property
+    def state(self):
+        return self.status
+
+
+@dataclass
+class BoxMetrics:
+    """Documented names (the C struct's commands_executed is commands_executed_total here).
+    The stage_* timings are not carried by the C API: they are None."""
+    cpu_percent: float
+    memory_bytes: int
+    commands_executed_total: int
+    exec_errors_total: int
+    bytes_sent_total: int
+    bytes_received_total: int
+    total_create_duration_ms: int
+    guest_boot_duration_ms: int
+    network_bytes_sent: int
+    network_bytes_received: int
+    network_tcp_connections: int
+    network_tcp_errors: int
+    stage_filesystem_setup_ms: Optional[int] = None
+    stage_image_prepare_ms: Optional[int] = None
+    stage_guest_rootfs_ms: Optional[int] = None
+    stage_box_spawn_ms: Optional[int] = None
+    stage_container_init_ms: Optional[int] = None
+
+    @classmethod
+    def _from(cls, d):
+        return cls(d["cpu_percent"], d["memory_bytes"], d["commands_executed"], d["exec_errors"], d["bytes_sent"],
+                   d["bytes_received"], d["create_duration_ms"], d["boot_duration_ms"], d["network_bytes_sent"],
+                   d["network_bytes_received"], d["network_tcp_connections"], d["network_tcp_errors"])
+
+
+@dataclass
+class RuntimeMetrics:
+    num_running_boxes: int
+    boxes_created_total: int
+    boxes_failed_total: int
+    total_commands_executed: int
+    total_exec_errors: int
+
+    @classmethod
+    def _from(cls, d):
+        return cls(d["num_running_boxes"], d["boxes_created_total"], d["boxes_failed_total"],
+                   d["total_commands_executed"], d["total_exec_errors"])
+
+
+@dataclass
+class ImageInfo:
+    reference: str
+    repository: str
+    tag: str
+    id: str
+    cached_at: int
+    size: Optional[int]
+
+
+@dataclass
+class ImagePullResult:
+    reference: str
+    config_digest: str
+    layer_count: int
+
+
+_default = None
+_default_lock = threading.Lock()
+
+
+@atexit.register
+def _close_default():
+    if _default is not None:
+        _default.close()
+
+
+class Boxlite:
+    """The runtime: a synchronous context manager whose methods are async."""
+
+    def __init__(self, options: Optional[Options] = None):
+        options = options or Options()
+        regs = options.image_registries or []
+        arr = (_ffi.BoxliteImageRegistry * max(len(regs), 1))()
+        keep = []
+        for i, r in enumerate(regs):
+            fields = [_ffi.cstr(x) for x in (r.host, r.username, r.password, r.bearer_token)]
+            keep.extend(fields)
+            arr[i] = _ffi.BoxliteImageRegistry(fields[0], 1 if r.transport == "http" else 0, int(r.skip_verify),
+                                               int(r.search), fields[1], fields[2], fields[3])
+        out = ctypes.c_void_p()
+        err = _ffi.CBoxliteError()
+        home = os.fspath(options.home_dir) if options.home_dir else None
+        _bridge.check(lib.boxlite_runtime_new(_ffi.cstr(home), arr, len(regs), ctypes.byref(out), ctypes.byref(err)),
+                      err)
+        self._rt = out.value
+        self._drainer = _bridge.Drainer(self._rt)
+        self._closed = False
+
+    @classmethod
+    def default(cls):
+        """The process-wide runtime on the default home (synchronous)."""
+        global _default
+        with _default_lock:
+            if _default is None or _default._closed:
+                _default = cls(Options())
+            return _default
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def _ptr(self):
+        if self._closed:
+            raise RuntimeError("Boxlite runtime is closed")
+        return self._rt
+
+    async def create(self, options: BoxOptions, name: Optional[str] = None) -> "Box":
+        opts = _c_options(options, name)
+        try:
+            ptr = await _bridge.call_async(
+                lambda cb, key, e: lib.boxlite_create_box(self._ptr(), opts, cb, key, e), "box")
+        finally:
+            lib.boxlite_options_free(opts)
+        return Box(self, ptr)
+
+    async def get_or_create(self, options: BoxOptions, name: Optional[str] = None):
+        """(box, created). Needs a name (the box it names is returned when it exists)."""
+        if not name:
+            raise ValueError("get_or_create needs a name")
+        opts = _c_options(options, name)
+        try:
+            ptr, created = await _bridge.call_async(
+                lambda cb, key, e: lib.boxlite_get_or_create_box(self._ptr(), opts, cb, key, e), "get_or_create")
+        finally:
+            lib.boxlite_options_free(opts)
+        return Box(self, ptr), created
+
+    async def get(self, id_or_name: str) -> Optional["Box"]:
+        """The box by id, name or unique id prefix; None when there is none."""
+        try:
+            ptr = await _bridge.call_async(
+                lambda cb, key, e: lib.boxlite_get(self._ptr(), _ffi.cstr(id_or_name), cb, key, e), "box")
+        except NativeError as e:
+            if e.kind == "NotFound":
+                return None
+            raise
+        return Box(self, ptr)
+
+    async def get_info(self, id_or_name: str) -> Optional[BoxInfo]:
+        try:
+            d = await _bridge.call_async(
+                lambda cb, key, e: lib.boxlite_get_info(self._ptr(), _ffi.cstr(id_or_name), cb, key, e), "info")
+        except NativeError as e:
+            if e.kind == "NotFound":
+                return None
+            raise
+        return BoxInfo._from(d)
+
+    async def list_info(self):
+        items = await _bridge.call_async(lambda cb, key, e: lib.boxlite_list_info(self._ptr(), cb, key, e),
+                                         "info_list")
+        return [BoxInfo._from(d) for d in items]
+
+    async def remove(self, id_or_name: str, force: bool = False) -> None:
+        await _bridge.call_async(
+            lambda cb, key, e: lib.boxlite_remove(self._ptr(), _ffi.cstr(id_or_name), int(force), cb, key, e),
+            "done")
+
+    async def metrics(self) -> RuntimeMetrics:
+        d = await _bridge.call_async(lambda cb, key, e: lib.boxlite_runtime_metrics(self._ptr(), cb, key, e),
+                                     "runtime_metrics")
+        return RuntimeMetrics._from(d)
+
+    async def shutdown(self, timeout: Optional[int] = None) -> None:
+        """Stops every box this runtime handed out (None = 10 s per box, -1 = no limit)."""
+        secs = 0 if timeout is None else int(timeout)
+        await _bridge.call_async(lambda cb, key, e: lib.boxlite_runtime_shutdown(self._ptr(), secs, cb, key, e),
+                                 "done")
+
+    @property
+    def images(self):
+        return Images(self)
+
+    def close(self):
+        """Ends the drain thread and frees the runtime (boxes it started are stopped)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._drainer.stop()
+        lib.boxlite_runtime_free(self._rt)
+
+
+class Images:
+    def __init__(self, runtime):
+        self._runtime = runtime
+
+    def _handle(self):
+        out = ctypes.c_void_p()
+        err = _ffi.CBoxliteError()
+        _bridge.check(lib.boxlite_runtime_images(self._runtime._ptr(), ctypes.byref(out), ctypes.byref(err)), err)
+        return out.value
+
+    async def pull(self, reference: str) -> ImagePullResult:
+        h = self._handle()
+        try:
+            d = await _bridge.call_async(
+                lambda cb, key, e: lib.boxlite_image_pull(h, _ffi.cstr(reference), cb, key, e), "pull")
+        finally:
+            lib.boxlite_image_free(h)
+        return ImagePullResult(d["reference"], d["config_digest"], d["layer_count"])
+
+    async def list(self):
+        h = self._handle()
+        try:
+            items = await _bridge.call_async(lambda cb, key, e: lib.boxlite_image_list(h, cb, key, e), "image_list")
+        finally:
+            lib.boxlite_image_free(h)
+        return [ImageInfo(d["reference"], d["repository"], d["tag"], d["id"], d["cached_at"],
+                          d["size"] if d["has_size"] else None) for d in items]
+
+
+def _c_options(o: BoxOptions, name):
+    if not isinstance(o, BoxOptions):
+        raise TypeError(f"expected BoxOptions, not {type(o).__name__}")
+    missing = o.unsupported()
+    if missing:
+        raise NativeError(13, "not supported yet by boxlite: " + ", ".join(missing))
+    out = ctypes.c_void_p()
+    err = _ffi.CBoxliteError()
+    image = o.image or o.rootfs_path
+    _bridge.check(lib.boxlite_options_new(_ffi.cstr(image), ctypes.byref(out), ctypes.byref(err)), err)
+    p = out.value
+    try:
+        if o.image and o.rootfs_path:
+            lib.boxlite_options_set_rootfs_path(p, _ffi.cstr(o.rootfs_path))
+        if o.cpus is not None:
+            lib.boxlite_options_set_cpus(p, o.cpus)
+        if o.memory_mib is not None:
+            lib.boxlite_options_set_memory(p, o.memory_mib)
+        if o.disk_size_gb is not None:
+            lib.boxlite_options_set_disk_size_gb(p, o.disk_size_gb)
+        for host, guest, ro in o.volumes:
+            lib.boxlite_options_add_bind_mount(p, _ffi.cstr(host), _ffi.cstr(guest), 1 if ro else 0)
+        lib.boxlite_options_set_auto_remove(p, int(o.auto_remove))
+        lib.boxlite_options_set_detach(p, int(o.detach))
+        if name:
+            lib.boxlite_options_set_name(p, _ffi.cstr(name))
+        for k, v in o.env:
+            lib.boxlite_options_add_env(p, _ffi.cstr(k), _ffi.cstr(v))
+        if o.working_dir:
+            lib.boxlite_options_set_workdir(p, _ffi.cstr(o.working_dir))
+        if o.user:
+            lib.boxlite_options_set_user(p, _ffi.cstr(o.user))
+        if o.entrypoint:
+            lib.boxlite_options_set_entrypoint(p, _ffi.str_array(o.entrypoint), len(o.entrypoint))
+        if o.cmd:
+            lib.boxlite_options_set_cmd(p, _ffi.str_array(o.cmd), len(o.cmd))
+        engine = o.engine
+        _bridge.check(lib.boxlite_options_set_engine(p, _ffi.cstr(engine), ctypes.byref(err)), err)
+        if o.network.mode == "disabled":
+            lib.boxlite_options_set_network_disabled(p)
+        else:
+            lib.boxlite_options_set_network_enabled(p)
+            for h in o.network.allow_net:
+                lib.boxlite_options_add_allow_net(p, _ffi.cstr(h))
+        for host, guest, proto, ip in o.ports:
+            code = lib.boxlite_options_add_port(p, host, guest, 1 if proto == "udp" else 0, _ffi.cstr(ip))
+            if code != 0:
+                raise ValueError(f"invalid port ({host}, {guest}, {proto})")
+        for s in o.secrets:
+            hosts = _ffi.str_array(s.hosts)
+            lib.boxlite_options_add_secret(p, _ffi.cstr(s.name), _ffi.cstr(s.value), _ffi.cstr(s.placeholder),
+                                           hosts, len(s.hosts))
+    except BaseException:
+        lib.boxlite_options_free(p)
+        raise
+    return p
+
+
+@dataclass
+class ExecutionResult:
+    exit_code: int
+    timed_out: bool = False
+
+
+class Box:
+    """A native box handle (async context manager: start on entry, stop on exit)."""
+
+    def __init__(self, runtime: Boxlite, ptr):
+        self._runtime = runtime
+        self._ptr = ptr
+        raw = lib.boxlite_box_id(ptr)
+        self._id = ctypes.string_at(raw).decode()
+        lib.boxlite_free_string(raw)
+
+    def __del__(self):
+        ptr, self._ptr = getattr(self, "_ptr", None), None
+        if ptr:
+            lib.boxlite_box_free(ptr)
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    def _handle(self):
+        if not self._ptr:
+            raise RuntimeError("box handle is closed")
+        return self._ptr
+
+    async def __aenter__(self):
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.stop()
+        return False
+
+    async def start(self):
+        await _bridge.call_async(lambda cb, key, e: lib.boxlite_start_box(self._handle(), cb, key, e), "done")
+
+    async def stop(self):
+        await _bridge.call_async(lambda cb, key, e: lib.boxlite_stop_box(self._handle(), cb, key, e), "done")
+
+    def info(self) -> Optional[BoxInfo]:
+        p = lib.boxlite_box_info(self._handle())
+        if not p:
+            return None
+        try:
+            return BoxInfo._from(_bridge._copy_struct(p.contents))
+        finally:
+            lib.boxlite_free_box_info(p)
+
+    async def metrics(self) -> BoxMetrics:
+        d = await _bridge.call_async(lambda cb, key, e: lib.boxlite_box_metrics(self._handle(), cb, key, e),
+                                     "box_metrics")
+        return BoxMetrics._from(d)
+
+    async def copy_in(self, host_path, guest_path):
+        await _bridge.call_async(lambda cb, key, e: lib.boxlite_copy_into(
+            self._handle(), _ffi.cstr(os.fspath(host_path)), _ffi.cstr(guest_path), cb, key, e), "done")
+
+    async def copy_out(self, guest_path, host_path):
+        await _bridge.call_async(lambda cb, key, e: lib.boxlite_copy_out(
+            self._handle(), _ffi.cstr(guest_path), _ffi.cstr(os.fspath(host_path)), cb, key, e), "done")
+
+    async def exec(self, cmd: str, args=None, env=None, timeout_secs=None, tty: bool = False, cwd=None,
+                   user=None) -> "Execution":
+        """Starts cmd (args a list of str, env a list of (key, value) tuples)."""
+        if isinstance(args, str) or not all(isinstance(a, str) for a in (args or [])):
+            raise TypeError("argument 'args': expected a list of str")
+        if env is not None and not isinstance(env, (list, tuple)):
+            raise TypeError(f"argument 'env': '{type(env).__name__}' object cannot be cast as 'Sequence'")
+        pairs = []
+        for kv in env or []:
+            if not (isinstance(kv, tuple) and len(kv) == 2 and all(isinstance(x, str) for x in kv)):
+                raise TypeError("argument 'env': entries must be (str, str) tuples")
+            pairs.extend(kv)
+        if timeout_secs is not None and (not isinstance(timeout_secs, (int, float)) or timeout_secs < 0):
+            raise ValueError("timeout_secs must be a number >= 0")
+        return await Execution._start(self, cmd, list(args or []), pairs, timeout_secs or 0.0, tty, cwd, user)
+
+
+class Execution:
+    """A running command: stdout()/stderr() async iterators of str, wait, kill, resize_tty."""
+
+    def __init__(self, box, loop):
+        self._box = box
+        self._loop = loop
+        self._ptr = None
+        self._queues = {"stdout": asyncio.Queue(), "stderr": asyncio.Queue()}
+        self._decoders = {k: codecs.getincrementaldecoder("utf-8")("replace") for k in self._queues}
+        self._wait = None
+        self._key = None
+
+    @classmethod
+    async def _start(cls, box, cmd, args, env_pairs, timeout, tty, cwd, user):
+        loop = asyncio.get_running_loop()
+        ex = cls(box, loop)
+        ex._key = _bridge.register(ex._on_output, once=False)
+        argv = _ffi.str_array(args)
+        envv = _ffi.str_array(env_pairs)
+        c = _ffi.BoxliteCommand(_ffi.cstr(cmd), argv, len(args), envv if env_pairs else None, len(env_pairs),
+                                _ffi.cstr(cwd), _ffi.cstr(user), float(timeout), int(bool(tty)))
+        out = ctypes.c_void_p()
+
+        def start():
+            err = _ffi.CBoxliteError()
+            code = lib.boxlite_box_exec_streamed(box._handle(), ctypes.byref(c), _bridge.stdout_cb,
+                                                 _bridge.stderr_cb, ex._key, ctypes.byref(out), ctypes.byref(err))
+            _bridge.check(code, err)
+        try:
+            await loop.run_in_executor(None, start)
+        except BaseException:
+            _bridge.unregister(ex._key)
+            raise
+        ex._ptr = out.value
+        ex._wait = loop.create_future()
+        resolve = _bridge.future_handler(loop, ex._wait)
+
+        def on_wait(code, error):
+            # The streams end whether the command exited or failed, so readers never hang.
+            result = ex._finish(code)
+            resolve(result, error)
+        wait_key = _bridge.register(on_wait)
+        err = _ffi.CBoxliteError()
+        code = lib.boxlite_execution_wait(ex._ptr, _bridge._wait_cb, wait_key, ctypes.byref(err))
+        if code != 0:
+            _bridge.unregister(wait_key)
+            raise _bridge.native_error(*_ffi.take_error(err))
+        return ex
+
+    def __del__(self):
+        ptr, self._ptr = getattr(self, "_ptr", None), None
+        if ptr:
+            lib.boxlite_execution_free(ptr)
+        if getattr(self, "_key", None):
+            _bridge.unregister(self._key)
+
+    # Runs on the drain thread.
+    def _on_output(self, stream, chunk):
+        text = self._decoders[stream].decode(chunk)
+        if text:
+            try:
+                self._loop.call_soon_threadsafe(self._queues[stream].put_nowait, text)
+            except RuntimeError:
+                pass
+
+    # Runs on the drain thread, after every output chunk was dispatched.
+    def _finish(self, code):
+        timed_out = bool(lib.boxlite_execution_timed_out(self._ptr))
+        for stream, q in self._queues.items():
+            tail = self._decoders[stream].decode(b"", final=True)
+            if tail:
+                self._loop.call_soon_threadsafe(q.put_nowait, tail)
+            self._loop.call_soon_threadsafe(q.put_nowait, None)
+        _bridge.unregister(self._key)
+        return ExecutionResult(code, timed_out)
+
+    async def _lines(self, stream):
+        q = self._queues[stream]
+        buf = ""
+        while True:
+            text = await q.get()
+            if text is None:
+                break
+            buf += text
+            *lines, buf = buf.split("\n")
+            for line in lines:
+                yield line + "\n"
+            # A partial line (a prompt) is not held back once the output pauses.
+            if buf and q.empty():
+                yield buf
+                buf = ""
+        if buf:
+            yield buf
+
+    def stdout(self):
+        """Async iterator of the command's stdout as text: line by line (newlines
+        kept) while output flows, and a partial line (a prompt) as soon as it pauses."""
+        return self._lines("stdout")
+
+    def stderr(self):
+        return self._lines("stderr")
+
+    async def wait(self) -> ExecutionResult:
+        return await asyncio.shield(self._wait)
+
+    async def kill(self):
+        await _bridge.call_async(lambda cb, key, e: lib.boxlite_execution_kill(self._ptr, cb, key, e), "done")
+
+    async def signal(self, sig: int):
+        await _bridge.call_async(lambda cb, key, e: lib.boxlite_execution_signal(self._ptr, sig, cb, key, e), "done")
+
+    async def resize_tty(self, rows: int, cols: int):
+        await _bridge.call_async(
+            lambda cb, key, e: lib.boxlite_execution_tty_resize(self._ptr, rows, cols, cb, key, e), "done")
+
+    async def write_stdin(self, data):
+        if isinstance(data, str):
+            data = data.encode()
+        err = _ffi.CBoxliteError()
+        buf = ctypes.create_string_buffer(data, len(data))
+        code = await self._loop.run_in_executor(
+            None, lambda: lib.boxlite_execution_stdin_write(self._ptr, buf, len(data), ctypes.byref(err)))
+        _bridge.check(code, err)
+
+    def close_stdin(self):
+        err = _ffi.CBoxliteError()
+        _bridge.check(lib.boxlite_execution_stdin_close(self._ptr, ctypes.byref(err)), err)
