@@ -31,13 +31,6 @@ BoxOptions checked_options(const CBoxliteOptions& o, const char* fn) {
 
 namespace {
 
-void note_unsupported(CBoxliteOptions* o, const std::string& what) {
-  for (const auto& u : o->unsupported) {
-    if (u == what) return;
-  }
-  o->unsupported.push_back(what);
-}
-
 // args[0..argc) as strings; a bad array is remembered as invalid.
 bool copy_args(CBoxliteOptions* o, const char* fn, const char* const* args, int argc, std::vector<std::string>& out) {
   if (argc < 0 || (argc > 0 && !args)) {

@@ -1,6 +1,7 @@
 #include "store/store.hpp"
 
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include "common/error.hpp"
 #include "common/io.hpp"
@@ -109,7 +110,8 @@ Store::Store(const std::string& db_path) {
   // Several processes share one home: wait for each other's writes instead of failing.
   sqlite3_busy_timeout(db_, 10000);
   try {
-    exec_sql(db_, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;");
+    enable_wal();
+    exec_sql(db_, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;");
     migrate();
   } catch (...) {
     sqlite3_close(db_);
@@ -119,6 +121,23 @@ Store::Store(const std::string& db_path) {
 }
 
 Store::~Store() { sqlite3_close(db_); }
+
+// Turning a new database to WAL needs it alone for a moment, and SQLite returns
+// BUSY for that without waiting on the busy handler: processes (or threads) opening
+// a fresh home together take turns here instead of failing.
+void Store::enable_wal() {
+  for (int attempt = 0;; ++attempt) {
+    char* err = nullptr;
+    int rc = sqlite3_exec(db_, "PRAGMA journal_mode=WAL", nullptr, nullptr, &err);
+    std::string msg = err ? err : "";
+    sqlite3_free(err);
+    if (rc == SQLITE_OK) return;
+    if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || attempt >= 500) {
+      throw Error(ErrorCode::Database, "database: set WAL journal mode: " + (msg.empty() ? std::string(sqlite3_errstr(rc)) : msg));
+    }
+    ::usleep(2000 + static_cast<useconds_t>(attempt % 7) * 1000);  // ~10 s in all
+  }
+}
 
 void Store::migrate() {
   exec_sql(db_, "BEGIN IMMEDIATE");

@@ -56,6 +56,7 @@ class Store {
 
  private:
   void migrate();
+  void enable_wal();
   sqlite3* db_ = nullptr;
 };
 

@@ -59,6 +59,7 @@ static void check_frees(void) {
   boxlite_options_set_cpus(NULL, 2);
   boxlite_options_set_memory(NULL, 512);
   boxlite_options_add_bind_mount(NULL, "/a", "/b", 1);
+  boxlite_options_set_disk_size_gb(NULL, 1);
   boxlite_options_add_secret(NULL, "n", "v", "{{n}}", NULL, 0);
   boxlite_options_set_network_enabled(NULL);
   boxlite_options_set_network_disabled(NULL);
@@ -176,6 +177,9 @@ int main(int argc, char **argv) {
   o = opts(image);
   boxlite_options_add_bind_mount(o, NULL, "/data", 1);
   expect_create_fails(rt, o, InvalidArgument, "add_bind_mount");
+  o = opts(image);
+  boxlite_options_set_disk_size_gb(o, 100000);
+  expect_create_fails(rt, o, InvalidArgument, "disk_size_gb");
   o = opts(image);
   const char *hosts[] = {"api.example.com"};
   boxlite_options_add_secret(o, "API_KEY", "k", "{{API_KEY}}", hosts, 1);
