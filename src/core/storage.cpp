@@ -99,6 +99,29 @@ void add_file_entry(archive* a, const std::string& name, const std::string& path
   }
 }
 
+// The record of a new box made from `source`'s: created, never started, kept
+// until removed (a clone has no owner process), under its own id and name.
+store::BoxRecord clone_record(const store::BoxRecord& source, const std::string& id, const std::string& name) {
+  store::BoxRecord r = source;
+  r.id = id;
+  r.name = name;
+  r.state = "created";
+  r.stop_reason.clear();
+  r.created_at_ms = now_ms_wall();
+  r.started_at_ms = r.stopped_at_ms = 0;
+  r.shim_pid = 0;
+  r.main_exit_code.reset();
+  r.auto_remove = false;
+  r.detach = false;
+  r.timings_json = "{}";
+  return r;
+}
+
+// The main command a record was created with ("sh" when it is unreadable).
+std::vector<std::string> recorded_argv(const nlohmann::json& options) {
+  return options.is_object() ? options.value("argv", std::vector<std::string>{"sh"}) : std::vector<std::string>{"sh"};
+}
+
 }  // namespace
 
 std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& name) {
@@ -124,17 +147,7 @@ std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& name) {
   disk::create_overlay_on(frozen, "qcow2", spec.disk);
   write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600);
 
-  store::BoxRecord r = *rec;
-  r.id = spec.box_id;
-  r.name = name;
-  r.state = "created";
-  r.stop_reason.clear();
-  r.created_at_ms = now_ms_wall();
-  r.started_at_ms = r.stopped_at_ms = 0;
-  r.shim_pid = 0;
-  r.main_exit_code.reset();
-  r.auto_remove = false;  // a clone is kept until removed, like the source it came from
-  r.detach = false;
+  store::BoxRecord r = clone_record(*rec, spec.box_id, name);
   nlohmann::json opts = nlohmann::json::object();
   try {
     opts = nlohmann::json::parse(rec->options_json);
@@ -142,11 +155,9 @@ std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& name) {
   }
   opts["clone_of"] = source.id();
   r.options_json = opts.dump();
-  r.timings_json = "{}";
   store_->insert(r);
   guard.committed = true;
-  std::vector<std::string> argv = opts.value("argv", std::vector<std::string>{"sh"});
-  return track(std::make_shared<Box>(spec, r, argv, store_));
+  return track(std::make_shared<Box>(spec, r, recorded_argv(opts), store_));
 }
 
 // A jail's clone copies the source's upper layer (O(data)) over the same image
@@ -165,27 +176,15 @@ std::shared_ptr<Box> Runtime::clone_jail(Box& source, const std::string& name) {
   if (::mkdir(spec.box_dir.c_str(), 0700) != 0) throw_errno(ErrorCode::Storage, "create box directory " + spec.box_dir);
   if (path_exists(source.dir() + "/upper")) disk::copy_tree(source.dir() + "/upper", spec.box_dir + "/upper");
   write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600);
-  store::BoxRecord r = *rec;
-  r.id = spec.box_id;
-  r.name = name;
-  r.state = "created";
-  r.stop_reason.clear();
-  r.created_at_ms = now_ms_wall();
-  r.started_at_ms = r.stopped_at_ms = 0;
-  r.shim_pid = 0;
-  r.main_exit_code.reset();
-  r.auto_remove = false;
-  r.detach = false;
-  r.timings_json = "{}";
+  store::BoxRecord r = clone_record(*rec, spec.box_id, name);
   store_->insert(r);
   guard.committed = true;
-  std::vector<std::string> argv;
+  nlohmann::json opts;
   try {
-    argv = nlohmann::json::parse(rec->options_json).value("argv", std::vector<std::string>{"sh"});
+    opts = nlohmann::json::parse(rec->options_json);
   } catch (const nlohmann::json::exception&) {
-    argv = {"sh"};
   }
-  return track(std::make_shared<Box>(spec, r, argv, store_));
+  return track(std::make_shared<Box>(spec, r, recorded_argv(opts), store_));
 }
 
 void Runtime::release_clones(const std::string& id, bool force) {
@@ -362,8 +361,7 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
   r.options_json = opts.dump();
   store_->insert(r);
   guard.committed = true;
-  std::vector<std::string> argv = opts.value("argv", std::vector<std::string>{"sh"});
-  return track(std::make_shared<Box>(spec, r, argv, store_));
+  return track(std::make_shared<Box>(spec, r, recorded_argv(opts), store_));
 }
 
 }  // namespace boxlite
