@@ -622,6 +622,8 @@ void Runtime::reconcile(store::BoxRecord& r) {
   } catch (const std::exception&) {
   }
   r.shim_pid = 0;
+  // A killed shim could not retire the jail's cgroups; its processes died with it.
+  if (r.engine == "jail") engine::jail::remove_cgroups(r.id);
   try {
     store_->update(r);
   } catch (const Error&) {
