@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Optional
 
+from .runtime import AsyncStartStop
 from .simplebox import SimpleBox
 
 GUEST_WORKSPACE = "/workspace"
@@ -46,7 +47,7 @@ class ExecResult:
         return body + "\n" + exit_line
 
 
-class BoxliteExecutor:
+class BoxliteExecutor(AsyncStartStop):
     def __init__(self, image: str, workspace, sandbox_home=None, cpus: Optional[int] = None,
                  memory_mib: Optional[int] = None, default_timeout: float = 120.0, runtime=None, **box_kwargs):
         self.workspace = Path(workspace).resolve()
@@ -55,14 +56,6 @@ class BoxliteExecutor:
         self._home, self._runtime, self._box_kwargs = sandbox_home, runtime, box_kwargs
         self._own_runtime = None
         self._box = None
-
-    async def __aenter__(self):
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc):
-        await self.stop()
-        return False
 
     async def start(self):
         from .options import Options

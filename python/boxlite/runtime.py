@@ -14,6 +14,30 @@ from .errors import NativeError
 from .options import BoxOptions, Options
 
 
+async def _none_if_not_found(call):
+    """The call's result, or None when it failed with NotFound (get and get_info
+    return None for an absent box, as documented)."""
+    try:
+        return await call
+    except NativeError as e:
+        if e.kind == "NotFound":
+            return None
+        raise
+
+
+class AsyncStartStop:
+    """`async with x:` starts x on entry and stops it on exit (Box, SimpleBox, the
+    executor)."""
+
+    async def __aenter__(self):
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.stop()
+        return False
+
+
 @dataclass
 class BoxInfo:
     id: str
@@ -172,24 +196,14 @@ class Boxlite:
 
     async def get(self, id_or_name: str) -> Optional["Box"]:
         """The box by id, name or unique id prefix; None when there is none."""
-        try:
-            ptr = await _bridge.call_async(
-                lambda cb, key, e: lib.boxlite_get(self._ptr(), _ffi.cstr(id_or_name), cb, key, e), "box")
-        except NativeError as e:
-            if e.kind == "NotFound":
-                return None
-            raise
-        return Box(self, ptr)
+        ptr = await _none_if_not_found(_bridge.call_async(
+            lambda cb, key, e: lib.boxlite_get(self._ptr(), _ffi.cstr(id_or_name), cb, key, e), "box"))
+        return Box(self, ptr) if ptr else None
 
     async def get_info(self, id_or_name: str) -> Optional[BoxInfo]:
-        try:
-            d = await _bridge.call_async(
-                lambda cb, key, e: lib.boxlite_get_info(self._ptr(), _ffi.cstr(id_or_name), cb, key, e), "info")
-        except NativeError as e:
-            if e.kind == "NotFound":
-                return None
-            raise
-        return BoxInfo._from(d)
+        d = await _none_if_not_found(_bridge.call_async(
+            lambda cb, key, e: lib.boxlite_get_info(self._ptr(), _ffi.cstr(id_or_name), cb, key, e), "info"))
+        return BoxInfo._from(d) if d is not None else None
 
     async def list_info(self):
         items = await _bridge.call_async(lambda cb, key, e: lib.boxlite_list_info(self._ptr(), cb, key, e),
@@ -318,7 +332,7 @@ class ExecutionResult:
     timed_out: bool = False
 
 
-class Box:
+class Box(AsyncStartStop):
     """A native box handle (async context manager: start on entry, stop on exit)."""
 
     def __init__(self, runtime: Boxlite, ptr):
@@ -341,14 +355,6 @@ class Box:
         if not self._ptr:
             raise RuntimeError("box handle is closed")
         return self._ptr
-
-    async def __aenter__(self):
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc):
-        await self.stop()
-        return False
 
     async def start(self):
         await _bridge.call_async(lambda cb, key, e: lib.boxlite_start_box(self._handle(), cb, key, e), "done")

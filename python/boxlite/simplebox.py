@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .options import BoxOptions
-from .runtime import Boxlite
+from .runtime import AsyncStartStop, Boxlite
 
 
 @dataclass
@@ -19,7 +19,7 @@ class ExecResult:
     error_message: Optional[str] = None
 
 
-class SimpleBox:
+class SimpleBox(AsyncStartStop):
     """A box created and started on `async with` entry, stopped (and removed when
     auto_remove) on exit. Extra kwargs go to BoxOptions."""
 
@@ -31,14 +31,6 @@ class SimpleBox:
         self._runtime = runtime
         self._name = name
         self._box = None
-
-    async def __aenter__(self):
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc):
-        await self.stop()
-        return False
 
     async def start(self):
         if self._box is not None:

@@ -376,30 +376,36 @@ void boxlite_box_free(CBoxHandle* handle) {
   }
 }
 
-BoxliteErrorCode boxlite_copy_into(CBoxHandle* handle, const char* host_src, const char* guest_dst, CBoxCopyCb cb,
-                                   void* user_data, CBoxliteError* out_error) {
-  const char* fn = "boxlite_copy_into";
+namespace {
+
+// copy_into and copy_out: the same checks, one direction each.
+BoxliteErrorCode submit_copy(const char* fn, const char* src_name, const char* dst_name, CBoxHandle* handle,
+                             const char* src, const char* dst, CBoxCopyCb cb, void* user_data,
+                             CBoxliteError* out_error, void (Box::*copy)(const std::string&, const std::string&,
+                                                                          const CopyOptions&)) {
   return guard(out_error, [&] {
-    require_str(host_src, fn, "host_src");
-    require_str(guest_dst, fn, "guest_dst");
+    require_str(src, fn, src_name);
+    require_str(dst, fn, dst_name);
     require_handle(handle, fn);
     require_cb(cb, fn);
-    std::string src = host_src, dst = guest_dst;
-    submit_box_task(handle, cb, user_data, [src, dst](Box& b) { b.copy_in(src, dst); });
+    submit_box_task(handle, cb, user_data, [from = std::string(src), to = std::string(dst), copy](Box& b) {
+      (b.*copy)(from, to, CopyOptions{});
+    });
   });
+}
+
+}  // namespace
+
+BoxliteErrorCode boxlite_copy_into(CBoxHandle* handle, const char* host_src, const char* guest_dst, CBoxCopyCb cb,
+                                   void* user_data, CBoxliteError* out_error) {
+  return submit_copy("boxlite_copy_into", "host_src", "guest_dst", handle, host_src, guest_dst, cb, user_data,
+                     out_error, &Box::copy_in);
 }
 
 BoxliteErrorCode boxlite_copy_out(CBoxHandle* handle, const char* guest_src, const char* host_dst, CBoxCopyCb cb,
                                   void* user_data, CBoxliteError* out_error) {
-  const char* fn = "boxlite_copy_out";
-  return guard(out_error, [&] {
-    require_str(guest_src, fn, "guest_src");
-    require_str(host_dst, fn, "host_dst");
-    require_handle(handle, fn);
-    require_cb(cb, fn);
-    std::string src = guest_src, dst = host_dst;
-    submit_box_task(handle, cb, user_data, [src, dst](Box& b) { b.copy_out(src, dst); });
-  });
+  return submit_copy("boxlite_copy_out", "guest_src", "host_dst", handle, guest_src, host_dst, cb, user_data,
+                     out_error, &Box::copy_out);
 }
 
 void boxlite_free_box_info(CBoxInfo* info) {
