@@ -2,9 +2,11 @@
 #include <cstdio>
 
 #include "cli/commands.hpp"
+#include "common/trace.hpp"
 #include "common/error.hpp"
 
 int main(int argc, char** argv) {
+  boxlite::trace("cli: main");
   using namespace boxlite::cli;
   CLI::App app{"boxlite: sandboxes for AI agents, each box its own microVM", "boxlite"};
   app.set_version_flag("--version", std::string("boxlite ") + BOXLITE_VERSION);

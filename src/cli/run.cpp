@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "cli/commands.hpp"
+#include "common/trace.hpp"
 #include "common/error.hpp"
 #include "common/io.hpp"
 #include "core/runtime.hpp"
@@ -44,8 +45,10 @@ int run_box(const GlobalFlags& g, const RunFlags& f) {
   if (f.tty) terminal_size(o.main_rows, o.main_cols);
 
   Runtime rt(runtime_options(g));
+  trace("cli: runtime open");
   PullDisplay progress(rt, stderr);
   auto box = rt.create(o, f.name);
+  trace("cli: created");
   std::optional<ExecResult> result;
   std::optional<Error> failure;
   try {
@@ -53,8 +56,10 @@ int run_box(const GlobalFlags& g, const RunFlags& f) {
   } catch (const Error& err) {
     failure = err;
   }
+  trace("cli: main command ended");
   if (f.rm) {
     box->destroy();
+    trace("cli: destroyed");
   } else {
     box->stop();
   }

@@ -16,7 +16,7 @@ namespace boxlite {
 
 std::string read_file(const std::string& path);
 // Writes to path.tmp, fsyncs, renames: readers see the old or the new file, never half.
-void write_file_atomic(const std::string& path, std::string_view data, mode_t mode = 0644);
+void write_file_atomic(const std::string& path, std::string_view data, mode_t mode = 0644, bool durable = true);
 void write_all(int fd, const void* data, size_t len);
 // Reads exactly len bytes; false on EOF before the first byte, throws on short read.
 bool read_exact(int fd, void* data, size_t len);

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/trace.hpp"
 #include "common/error.hpp"
 #include "common/file_lock.hpp"
 #include "common/io.hpp"
@@ -279,8 +280,10 @@ FileLock Box::lock_box() {
 }
 
 void Box::start() {
+  trace("core: start");
   std::lock_guard lk(mu_);
   FileLock box_lock = lock_box();
+  trace("core: start locked");
   if (state_ == BoxState::Running) {
     if (client_ && !client_->closed()) return;
     stop_locked();
@@ -288,6 +291,8 @@ void Box::start() {
   if (join_started_elsewhere_locked()) return;
   // Booting it here would make a second owner of another process's box.
   if (attached_) throw Error(ErrorCode::Stopped, "box " + id() + " is not running");
+  trace("core: start checks");
+  if (spec_.engine == "jail") engine::jail::prime_cgroup_attach();
   Pipe ready = make_pipe();
   Pipe lifeline = make_pipe();
   SpawnOptions so;
@@ -303,9 +308,11 @@ void Box::start() {
   so.new_session = true;
   double spawn_started_ms = now_ms();
   Child shim = spawn(so);
+  trace("core: shim spawned");
   ready.write.reset();
   lifeline.read.reset();
   std::string report = read_until_eof(ready.read.get(), spec_.boot_timeout_secs * 1000 + 15000);
+  trace("core: shim ready");
   if (report.rfind("OK", 0) != 0) {
     if (counters_) ++counters_->boxes_failed;
     int status = shim.terminate(2000);
@@ -420,8 +427,8 @@ Execution Box::attach(bool with_stdin) {
   } catch (const Error& e) {
     if (e.code() != ErrorCode::Stopped) throw;
     // The main command exited (and the box stopped) before we got there.
+    client->wait_closed(5000);
     std::lock_guard lk(mu_);
-    for (int i = 0; i < 250 && client_ == client && !client->closed(); ++i) ::usleep(20000);
     if (auto done = finished_main_locked()) return std::move(*done);
     throw;
   }
@@ -522,9 +529,12 @@ void Box::destroy() {
   std::lock_guard lk(mu_);
   FileLock box_lock = lock_box();
   stop_locked();
+  trace("core: destroy: stopped");
   // The shim retires them; this covers a shim that was killed first.
   if (spec_.engine == "jail") engine::jail::remove_cgroups(spec_.box_id);
+  trace("core: destroy: cgroups");
   remove_tree(spec_.box_dir);
+  trace("core: destroy: tree removed");
   if (store_) store_->remove(id());
 }
 

@@ -78,6 +78,11 @@ bool ShimClient::closed() {
   return closed_;
 }
 
+bool ShimClient::wait_closed(int timeout_ms) {
+  std::unique_lock lk(mu_);
+  return stats_cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return closed_; });
+}
+
 void ShimClient::send(uint32_t stream, FrameType type, std::string_view payload) {
   if (!fd_) throw Error(ErrorCode::Stopped, "box " + box_id_ + " is not running");
   std::string out = protocol::encode_frame(stream, type, payload);

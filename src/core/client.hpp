@@ -56,6 +56,8 @@ class ShimClient {
 
   std::mutex& mutex() { return mu_; }
   bool closed();
+  // Waits until the shim hangs up (it does once the box is down); false on timeout.
+  bool wait_closed(int timeout_ms);
 
  private:
   ShimClient(UniqueFd fd, std::string box_id);

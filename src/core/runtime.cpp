@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/trace.hpp"
 #include "common/error.hpp"
 #include "common/io.hpp"
 #include "common/process.hpp"
@@ -510,6 +511,7 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
                 "with no disk of its own to size (docs/storage.md)");
   }
 
+  if (engine == "jail") engine::jail::prime_cgroup_attach();
   double create_started_ms = now_ms();
   std::string source = opts.rootfs_path.empty() ? opts.image : opts.rootfs_path;
   struct stat st;
@@ -518,6 +520,7 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   std::string recorded = source;
   image::LocalImage img = image::open_oci_layout(is_layout ? image::parse_layout_ref(source) : resolve_registry_image(source, recorded));
   nlohmann::json timings;
+  trace("core: image opened");
 
   engine::ShimSpec spec;
   spec.engine = engine;
@@ -531,6 +534,7 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
     prepare_jail(spec, img);
   }
   double t_image = now_ms();
+  trace("core: image prepared");
   timings["image_prepare_ms"] = static_cast<int64_t>(t_image - create_started_ms);
   spec.box_id = new_box_id();
   spec.box_dir = layout_.box_dir(spec.box_id);
@@ -574,9 +578,12 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   spec.main_argv = argv;
   spec.main_tty = opts.main_tty;
   spec.main_stdin = opts.main_stdin;
+  spec.ephemeral = opts.auto_remove;
   spec.main_rows = opts.main_rows;
   spec.main_cols = opts.main_cols;
-  write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600);
+  // A box removed when it stops need not survive a host crash: no fsync.
+  write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600, /*durable=*/!spec.ephemeral);
+  trace("core: spec written");
 
   store::BoxRecord rec;
   rec.id = spec.box_id;

@@ -133,6 +133,7 @@ std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& name) {
   if (!rec) throw Error(ErrorCode::NotFound, "No such box: " + source.id());
 
   engine::ShimSpec spec = source.spec();
+  spec.ephemeral = false;  // a clone is kept until removed (auto_remove off)
   spec.box_id = make_box_id();
   spec.box_dir = layout_.box_dir(spec.box_id);
   spec.hostname = spec.box_id;
@@ -169,6 +170,7 @@ std::shared_ptr<Box> Runtime::clone_jail(Box& source, const std::string& name) {
   auto rec = store_->find(source.id());
   if (!rec) throw Error(ErrorCode::NotFound, "No such box: " + source.id());
   engine::ShimSpec spec = source.spec();
+  spec.ephemeral = false;  // a clone is kept until removed (auto_remove off)
   spec.box_id = make_box_id();
   spec.box_dir = layout_.box_dir(spec.box_id);
   spec.hostname = spec.box_id;
@@ -346,6 +348,7 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
   machine.network.allow_net = exported.net.allow_net;
   spec.net = make_net_config(machine);
   prepare_vm_machine(spec, machine);
+  spec.ephemeral = false;  // an imported box is kept until removed
   write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600);
 
   store::BoxRecord r;

@@ -10,7 +10,7 @@ std::string spec_to_json(const ShimSpec& s) {
   nlohmann::json j = {
       {"box_id", s.box_id}, {"box_dir", s.box_dir}, {"engine", s.engine}, {"accel", s.accel},
       {"qemu", s.qemu}, {"kernel", s.kernel}, {"initramfs", s.initramfs},
-      {"kernel_cmdline_extra", s.kernel_cmdline_extra}, {"acpi", s.acpi}, {"tcg_cpu", s.tcg_cpu}, {"disk", s.disk}, {"disk_base", s.disk_base}, {"lower_dirs", s.lower_dirs}, {"uid_offset", s.uid_offset}, {"pids_limit", s.pids_limit},
+      {"kernel_cmdline_extra", s.kernel_cmdline_extra}, {"acpi", s.acpi}, {"tcg_cpu", s.tcg_cpu}, {"disk", s.disk}, {"disk_base", s.disk_base}, {"lower_dirs", s.lower_dirs}, {"uid_offset", s.uid_offset}, {"pids_limit", s.pids_limit}, {"ephemeral", s.ephemeral},
       {"guest_binary", s.guest_binary},
       {"cpus", s.cpus}, {"memory_mib", s.memory_mib}, {"boot_timeout_secs", s.boot_timeout_secs},
       {"hostname", s.hostname}, {"env", s.env}, {"working_dir", s.working_dir}, {"user", s.user},
@@ -41,6 +41,7 @@ ShimSpec spec_from_json(const std::string& text) {
     s.lower_dirs = j.at("lower_dirs").get<std::vector<std::string>>();
     s.uid_offset = j.at("uid_offset");
     s.pids_limit = j.at("pids_limit");
+    s.ephemeral = j.value("ephemeral", false);
     s.guest_binary = j.at("guest_binary");
     s.cpus = j.at("cpus");
     s.memory_mib = j.at("memory_mib");

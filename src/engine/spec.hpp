@@ -40,6 +40,9 @@ struct ShimSpec {
   unsigned uid_offset = 1u << 20;       // box uid 0 = this host uid
   int pids_limit = 4096;
   std::string guest_binary;             // boxlite-guest, exec'ed as the box's PID 1
+  // Removed when it stops (auto_remove): its files need not survive a host crash,
+  // so the jail's overlay skips syncing the host's file system at unmount.
+  bool ephemeral = false;
   int cpus = 1;
   int memory_mib = 1024;
   double boot_timeout_secs = 60;

@@ -9,12 +9,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/trace.hpp"
 #include "common/error.hpp"
 #include "common/io.hpp"
 #include "net/netd.hpp"
 
 int main(int argc, char** argv) {
   using namespace boxlite;
+  boxlite::trace("net: main");
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the network goes with the box's shim
   ::signal(SIGPIPE, SIG_IGN);
   net::NetdOptions o;

@@ -20,6 +20,7 @@
 
 #include <slirp/libslirp.h>
 
+#include "common/trace.hpp"
 #include "common/error.hpp"
 #include "common/fd.hpp"
 #include "common/io.hpp"
@@ -567,6 +568,7 @@ void Netd::run() {
 void run_netd(const NetdOptions& o) {
   auto netd = std::make_unique<Netd>(o);  // a setup error reaches ready_fd through main
   if (o.ready_fd >= 0) {
+    trace("net: ready");
     (void)!::write(o.ready_fd, "ok\n", 3);
     ::close(o.ready_fd);
   }

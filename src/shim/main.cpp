@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/trace.hpp"
 #include "common/error.hpp"
 #include "common/io.hpp"
 #include "engine/jail/jail.hpp"
@@ -32,6 +33,7 @@ void report(int fd, const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  boxlite::trace("shim: main");
   if (argc >= 2 && std::strcmp(argv[1], "--probe-kvm") == 0) {
     auto r = engine::vm::probe_kvm_inprocess();
     std::printf("%s %.1f %s\n", r.usable ? "usable" : "unusable", r.probe_ms, r.reason.c_str());
@@ -56,6 +58,7 @@ int main(int argc, char** argv) {
     if (spec.engine == "jail") engine::jail::enter_private_mount_namespace();
     shim::Shim s(std::move(spec));
     s.boot();
+    boxlite::trace("shim: booted");
     s.listen();
     std::string ok = "OK\n";
     const auto& st = s.boot_stages();
@@ -74,5 +77,6 @@ int main(int argc, char** argv) {
     report(ready_fd, std::string("ERR 1\n") + e.what());
     return 1;
   }
+  boxlite::trace("shim: exiting");
   return 0;
 }

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/trace.hpp"
 #include "common/error.hpp"
 #include "common/io.hpp"
 #include "common/netif.hpp"
@@ -131,8 +132,15 @@ NetProcess start_jail_network(const engine::ShimSpec& spec, pid_t box_init) {
     std::strncpy(ifr.ifr_name, net::kGuestInterface, IFNAMSIZ - 1);
     ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
     if (::ioctl(tap.get(), TUNSETIFF, &ifr) != 0) throw_errno(ErrorCode::Network, "create the box's TAP device");
+    // Closing the last fd of a non-persistent TAP unregisters it there and then
+    // (15-25 ms of RCU waits, which the box's stop would wait for). A persistent one
+    // goes with the box's network namespace instead, which the kernel dismantles in
+    // the background once the box's last process is gone. Only boxlite-net holds it
+    // (the box has no /dev/net/tun and no CAP_NET_ADMIN).
+    if (::ioctl(tap.get(), TUNSETPERSIST, 1) != 0) throw_errno(ErrorCode::Network, "make the box's TAP device persistent");
     configure_ipv4_interface(net::kGuestInterface, net::kGuestAddress, net::kPrefixLength, net::kGatewayAddress);
   });
+  trace("shim: tap made");
   return start_netd(spec, "tap", tap.get());
 }
 

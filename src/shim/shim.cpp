@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/trace.hpp"
 #include "common/error.hpp"
 #include "common/io.hpp"
 #include "engine/jail/jail.hpp"
@@ -106,8 +107,10 @@ struct Shim::Client {
 Shim::Shim(engine::ShimSpec spec) : spec_(std::move(spec)) {}
 
 Shim::~Shim() {
+  trace("shim: destructor");
   if (engine_.valid()) engine_.kill_now();
   if (spec_.engine == "jail") engine::jail::remove_cgroups(spec_.box_id);
+  trace("shim: cgroups retired");
   ::unlink(engine::shim_socket_path(spec_.box_dir).c_str());
   ::unlink(engine::agent_socket_path(spec_.box_dir).c_str());
   ::unlink(engine::net_socket_path(spec_.box_dir).c_str());
@@ -160,6 +163,7 @@ void Shim::start_jail() {
     if (spec_.net.enabled) {
       net_ = start_jail_network(spec_, engine_.pid());
       net_log_ = CappedLog(std::move(net_.log), spec_.box_dir + "/net.log", kEngineLogBytes);
+      trace("shim: net spawned");
     }
   } catch (const Error& e) {
     throw Error(e.code(), "box " + spec_.box_id + " failed to start: " + e.what());
@@ -206,10 +210,12 @@ void Shim::boot() {
     throw Error(ErrorCode::Unsupported, "engine '" + spec_.engine + "' is not supported by this shim");
   }
   double t_engine = now_ms();
+  trace("shim: engine started");
   stages_.box_spawn_ms = static_cast<int64_t>(t_engine - t0);
 
   Frame hello_frame = read_guest_frame_blocking(deadline, "boot kernel and start the guest agent");
   double t_hello = now_ms();
+  trace("shim: hello");
   stages_.guest_boot_ms = static_cast<int64_t>(t_hello - t_engine);
   if (hello_frame.type != FrameType::Hello || hello_frame.stream != 0) {
     boot_failed("handshake", std::string("expected Hello, got ") + protocol::frame_type_name(hello_frame.type));
@@ -295,11 +301,13 @@ void Shim::boot() {
     boot_failed("configure the box (phase 2)", std::string("unexpected ") + protocol::frame_type_name(reply.type));
   }
   stages_.container_init_ms = static_cast<int64_t>(now_ms() - t_hello);
+  trace("shim: configured");
   cpu_sampled_ms_ = t0;
   // boxlite-net came up alongside the boot; a port it could not publish fails the start.
   if (net_.ready) {
     try {
       wait_ready(net_, spec_, deadline);
+      trace("shim: net ready");
     } catch (const Error& e) {
       if (engine_.valid()) engine_.kill_now();
       throw Error(e.code(), "box " + spec_.box_id + " failed to start: " + e.what());
@@ -361,6 +369,7 @@ void Shim::update_interest() {
 void Shim::begin_stop(const std::string& why) {
   if (stopping_) return;
   stopping_ = true;
+  trace("shim: begin stop");
   stop_reason_ = why;
   stop_deadline_ms_ = now_ms() + kStopTimeoutMs;
   if (guest_) {
@@ -368,9 +377,8 @@ void Shim::begin_stop(const std::string& why) {
     send_guest(0, FrameType::Shutdown, s.SerializeAsString());
     flush_guest();
   }
-  // The box needs no network to shut down. Tearing boxlite-net's link down takes
-  // the kernel tens of ms (a TAP device's unregistering): start it now, alongside
-  // the guest's shutdown; the process is reaped when the shim ends.
+  // The box needs no network to shut down: end boxlite-net alongside the guest's
+  // shutdown; the process is reaped when the shim ends.
   if (net_.child.valid()) ::kill(net_.child.pid(), SIGKILL);
 }
 
@@ -724,7 +732,7 @@ void Shim::record_exit() {
   try {
     nlohmann::json j = {{"reason", stop_reason_}, {"stopped_at_ms", wall_clock_ns() / 1000000}};
     if (main_.exit) j["main_exit_code"] = main_.exit->exit_code();
-    write_file_atomic(spec_.box_dir + "/exit.json", j.dump() + "\n", 0600);
+    write_file_atomic(spec_.box_dir + "/exit.json", j.dump() + "\n", 0600, /*durable=*/!spec_.ephemeral);
   } catch (const Error& e) {
     std::fprintf(stderr, "boxlite-shim: %s\n", e.what());
   }
@@ -837,6 +845,7 @@ void Shim::serve(int lifeline_fd) {
                                   : what + " exited unexpectedly";
   }
   drain_engine_logs();
+  trace("shim: engine gone, exit recorded");
   record_exit();
   // The box is down: tell every client, then go.
   proto::ErrorReply err;
@@ -849,6 +858,7 @@ void Shim::serve(int lifeline_fd) {
     flush_client(*c);
   }
   clients_.clear();
+  trace("shim: clients told");
 }
 
 }  // namespace boxlite::shim

@@ -109,6 +109,10 @@ Store::Store(const std::string& db_path) {
   }
   // Several processes share one home: wait for each other's writes instead of failing.
   sqlite3_busy_timeout(db_, 10000);
+  // Keep the -wal file between processes: each CLI call would otherwise create it
+  // and fsync the directory for it (milliseconds on a busy disk), then delete it.
+  int persist_wal = 1;
+  sqlite3_file_control(db_, "main", SQLITE_FCNTL_PERSIST_WAL, &persist_wal);
   try {
     enable_wal();
     exec_sql(db_, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;");

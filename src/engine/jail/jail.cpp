@@ -16,8 +16,11 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <atomic>
 #include <memory>
+#include <thread>
 
+#include "common/trace.hpp"
 #include "common/error.hpp"
 #include "common/in_root.hpp"
 #include "common/io.hpp"
@@ -62,6 +65,13 @@ void mount_root(const ShimSpec& spec, const std::string& root) {
     lowers.push_back(shared_parent ? it->substr(it->rfind('/') + 1) : *it);
   }
   std::string opts = "lowerdir=" + join(lowers, ":") + ",upperdir=" + upper + ",workdir=" + work;
+  // Unmounting an overlay syncs the whole host file system its upper layer is on
+  // (milliseconds, more while the host writes): a box removed when it stops needs
+  // none of that. Overlay refuses a volatile workdir left by a crash; it is scratch.
+  if (spec.ephemeral) {
+    remove_tree(work + "/work");
+    opts += ",volatile";
+  }
   if (opts.size() > 4000) {
     throw Error(ErrorCode::Engine, "jail: the image has too many layers (" + std::to_string(lowers.size()) +
                                        ") for one overlay mount");
@@ -458,6 +468,7 @@ Jail start(const ShimSpec& spec) {
   }
   std::string root = spec.box_dir + "/rootfs";
   mount_root(spec, root);
+  trace("jail: root mounted");
   std::vector<std::string> volume_warnings;
   mount_volumes(spec, root, volume_warnings);
 
@@ -479,6 +490,7 @@ Jail start(const ShimSpec& spec) {
   UniqueFd saved_cwd(::open(".", O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (::chdir(root.c_str()) != 0) throw_errno(ErrorCode::Engine, "chdir " + root);
   pid_t pid = ::clone(child_main, stack.get() + kStack, flags, &args);
+  trace("jail: cloned");
   int clone_errno = errno;
   if (!saved_cwd || ::fchdir(saved_cwd.get()) != 0) (void)!::chdir("/");
   if (pid < 0) throw_errno(ErrorCode::Engine, "clone the box's namespaces", clone_errno);
@@ -492,7 +504,9 @@ Jail start(const ShimSpec& spec) {
   write_proc("/proc/" + std::to_string(pid) + "/uid_map", map);
   write_proc("/proc/" + std::to_string(pid) + "/gid_map", map);
   if (::write(sync_w.get(), "g", 1) != 1) throw_errno(ErrorCode::Engine, "release the box init");
+  trace("jail: id maps written");
   CgroupPlan cg = apply_cgroups(spec, pid);
+  trace("jail: cgroups applied");
   j.warnings = cg.warnings;
   j.warnings.insert(j.warnings.end(), volume_warnings.begin(), volume_warnings.end());
   if (::write(sync_w.get(), "c", 1) != 1) throw_errno(ErrorCode::Engine, "release the box init");
@@ -507,11 +521,31 @@ Jail start(const ShimSpec& spec) {
     why.append(buf, static_cast<size_t>(n));
   }
   if (!why.empty()) {
+  trace("jail: agent exec'd");
     j.init.wait();
     throw Error(ErrorCode::Engine, "jail setup failed: " + why);
   }
   j.channel = std::move(host_end);
   return j;
+}
+
+void prime_cgroup_attach() {
+  static std::atomic<int64_t> last_ms{0};
+  auto now = static_cast<int64_t>(now_ms());
+  if (now - last_ms.exchange(now) < 5) return;  // one is in flight or the mode is on
+  std::thread([] {
+    try {
+      std::string procs;
+      for (const auto& line : split(read_file("/proc/self/cgroup"), '\n')) {
+        auto parts = split(line, ':');
+        if (parts.size() < 3) continue;
+        if (parts[0] == "0" && parts[1].empty()) procs = "/sys/fs/cgroup" + parts[2] + "/cgroup.procs";
+        if (parts[1] == "pids") procs = "/sys/fs/cgroup/pids" + parts[2] + "/cgroup.procs";
+      }
+      if (!procs.empty() && path_exists(procs)) write_proc(procs, std::to_string(::getpid()));
+    } catch (const Error&) {
+    }
+  }).detach();
 }
 
 uint64_t process_cpu_ns(pid_t pid) {
