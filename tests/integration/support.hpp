@@ -9,12 +9,14 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "common/io.hpp"
 #include "common/process.hpp"
 #include "core/runtime.hpp"
+#include "engine/jail/jail.hpp"
 
 namespace boxlite::testing {
 
@@ -122,6 +124,11 @@ class BoxliteTest : public ::testing::Test {
       if (pids.empty()) break;
       for (pid_t p : pids) ::kill(p, SIGKILL);
       ::usleep(100000);
+    }
+    // A shim killed above could not retire its jail box's cgroups.
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(home_ + "/boxes", ec)) {
+      engine::jail::remove_cgroups(e.path().filename().string());
     }
     try {
       remove_tree(home_);
