@@ -57,23 +57,32 @@ int main(int argc, char** argv) {
       boxes.push_back(b);
     }
     double elapsed = boxlite::now_ms() - start;
-    long rss = 0, pss = 0;
-    int procs = 0;
-    // Our children are the shims; each shim's child is its box's agent.
-    for (int shim : children_of(::getpid())) {
-      for (int pid : {shim}) {
+    // Our children are the shims; a shim's children are its box's agent (the box's
+    // init) and boxlite-net (its network). The main command under the agent is the
+    // box's workload, not its overhead, and is not counted.
+    struct Cost {
+      long rss = 0, pss = 0;
+      int procs = 0;
+      void add(int pid) {
         rss += field_kib("/proc/" + std::to_string(pid) + "/status", "VmRSS");
         pss += field_kib("/proc/" + std::to_string(pid) + "/smaps_rollup", "Pss");
         ++procs;
       }
-      for (int agent : children_of(shim)) {
-        rss += field_kib("/proc/" + std::to_string(agent) + "/status", "VmRSS");
-        pss += field_kib("/proc/" + std::to_string(agent) + "/smaps_rollup", "Pss");
-        ++procs;
+    } shims, agents, nets;
+    for (int shim : children_of(::getpid())) {
+      shims.add(shim);
+      for (int child : children_of(shim)) {
+        std::string comm = boxlite::trim(boxlite::read_file("/proc/" + std::to_string(child) + "/comm"));
+        (comm == "boxlite-net" ? nets : agents).add(child);
       }
     }
-    std::printf("%d idle jail boxes started in %.0f ms (%.1f ms each); %d processes\n", n, elapsed, elapsed / n, procs);
-    std::printf("per box: RSS %.2f MiB, PSS %.2f MiB (shim + agent)\n", rss / 1024.0 / n, pss / 1024.0 / n);
+    std::printf("%d idle jail boxes started in %.0f ms (%.1f ms each)\n", n, elapsed, elapsed / n);
+    for (auto [name, c] : {std::pair{"shim", &shims}, std::pair{"agent", &agents}, std::pair{"boxlite-net", &nets}}) {
+      std::printf("  %-12s %3d processes: RSS %.2f MiB, PSS %.2f MiB per box\n", name, c->procs, c->rss / 1024.0 / n,
+                  c->pss / 1024.0 / n);
+    }
+    long rss = shims.rss + agents.rss + nets.rss, pss = shims.pss + agents.pss + nets.pss;
+    std::printf("per box: RSS %.2f MiB, PSS %.2f MiB (shim + agent + boxlite-net)\n", rss / 1024.0 / n, pss / 1024.0 / n);
     for (auto& b : boxes) b->destroy();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

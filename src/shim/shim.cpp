@@ -156,15 +156,17 @@ Frame Shim::read_guest_frame_blocking(double deadline_ms, const std::string& sta
 
 void Shim::start_jail() {
   try {
-    engine::jail::Jail j = engine::jail::start(spec_);
+    // The box's eth0 and boxlite-net need only its network namespace: made while
+    // the kernel attaches its cgroups.
+    engine::jail::Jail j = engine::jail::start(spec_, [&](pid_t box_init) {
+      if (!spec_.net.enabled) return;
+      net_ = start_jail_network(spec_, box_init);
+      net_log_ = CappedLog(std::move(net_.log), spec_.box_dir + "/net.log", kEngineLogBytes);
+      trace("shim: net spawned");
+    });
     engine_ = std::move(j.init);
     guest_ = std::move(j.channel);
     warnings_ = std::move(j.warnings);
-    if (spec_.net.enabled) {
-      net_ = start_jail_network(spec_, engine_.pid());
-      net_log_ = CappedLog(std::move(net_.log), spec_.box_dir + "/net.log", kEngineLogBytes);
-      trace("shim: net spawned");
-    }
   } catch (const Error& e) {
     throw Error(e.code(), "box " + spec_.box_id + " failed to start: " + e.what());
   }

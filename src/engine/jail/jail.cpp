@@ -460,7 +460,7 @@ void enter_private_mount_namespace() {
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) throw_errno(ErrorCode::Engine, "make / private");
 }
 
-Jail start(const ShimSpec& spec) {
+Jail start(const ShimSpec& spec, const std::function<void(pid_t)>& once_cloned) {
   if (::geteuid() != 0) {
     throw Error(ErrorCode::UnsupportedEngine,
                 "the jail engine needs root here (it maps box users to an unprivileged host uid range and mounts "
@@ -505,6 +505,7 @@ Jail start(const ShimSpec& spec) {
   write_proc("/proc/" + std::to_string(pid) + "/gid_map", map);
   if (::write(sync_w.get(), "g", 1) != 1) throw_errno(ErrorCode::Engine, "release the box init");
   trace("jail: id maps written");
+  if (once_cloned) once_cloned(pid);
   CgroupPlan cg = apply_cgroups(spec, pid);
   trace("jail: cgroups applied");
   j.warnings = cg.warnings;
