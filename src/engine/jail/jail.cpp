@@ -171,6 +171,13 @@ void mount_volumes(const ShimSpec& spec, const std::string& root, std::vector<st
 struct CgroupPlan {
   std::vector<std::string> dirs;
   std::vector<std::string> warnings;
+  // cgroup v1: each hierarchy's `tasks` file, opened here (as host root) for the
+  // box's init to write "0" into: a thread moving itself skips the kernel's
+  // cgroup_threadgroup_rwsem, whose first writer waits ~10 ms for an RCU grace
+  // period; the write is checked against the opener's credentials.
+  std::vector<UniqueFd> join_fds;
+  // cgroup v2: the dir whose cgroup.procs the shim writes the init's pid into.
+  std::string v2_procs;
 };
 
 bool is_cgroup2() { return path_exists("/sys/fs/cgroup/cgroup.controllers"); }
@@ -210,7 +217,8 @@ void retire_cgroup(const std::string& parent, const std::string& dir) {
   ::rmdir(dir.c_str());
 }
 
-CgroupPlan apply_cgroups(const ShimSpec& spec, pid_t pid) {
+// Makes the box's cgroups and sets their limits, before its init exists.
+CgroupPlan prepare_cgroups(const ShimSpec& spec) {
   CgroupPlan plan;
   long long mem = static_cast<long long>(spec.memory_mib) << 20;
   long long quota = 100000LL * spec.cpus;
@@ -232,7 +240,7 @@ CgroupPlan apply_cgroups(const ShimSpec& spec, pid_t pid) {
       }
       take_or_make_cgroup("/sys/fs/cgroup/boxlite", dir);
       plan.dirs.push_back(dir);
-      write_proc(dir + "/cgroup.procs", std::to_string(pid));
+      plan.v2_procs = dir + "/cgroup.procs";
     });
     try_limit("memory", [&] {
       write_proc(dir + "/memory.max", std::to_string(mem));
@@ -255,7 +263,9 @@ CgroupPlan apply_cgroups(const ShimSpec& spec, pid_t pid) {
           if (file.find("memsw") == std::string::npos) throw;  // swap accounting may be off
         }
       }
-      write_proc(dir + "/cgroup.procs", std::to_string(pid));
+      UniqueFd tasks(::open((dir + "/tasks").c_str(), O_WRONLY | O_CLOEXEC));
+      if (!tasks) throw_errno(ErrorCode::Engine, "open " + dir + "/tasks");
+      plan.join_fds.push_back(std::move(tasks));
     });
   };
   // memsw must stay >= the limit at every step (a reused cgroup may hold a smaller one).
@@ -280,6 +290,7 @@ struct ChildArgs {
   int report;       // child writes "step: errno" here on failure (CLOEXEC)
   int channel;      // box end of the agent channel
   int guest_fd;     // the boxlite-guest binary
+  std::vector<int> cgroup_join_fds;  // v1 `tasks` files to write "0" into (CgroupPlan)
 };
 
 [[noreturn]] void child_fail(const ChildArgs& a, const std::string& step) {
@@ -428,8 +439,12 @@ int child_main(void* arg) {
   ::dup2(null, 0);
   ::dup2(null, 1);
   ::dup2(null, 2);
-  // The parent attaches our cgroups while we set up the root (an attach waits for
-  // an RCU grace period, ~10 ms): wait for that before the cgroup namespace is made.
+  // Into the box's cgroups (v1: we move ourselves; v2: the parent moved us) before
+  // anything forks and before the cgroup namespace is made.
+  for (int fd : a.cgroup_join_fds) {
+    if (::write(fd, "0", 1) != 1) child_fail(a, "join the box's cgroup");
+    ::close(fd);
+  }
   if (::read(a.sync_read, &go, 1) != 1) ::_exit(125);
   if (::unshare(CLONE_NEWCGROUP) != 0) child_fail(a, "unshare cgroup namespace");
   // The box's processes live one PID namespace down, where the main command is
@@ -483,7 +498,10 @@ Jail start(const ShimSpec& spec, const std::function<void(pid_t)>& once_cloned) 
   UniqueFd guest(::open(spec.guest_binary.c_str(), O_RDONLY | O_CLOEXEC));
   if (!guest) throw_errno(ErrorCode::Engine, "open guest agent " + spec.guest_binary);
 
-  ChildArgs args{&spec, ".", sync_r.get(), report_w.get(), box_end.get(), guest.get()};
+  CgroupPlan cg = prepare_cgroups(spec);
+  trace("jail: cgroups prepared");
+  ChildArgs args{&spec, ".", sync_r.get(), report_w.get(), box_end.get(), guest.get(), {}};
+  for (const auto& fd : cg.join_fds) args.cgroup_join_fds.push_back(fd.get());
   constexpr size_t kStack = 256 * 1024;
   auto stack = std::make_unique<char[]>(kStack);
   int flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | SIGCHLD;
@@ -506,7 +524,14 @@ Jail start(const ShimSpec& spec, const std::function<void(pid_t)>& once_cloned) 
   if (::write(sync_w.get(), "g", 1) != 1) throw_errno(ErrorCode::Engine, "release the box init");
   trace("jail: id maps written");
   if (once_cloned) once_cloned(pid);
-  CgroupPlan cg = apply_cgroups(spec, pid);
+  cg.join_fds.clear();  // the child has its copies
+  if (!cg.v2_procs.empty()) {
+    try {
+      write_proc(cg.v2_procs, std::to_string(pid));
+    } catch (const Error& e) {
+      cg.warnings.push_back(std::string("memory/cpu/pids limit not enforced: ") + e.what());
+    }
+  }
   trace("jail: cgroups applied");
   j.warnings = cg.warnings;
   j.warnings.insert(j.warnings.end(), volume_warnings.begin(), volume_warnings.end());
@@ -531,6 +556,7 @@ Jail start(const ShimSpec& spec, const std::function<void(pid_t)>& once_cloned) 
 }
 
 void prime_cgroup_attach() {
+  if (!is_cgroup2()) return;  // v1: the box's init joins its cgroups itself, with no wait
   static std::atomic<int64_t> last_ms{0};
   auto now = static_cast<int64_t>(now_ms());
   if (now - last_ms.exchange(now) < 5) return;  // one is in flight or the mode is on
@@ -539,9 +565,7 @@ void prime_cgroup_attach() {
       std::string procs;
       for (const auto& line : split(read_file("/proc/self/cgroup"), '\n')) {
         auto parts = split(line, ':');
-        if (parts.size() < 3) continue;
-        if (parts[0] == "0" && parts[1].empty()) procs = "/sys/fs/cgroup" + parts[2] + "/cgroup.procs";
-        if (parts[1] == "pids") procs = "/sys/fs/cgroup/pids" + parts[2] + "/cgroup.procs";
+        if (parts.size() >= 3 && parts[0] == "0" && parts[1].empty()) procs = "/sys/fs/cgroup" + parts[2] + "/cgroup.procs";
       }
       if (!procs.empty() && path_exists(procs)) write_proc(procs, std::to_string(::getpid()));
     } catch (const Error&) {

@@ -48,12 +48,13 @@ std::optional<Usage> usage(const std::string& box_id);
 // CPU time of one process including its reaped children (/proc/PID/stat), or 0.
 uint64_t process_cpu_ns(pid_t pid);
 
-// The first cgroup attach after a quiet spell waits for an RCU grace period
-// (~10 ms: the kernel's cgroup_threadgroup_rwsem switching to its writer mode), and
-// the mode lasts about one more grace period after the last attach. Called as a
-// jail box is created or started, this makes a no-op attach (this process into its
-// own cgroup) on a short-lived thread, so that wait overlaps the work before the
-// shim attaches the box. Best effort: failures are ignored.
+// cgroup v2 hosts: the first cgroup attach after a quiet spell waits for an RCU
+// grace period (~10 ms: the kernel's cgroup_threadgroup_rwsem switching to its
+// writer mode), and the mode lasts about one more grace period after the last
+// attach. Called as a jail box is created or started, this makes a no-op attach
+// (this process into its own cgroup) on a short-lived thread, so that wait
+// overlaps the work before the shim attaches the box. Best effort. (On v1 the
+// box's init moves itself, which takes no such lock.)
 void prime_cgroup_attach();
 
 // Removes the box's cgroups (after its processes are gone). Safe to call twice.
