@@ -246,6 +246,7 @@ BoxliteErrorCode boxlite_remove(CBoxliteRuntime* runtime, const char* id_or_name
           if (box->state() == BoxState::Running && !force) {
             throw Error(ErrorCode::InvalidState, "box " + info.id + " is running: stop it first, or remove it with force");
           }
+          st->core->prepare_remove(info.id, force != 0);  // clone dependencies, as remove checks them
           box->destroy();
         } else {
           st->core->remove(info.id, force != 0);

@@ -104,7 +104,11 @@ Box::~Box() {
   if (attached_ || record_.detach) return;
   try {
     if (auto_remove_) {
-      destroy();
+      try {
+        destroy();
+      } catch (const Error&) {
+        stop();  // not removable (clones depend on it): at least stopped
+      }
     } else {
       stop();
     }
@@ -542,6 +546,9 @@ void Box::stop_locked(int timeout_ms) {
 void Box::destroy() {
   std::lock_guard lk(mu_);
   FileLock box_lock = lock_box();
+  // Before anything stops: a source its clones still need stays whole (the
+  // documented error; auto_remove then leaves the box stopped).
+  if (store_) check_no_clone_dependents(*store_, id());
   stop_locked();
   // The shim retires them; this covers a shim that was killed first.
   if (spec_.engine == "jail") engine::jail::remove_cgroups(spec_.box_id);

@@ -16,7 +16,9 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <set>
 
 #include "common/error.hpp"
 #include "common/in_root.hpp"
@@ -568,6 +570,86 @@ std::optional<Usage> usage(const std::string& box_id) {
 
 void remove_cgroups(const std::string& box_id) {
   for (const auto& parent : cgroup_parents()) retire_cgroup(parent, parent + "/" + box_id);
+  if (!is_cgroup2()) ::rmdir(v1_dir("freezer", box_id).c_str());  // made by freeze(), never kept as a spare
+}
+
+namespace {
+
+std::set<std::string> pids_in(const std::string& procs_file) {
+  std::set<std::string> out;
+  try {
+    for (const auto& p : split(read_file(procs_file), '\n')) {
+      if (!trim(p).empty()) out.insert(trim(p));
+    }
+  } catch (const Error&) {
+  }
+  return out;
+}
+
+// Polls `done` every millisecond for up to 5 s.
+bool wait_until(const std::function<bool()>& done) {
+  for (int i = 0; i < 5000; ++i) {
+    if (done()) return true;
+    ::usleep(1000);
+  }
+  return done();
+}
+
+}  // namespace
+
+void freeze(const std::string& box_id) {
+  if (is_cgroup2()) {
+    std::string dir = v2_dir(box_id);
+    if (!path_exists(dir + "/cgroup.freeze")) throw Error(ErrorCode::Unsupported, "box " + box_id + " has no cgroup to freeze");
+    write_proc(dir + "/cgroup.freeze", "1");
+    if (!wait_until([&] { return read_file(dir + "/cgroup.events").find("frozen 1") != std::string::npos; })) {
+      write_proc(dir + "/cgroup.freeze", "0");
+      throw Error(ErrorCode::Engine, "box " + box_id + ": its processes did not freeze within 5 s");
+    }
+    return;
+  }
+  // cgroup v1: the jail joins no freezer hierarchy when it starts (each attach costs),
+  // so its processes move into one now. A process forked meanwhile by one not yet
+  // moved is caught by the next round; one forked inside the frozen group is frozen.
+  std::string members = v1_dir("memory", box_id) + "/cgroup.procs";
+  if (!path_exists(members)) members = v1_dir("pids", box_id) + "/cgroup.procs";
+  if (!path_exists(members)) throw Error(ErrorCode::Unsupported, "box " + box_id + " has no cgroup listing its processes");
+  if (!path_exists("/sys/fs/cgroup/freezer")) throw Error(ErrorCode::Unsupported, "no cgroup v1 freezer hierarchy on this host");
+  std::string dir = v1_dir("freezer", box_id);
+  make_dirs("/sys/fs/cgroup/freezer/boxlite");
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorCode::Engine, "mkdir " + dir);
+  bool frozen = false;
+  for (int round = 0; round < 100; ++round) {
+    auto inside = pids_in(dir + "/cgroup.procs");
+    bool moved = false;
+    for (const auto& pid : pids_in(members)) {
+      if (inside.count(pid)) continue;
+      try {
+        write_proc(dir + "/cgroup.procs", pid);
+        moved = true;
+      } catch (const Error&) {
+        // It exited meanwhile.
+      }
+    }
+    if (!frozen) {
+      write_proc(dir + "/freezer.state", "FROZEN");
+      frozen = true;
+    } else if (!moved) {
+      break;
+    }
+  }
+  if (!wait_until([&] { return trim(read_file(dir + "/freezer.state")) == "FROZEN"; })) {
+    thaw(box_id);
+    throw Error(ErrorCode::Engine, "box " + box_id + ": its processes did not freeze within 5 s");
+  }
+}
+
+void thaw(const std::string& box_id) {
+  if (is_cgroup2()) {
+    write_proc(v2_dir(box_id) + "/cgroup.freeze", "0");
+  } else {
+    write_proc(v1_dir("freezer", box_id) + "/freezer.state", "THAWED");
+  }
 }
 
 }  // namespace boxlite::engine::jail
