@@ -259,6 +259,19 @@ TEST_P(StorageTest, DiskSizeGivesThatMuchDiskAndAFullDiskIsEnospcInTheBox) {
   EXPECT_LT(static_cast<uint64_t>(st.st_blocks) * 512, (1ull << 30) + (64ull << 20));
 }
 
+// /tmp is a tmpfs on both engines; a volume below it is mounted after it, not hidden.
+TEST_P(StorageTest, AVolumeUnderTmpIsNotHiddenByTheTmpfs) {
+  write_file_atomic(work_ + "/from-host.txt", "host\n");
+  Box& b = box_with({{work_, "/tmp/ws", false}});
+  auto r = sh("cat /tmp/ws/from-host.txt && echo box > /tmp/ws/from-box.txt && echo scratch > /tmp/scratch && "
+              "grep -c ' /tmp tmpfs ' /proc/mounts");
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, "host\n1\n");
+  EXPECT_EQ(read_file(work_ + "/from-box.txt"), "box\n");
+  EXPECT_FALSE(path_exists(work_ + "/scratch"));
+  b.stop();
+}
+
 TEST_P(StorageTest, DefaultDiskIsTenGibSparse) {
   if (!vm()) GTEST_SKIP() << "the jail engine has no disk of its own";
   box_with({});

@@ -125,6 +125,19 @@ UniqueFd make_idmap_userns(const std::string& uid_map, const std::string& gid_ma
   return ns;
 }
 
+// The box's /tmp tmpfs, mounted before the volumes (not with /proc and /sys in the
+// child) so that a volume under /tmp lands on it instead of being hidden by it.
+// Owned by the box's root; the mount point is made inside the root (a symlinked
+// /tmp in the image resolves inside it).
+void mount_tmp(const ShimSpec& spec, const std::string& root) {
+  UniqueFd root_fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root_fd) throw_errno(ErrorCode::Engine, "open " + root);
+  UniqueFd tmp = make_dirs_in_root(root_fd.get(), "/tmp", ErrorCode::Engine);
+  std::string at = "/proc/self/fd/" + std::to_string(tmp.get());
+  std::string opts = "mode=1777,uid=" + std::to_string(spec.uid_offset) + ",gid=" + std::to_string(spec.uid_offset);
+  if (::mount("tmpfs", at.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0) throw_errno(ErrorCode::Engine, "mount the box's /tmp");
+}
+
 // Binds each volume onto its mount point in the box root, before the box's
 // namespaces exist: from inside, the mounts are locked (a user namespace cannot
 // remount a read-only mount it inherited read-write, nor unmount it to see what
@@ -403,11 +416,10 @@ int child_main(void* arg) {
   if (::chdir("/tmp/root") != 0) child_fail(a, "chdir /tmp/root");
   if (::sethostname(a.spec->hostname.data(), a.spec->hostname.size()) != 0) child_fail(a, "sethostname");
   bring_up_loopback(a);
-  std::string proc = a.root + "/proc", sys = a.root + "/sys", tmp = a.root + "/tmp";
-  for (const auto& d : {proc, sys, tmp}) ::mkdir(d.c_str(), 0755);
+  std::string proc = a.root + "/proc", sys = a.root + "/sys";  // /tmp: mount_tmp, before the volumes
+  for (const auto& d : {proc, sys}) ::mkdir(d.c_str(), 0755);
   child_mount(a, "proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
   child_mount(a, "sysfs", sys, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
-  child_mount(a, "tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
   setup_dev(a);
   mask_paths(a);
   if (::syscall(SYS_pivot_root, ".", ".") != 0) child_fail(a, "pivot_root into the box root");
@@ -460,6 +472,7 @@ Jail start(const ShimSpec& spec) {
   }
   std::string root = spec.box_dir + "/rootfs";
   mount_root(spec, root);
+  mount_tmp(spec, root);
   std::vector<std::string> volume_warnings;
   mount_volumes(spec, root, volume_warnings);
 
