@@ -480,6 +480,54 @@ TEST_F(SnapshotTest, JailSnapshotsAndClonesCopyTheUpperLayer) {
   EXPECT_EQ(sh(*clone, "cat /data.txt"), "mine\n");
 }
 
+// Every remove path refuses a source vm clones still grow over: Box::destroy (what
+// auto_remove does when the handle goes), the CLI's rm (Runtime::remove); force
+// makes the clone independent first.
+TEST_F(SnapshotTest, EveryRemovePathChecksCloneDependencies) {
+  BoxOptions o;
+  o.rootfs_path = image("busybox");
+  o.auto_remove = true;
+  std::shared_ptr<Box> clone;
+  {
+    auto src = rt_->create(o, "auto");
+    sh(*src, "echo x > /f");
+    clone = rt_->clone_box(*src, "dep");  // of the running source
+    EXPECT_NE(error_of([&] { src->destroy(); }, ErrorCode::InvalidState).find("have clone dependencies"), std::string::npos);
+  }  // auto_remove: the handle goes, the box it cannot remove is left stopped
+  EXPECT_EQ(rt_->get_info("auto").status, "stopped");
+  auto c = run_cli({"rm", "auto"});
+  EXPECT_NE(c.exit_code, 0);
+  EXPECT_NE(c.err.find("Cannot remove box: boxes [" + clone->id() + "] have clone dependencies on it"), std::string::npos) << c.err;
+  rt_->remove("auto", /*force=*/true);
+  EXPECT_EQ(sh(*clone, "cat /f"), "x\n");
+  clone->stop();
+  rt_->remove("dep");
+}
+
+// Published ports are in the exported spec and come back with the import.
+TEST_F(SnapshotTest, ImportCarriesPublishedPorts) {
+  ::setenv("BOXLITE_ENGINE", "jail", 1);
+  BoxOptions o;
+  o.rootfs_path = image("busybox");
+  o.auto_remove = false;
+  o.ports = {PortSpec{.host_port = 18081, .guest_port = 8080}, PortSpec{.host_port = 0, .guest_port = 53, .protocol = "udp"}};
+  auto box = rt_->create(o, "ports");
+  boxes_.push_back(box);
+  std::string path = rt_->export_box(*box, home_);  // never started: an empty upper layer
+  std::string other = home_ + "/h2";
+  make_dirs(other);
+  Runtime rt2(RuntimeOptions{.home_dir = other});
+  auto imported = rt2.import_box(path);
+  const auto& ports = imported->spec().net.ports;
+  ASSERT_EQ(ports.size(), 2u);
+  EXPECT_EQ(ports[0].host_port, 18081);
+  EXPECT_EQ(ports[0].guest_port, 8080);
+  EXPECT_FALSE(ports[0].udp);
+  EXPECT_EQ(ports[1].host_port, 53);
+  EXPECT_TRUE(ports[1].udp);
+  rt2.remove(imported->id());
+}
+
 // A jail export is the box's upper layer as a layer tar over the image it names:
 // owners, modes (setuid kept), hardlinks, symlinks, whiteouts and opaque
 // directories come back in a new home, and the import is a jail box.
