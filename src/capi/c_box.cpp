@@ -17,7 +17,9 @@ std::shared_ptr<Box> RuntimeState::lookup(const std::string& id_or_name) {
     throw;
   }
   std::lock_guard lk(lookup_mu);
-  if (auto box = cached_box(info.id)) return box;
+  // A handle invalidated by stop() is not handed out again: get gives a fresh one
+  // (the documented "Use runtime.get() to get a new handle").
+  if (auto box = cached_box(info.id); box && !box->invalidated()) return box;
   auto box = core->get(info.id);
   if (box) remember_box(box);
   return box;
@@ -244,6 +246,7 @@ BoxliteErrorCode boxlite_remove(CBoxliteRuntime* runtime, const char* id_or_name
           if (box->state() == BoxState::Running && !force) {
             throw Error(ErrorCode::InvalidState, "box " + info.id + " is running: stop it first, or remove it with force");
           }
+          st->core->prepare_remove(info.id, force != 0);  // clone dependencies, as remove checks them
           box->destroy();
         } else {
           st->core->remove(info.id, force != 0);

@@ -105,7 +105,11 @@ Box::~Box() {
   if (attached_ || record_.detach) return;
   try {
     if (auto_remove_) {
-      destroy();
+      try {
+        destroy();
+      } catch (const Error&) {
+        stop();  // not removable (clones depend on it): at least stopped
+      }
     } else {
       stop();
     }
@@ -279,11 +283,21 @@ FileLock Box::lock_box() {
   return FileLock::acquire(spec_.box_dir + "/box.lock");
 }
 
+bool Box::invalidated() {
+  std::lock_guard lk(mu_);
+  return invalidated_;
+}
+
+void Box::check_valid_locked() const {
+  if (invalidated_) throw Error(ErrorCode::Stopped, "Handle invalidated after stop(). Use runtime.get() to get a new handle.");
+}
+
 void Box::start() {
   trace("core: start");
   std::lock_guard lk(mu_);
   FileLock box_lock = lock_box();
   trace("core: start locked");
+  invalidated_ = false;  // an explicit start re-validates the handle (docs/storage.md)
   if (state_ == BoxState::Running) {
     if (client_ && !client_->closed()) return;
     stop_locked();
@@ -368,6 +382,7 @@ Execution Box::exec(const ExecOptions& o) {
   }
   {
     std::lock_guard lk(mu_);
+    check_valid_locked();
     refresh_locked();
     if (state_ == BoxState::Stopped && record_.main_exit_code) {
       throw Error(ErrorCode::InvalidState, "Cannot exec box " + id() + ": it is stopped, and its main command has already exited");
@@ -413,6 +428,10 @@ std::optional<Execution> Box::finished_main_locked() {
 }
 
 Execution Box::attach(bool with_stdin) {
+  {
+    std::lock_guard lk(mu_);
+    check_valid_locked();
+  }
   if (state() == BoxState::Created) start();  // its main command may be over by the time this returns
   {
     std::lock_guard lk(mu_);
@@ -442,6 +461,10 @@ std::shared_ptr<core::ShimClient> Box::running_client() {
 }
 
 Execution Box::exec_builtin(const std::string& name, const std::vector<std::string>& args, bool stdin_open) {
+  {
+    std::lock_guard lk(mu_);
+    check_valid_locked();
+  }
   proto::ExecRequest req;
   // What an agent without builtins would try to run: it fails as "not found".
   req.add_argv("/.boxlite/builtin/" + name);
@@ -491,12 +514,14 @@ bool Box::join_started_elsewhere_locked() {
 void Box::stop() {
   std::lock_guard lk(mu_);
   FileLock box_lock = lock_box();
+  invalidated_ = true;
   stop_locked();
 }
 
 void Box::stop(int timeout_ms) {
   std::lock_guard lk(mu_);
   FileLock box_lock = lock_box();
+  invalidated_ = true;
   stop_locked(timeout_ms < 0 ? std::numeric_limits<int>::max() : timeout_ms);
 }
 
@@ -528,6 +553,9 @@ void Box::stop_locked(int timeout_ms) {
 void Box::destroy() {
   std::lock_guard lk(mu_);
   FileLock box_lock = lock_box();
+  // Before anything stops: a source its clones still need stays whole (the
+  // documented error; auto_remove then leaves the box stopped).
+  if (store_) check_no_clone_dependents(*store_, id());
   stop_locked();
   trace("core: destroy: stopped");
   // The shim retires them; this covers a shim that was killed first.

@@ -48,6 +48,8 @@ class Box {
   const std::vector<std::string>& default_command() const { return default_argv_; }
   const engine::ShimSpec& spec() const { return spec_; }
 
+  // Starts the box (a no-op when running). On a handle invalidated by stop(), start()
+  // makes it valid again: code that does box->stop(); box->start() keeps working.
   void start();
   // box.snapshot: create/list/get/remove/restore (core/snapshots.hpp).
   SnapshotHandle snapshot() { return SnapshotHandle(*this); }
@@ -78,7 +80,14 @@ class Box {
   void copy_in(const std::string& host_path, const std::string& box_path, const CopyOptions& opts = {});
   void copy_out(const std::string& box_path, const std::string& host_path, const CopyOptions& opts = {});
   // Stops the box: the guest shuts down and the VM exits. The disk stays.
+  // It also invalidates this handle: exec, run, attach, copy_in and copy_out on it
+  // then fail with Stopped ("Handle invalidated after stop(). Use runtime.get() to
+  // get a new handle.") until start() is called on it. Snapshot, clone and export
+  // keep working (the documented restore is stop(); snapshot.restore(); get()).
+  // A box that stops by itself (its main command exits) invalidates nothing.
   void stop();
+  // Whether stop() invalidated this handle (and no start() since).
+  bool invalidated();
   // As stop(), but gives the guest at most timeout_ms to shut down before the
   // engine is killed (-1: wait as long as it takes).
   void stop(int timeout_ms);
@@ -114,6 +123,9 @@ class Box {
   std::vector<std::string> default_argv_;
   bool auto_remove_;
   bool attached_ = false;  // another process owns the box (attach)
+  bool invalidated_ = false;  // stop() was called on this handle (and no start() since)
+  // Throws Stopped when stop() invalidated this handle.
+  void check_valid_locked() const;
   store::BoxRecord record_;
   std::shared_ptr<store::Store> store_;  // null: a box without a record
   std::mutex mu_;

@@ -1,6 +1,7 @@
 // The runtime: owns a home directory and creates, finds and removes boxes.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
 #include <functional>
 #include <memory>
 #include <atomic>
@@ -85,13 +86,18 @@ class Runtime {
   // "Cannot create box: runtime has been shut down".
   void shutdown(std::optional<double> timeout_secs = std::nullopt);
 
-  // Storage (storage.cpp, docs/storage.md). vm engine; a running box gives
-  // InvalidState. clone_box: an independent box over a frozen copy-on-write
-  // layer of `source`'s disk, created stopped (the first exec starts it); the
-  // source cannot be removed without force while it has clones. export_box:
-  // writes <dest_dir>/<name or id>.boxlite (a tar of a manifest and the whole
-  // disk flattened) and returns its path. import_box: a new box from one.
+  // Storage (storage.cpp, docs/storage.md), on running or stopped boxes (a
+  // running one is quiesced and resumed). clone_box: an independent box over a
+  // frozen copy-on-write layer of `source`'s disk (jail: a copy of its upper
+  // layer), created stopped (the first exec starts it); a vm source cannot be
+  // removed without force while it has clones. export_box: writes
+  // <dest_dir>/<name or id>.boxlite (a tar of a manifest and the whole disk
+  // flattened, or the jail's upper layer) and returns its path. import_box: a new
+  // box from one, of the engine it was exported from.
   std::shared_ptr<Box> clone_box(Box& source, const std::string& name = "");
+  // What Runtime::remove checks before removing box `id` through a handle the
+  // caller holds (the C API): clone dependencies (force: released first).
+  void prepare_remove(const std::string& id, bool force) { release_clones(id, force); }
   std::string export_box(Box& box, const std::string& dest_dir);
   std::shared_ptr<Box> import_box(const std::string& path, const std::string& name = "");
 
@@ -133,6 +139,10 @@ class Runtime {
   // force: then each clone is made independent first (storage.cpp).
   void release_clones(const std::string& id, bool force);
   std::shared_ptr<Box> clone_jail(Box& source, const std::string& name);
+  std::string export_jail(Box& box, const std::string& dest_dir);
+  std::string write_export(Box& box, const std::string& dest, const std::string& data_name, const std::string& data_file);
+  std::shared_ptr<Box> import_jail(engine::ShimSpec spec, const nlohmann::json& manifest, const std::string& name,
+                                   const std::string& upper_tar);
   void warn(const std::string& msg) const;
 
   void load_home_config(bool registries_from_options);

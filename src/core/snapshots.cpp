@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,11 @@
 #include "common/io.hpp"
 #include "common/process.hpp"
 #include "core/box.hpp"
+#include "core/client.hpp"
+#include "core/execution.hpp"
+#include "engine/jail/jail.hpp"
+#include "engine/spec.hpp"
+#include "engine/vm/qmp.hpp"
 
 namespace boxlite {
 namespace disk {
@@ -35,10 +41,15 @@ RunResult qemu_img(std::vector<std::string> args, const std::string& what) {
 
 }  // namespace
 
-void create_overlay_on(const std::string& backing, const std::string& backing_format, const std::string& path) {
+void create_overlay_on(const std::string& backing, const std::string& backing_format, const std::string& path,
+                       uint64_t virtual_size) {
   std::string tmp = path + ".tmp-" + random_hex(4);
   try {
-    qemu_img({"create", "-q", "-f", "qcow2", "-F", backing_format, "-b", backing, tmp}, "create " + path + " over " + backing);
+    std::vector<std::string> args = {"create", "-q", "-f", "qcow2", "-F", backing_format, "-b", backing};
+    if (virtual_size > 0) args.push_back("-u");
+    args.push_back(tmp);
+    if (virtual_size > 0) args.push_back(std::to_string(virtual_size));
+    qemu_img(args, "create " + path + " over " + backing);
   } catch (...) {
     ::unlink(tmp.c_str());
     throw;
@@ -47,6 +58,16 @@ void create_overlay_on(const std::string& backing, const std::string& backing_fo
     int err = errno;
     ::unlink(tmp.c_str());
     throw_errno(ErrorCode::Storage, "rename " + tmp + " to " + path, err);
+  }
+}
+
+uint64_t virtual_size(const std::string& path) {
+  std::string tool = which("qemu-img");
+  RunResult r = run_capture({tool, "info", "-U", "--output=json", path});
+  try {
+    return r.ok() ? nlohmann::json::parse(r.out).value("virtual-size", uint64_t{0}) : 0;
+  } catch (const nlohmann::json::exception&) {
+    return 0;
   }
 }
 
@@ -70,6 +91,48 @@ void freeze_top(const std::string& box_dir, const std::string& frozen) {
     (void)!::rename(frozen.c_str(), top.c_str());
     throw;
   }
+  ::chmod(frozen.c_str(), 0400);  // frozen layers never change again
+}
+
+void freeze_running_top(const std::string& box_dir, const std::string& frozen) {
+  std::string top = box_dir + "/disk.qcow2";
+  uint64_t vsize = virtual_size(top);
+  if (vsize == 0) throw Error(ErrorCode::Storage, "cannot read the virtual size of " + top);
+  engine::vm::Qmp qmp = engine::vm::Qmp::connect(engine::qmp_socket_path(box_dir));
+  // Paused, the guest issues no I/O and QEMU has flushed what it had (vm_stop
+  // drains and flushes every drive): the top holds still while it is swapped.
+  qmp.execute("stop");
+  struct Resume {
+    engine::vm::Qmp& q;
+    ~Resume() {
+      try {
+        q.execute("cont");
+      } catch (const Error& e) {
+        std::fprintf(stderr, "boxlite: warning: could not resume the VM after freezing its disk: %s\n", e.what());
+      }
+    }
+  } resume{qmp};
+  // No rename of the file QEMU has open until QEMU is done with its name: after
+  // the switch it reopens the old top read-only BY NAME (file-posix cannot turn an
+  // O_RDWR fd into O_RDONLY), so that name must still be the frozen file then.
+  // The frozen layer gets its own name as a hardlink; the new top is made under a
+  // name used once, and takes `disk.qcow2` only after the switch. (QEMU's later
+  // read-only reopen of that new top, at the next live freeze, finds its one-time
+  // name gone and keeps its read-write fd: harmless, a backing file is never written.)
+  if (::link(top.c_str(), frozen.c_str()) != 0) throw_errno(ErrorCode::Storage, "freeze " + top + " as " + frozen);
+  std::string next = top + "." + random_hex(6);
+  try {
+    create_overlay_on(frozen, "qcow2", next, vsize);
+    // mode existing: QEMU opens the new top we made and puts its current node
+    // under it (it never opens the backing file the new top names).
+    qmp.execute("blockdev-snapshot-sync",
+                {{"device", "root"}, {"snapshot-file", next}, {"format", "qcow2"}, {"mode", "existing"}});
+  } catch (...) {
+    ::unlink(next.c_str());
+    ::unlink(frozen.c_str());
+    throw;
+  }
+  if (::rename(next.c_str(), top.c_str()) != 0) throw_errno(ErrorCode::Storage, "rename " + next + " to " + top);
   ::chmod(frozen.c_str(), 0400);  // frozen layers never change again
 }
 
@@ -173,24 +236,11 @@ uint64_t tree_bytes(const std::string& root) {
   return total;
 }
 
-uint64_t virtual_size(const std::string& path) {
-  std::string tool = which("qemu-img");
-  RunResult r = run_capture({tool, "info", "-U", "--output=json", path});
-  try {
-    return r.ok() ? nlohmann::json::parse(r.out).value("virtual-size", uint64_t{0}) : 0;
-  } catch (const nlohmann::json::exception&) {
-    return 0;
-  }
-}
-
 }  // namespace
 
 SnapshotInfo SnapshotHandle::create(const std::string& name) {
   validate_snapshot_name(name);
   FileLock lock = lock_box_dir(box_);
-  if (box_.state() == BoxState::Running) {
-    throw Error(ErrorCode::InvalidState, "Cannot create snapshot while box is running. Stop the box first.");
-  }
   auto index = load_index(box_);
   for (const auto& s : index) {
     if (s.at("name") == name) throw Error(ErrorCode::AlreadyExists, "snapshot '" + name + "' already exists on box " + box_.id());
@@ -199,14 +249,12 @@ SnapshotInfo SnapshotHandle::create(const std::string& name) {
   std::string id = random_hex(8);
   uint64_t vsize = 0;
   if (is_jail(box_)) {
-    std::string upper = box_.dir() + "/upper";
-    if (!path_exists(upper)) make_dirs(upper);  // never started: an empty upper layer
-    disk::copy_tree(upper, jail_snapshot(box_, id));
-    vsize = tree_bytes(upper);
+    copy_jail_upper(box_, jail_snapshot(box_, id));
+    vsize = tree_bytes(jail_snapshot(box_, id));
   } else {
     std::string frozen = snapshots_dir(box_) + "/" + id + ".qcow2";
-    vsize = virtual_size(box_.dir() + "/disk.qcow2");
-    disk::freeze_top(box_.dir(), frozen);
+    vsize = disk::virtual_size(box_.dir() + "/disk.qcow2");
+    freeze_box_disk(box_, frozen);
   }
   nlohmann::json rec = {{"id", id},
                         {"name", name},
@@ -267,7 +315,7 @@ void SnapshotHandle::remove(const std::string& name) {
 
 void SnapshotHandle::restore(const std::string& name) {
   FileLock lock = lock_box_dir(box_);
-  if (box_.state() == BoxState::Running) {
+  if (box_is_running(box_)) {
     throw Error(ErrorCode::InvalidState, "Cannot restore snapshot while box is running. Stop the box first.");
   }
   auto s = get(name);
@@ -283,6 +331,75 @@ void SnapshotHandle::restore(const std::string& name) {
   }
   // The new top is made before the old one goes: a failure leaves the box as it was.
   disk::create_overlay_on(snapshots_dir(box_) + "/" + s->id + ".qcow2", "qcow2", box_.dir() + "/disk.qcow2");
+}
+
+namespace {
+
+// A connection to the box's shim, or null when none answers (not running).
+std::shared_ptr<core::ShimClient> running_shim(const Box& b) {
+  try {
+    return core::ShimClient::connect(engine::shim_socket_path(b.dir()), b.id());
+  } catch (const Error&) {
+    return nullptr;
+  }
+}
+
+// Has the agent sync(2) so the box's own page cache reaches the disk; best effort.
+void sync_guest(const std::shared_ptr<core::ShimClient>& shim, const std::string& box_id) {
+  proto::ExecRequest req;
+  req.add_argv("/.boxlite/builtin/sync");
+  req.set_builtin("sync");
+  try {
+    Execution e(shim, shim->start_exec(req));
+    ExecResult r = e.wait();
+    if (r.exit_code == 0) return;
+    std::fprintf(stderr, "boxlite: warning: box %s: sync before freezing its disk exited %d\n", box_id.c_str(), r.exit_code);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "boxlite: warning: box %s: could not sync its file systems before freezing its disk: %s\n",
+                 box_id.c_str(), e.what());
+  }
+}
+
+}  // namespace
+
+bool box_is_running(const Box& b) {
+  auto shim = running_shim(b);
+  if (shim) shim->close();
+  return shim != nullptr;
+}
+
+void freeze_box_disk(Box& b, const std::string& frozen) {
+  auto shim = running_shim(b);
+  if (!shim) {
+    disk::freeze_top(b.dir(), frozen);
+    return;
+  }
+  sync_guest(shim, b.id());
+  shim->close();
+  disk::freeze_running_top(b.dir(), frozen);
+}
+
+void copy_jail_upper(Box& b, const std::string& to) {
+  std::string upper = b.dir() + "/upper";
+  if (!path_exists(upper)) make_dirs(upper);  // never started: an empty upper layer
+  if (!box_is_running(b)) {
+    disk::copy_tree(upper, to);
+    return;
+  }
+  // Frozen, the box's processes change nothing in the upper layer while it is
+  // copied (their writes go through the host's page cache, which cp reads).
+  engine::jail::freeze(b.id());
+  struct Thaw {
+    std::string id;
+    ~Thaw() {
+      try {
+        engine::jail::thaw(id);
+      } catch (const Error& e) {
+        std::fprintf(stderr, "boxlite: warning: box %s: could not thaw its processes: %s\n", id.c_str(), e.what());
+      }
+    }
+  } thaw{b.id()};
+  disk::copy_tree(upper, to);
 }
 
 }  // namespace boxlite

@@ -4,9 +4,13 @@
 #include <archive_entry.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
@@ -17,12 +21,16 @@
 #include "core/paths.hpp"
 #include "core/runtime.hpp"
 #include "core/snapshots.hpp"
+#include "image/oci_layout.hpp"
+#include "image/unpack.hpp"
 
 namespace boxlite {
 namespace {
 
 constexpr const char* kManifestName = "boxlite-export.json";
 constexpr const char* kDiskName = "disk.qcow2";
+// A jail export's upper layer: an OCI layer tar (whiteouts as .wh. entries, box ids).
+constexpr const char* kUpperName = "upper.tar";
 constexpr int kExportFormat = 1;
 
 int64_t now_ms_wall() {
@@ -50,15 +58,6 @@ struct ArchiveReadDeleter {
 };
 using WriteArchive = std::unique_ptr<archive, ArchiveWriteDeleter>;
 using ReadArchive = std::unique_ptr<archive, ArchiveReadDeleter>;
-
-void check_vm_and_stopped(Box& box, const std::string& what) {
-  if (box.spec().engine != "vm") {
-    throw Error(ErrorCode::Unsupported, what + " is not supported by the jail engine (its root is a host overlay, not a disk)");
-  }
-  if (box.state() == BoxState::Running) {
-    throw Error(ErrorCode::InvalidState, "Cannot " + what + " box " + box.id() + " while it is running. Stop the box first.");
-  }
-}
 
 void validate_new_name(store::Store& store, const std::string& name) {
   if (name.empty()) return;
@@ -99,6 +98,158 @@ void add_file_entry(archive* a, const std::string& name, const std::string& path
   }
 }
 
+struct LinkResolverDeleter {
+  void operator()(archive_entry_linkresolver* r) const { archive_entry_linkresolver_free(r); }
+};
+using EntryPtr = std::unique_ptr<archive_entry, void (*)(archive_entry*)>;
+
+void write_header(archive* a, archive_entry* e, const std::string& what) {
+  if (archive_write_header(a, e) != ARCHIVE_OK) throw Error(ErrorCode::Storage, "export: " + what + ": " + archive_error_string(a));
+}
+
+void add_empty_file(archive* a, const std::string& name) {
+  EntryPtr e(archive_entry_new(), archive_entry_free);
+  archive_entry_set_pathname(e.get(), name.c_str());
+  archive_entry_set_filetype(e.get(), AE_IFREG);
+  archive_entry_set_perm(e.get(), 0644);
+  archive_entry_set_size(e.get(), 0);
+  write_header(a, e.get(), name);
+}
+
+void copy_file_data(archive* a, const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) throw_errno(ErrorCode::Storage, "open " + path);
+  std::vector<char> buf(1 << 20);
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_errno(ErrorCode::Storage, "read " + path);
+    if (n == 0) return;
+    if (archive_write_data(a, buf.data(), static_cast<size_t>(n)) != n) {
+      throw Error(ErrorCode::Storage, "export: " + path + ": " + archive_error_string(a));
+    }
+  }
+}
+
+// Writes a jail's upper directory as an OCI layer tar, the form image layers take,
+// so import reads it with the image code's hostile-input-safe extractor
+// (image::extract_layer_for_overlay). Overlay whiteouts (char devices 0:0) become
+// ".wh.NAME", opaque directories (trusted.overlay.opaque=y) ".wh..wh..opq"; owners
+// are written as the box sees them (host id - uid_offset); hardlinks stay links.
+// Other xattrs are not carried (the extractor never applies an archive's xattrs),
+// nor fifos and sockets (it skips them too).
+void write_upper_layer(const std::string& upper, const std::string& out, uint32_t uid_offset) {
+  WriteArchive a(archive_write_new());
+  archive_write_set_format_pax_restricted(a.get());
+  if (archive_write_open_filename(a.get(), out.c_str()) != ARCHIVE_OK) {
+    throw Error(ErrorCode::Storage, "export: open " + out + ": " + archive_error_string(a.get()));
+  }
+  std::unique_ptr<archive_entry_linkresolver, LinkResolverDeleter> links(archive_entry_linkresolver_new());
+  archive_entry_linkresolver_set_strategy(links.get(), archive_format(a.get()));
+  auto box_id = [&](uint32_t host) -> uint32_t { return host >= uid_offset && host - uid_offset <= 65535 ? host - uid_offset : 65534; };
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(upper, ec), end;  // symlinks are not followed
+  if (ec) throw Error(ErrorCode::Storage, "export: read " + upper + ": " + ec.message());
+  for (; it != end; it.increment(ec)) {
+    if (ec) throw Error(ErrorCode::Storage, "export: read " + upper + ": " + ec.message());
+    std::string path = it->path().string();
+    std::string rel = it->path().lexically_relative(upper).string();
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) throw_errno(ErrorCode::Storage, "export: lstat " + path);
+    if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0)) {
+      std::string parent = it->path().parent_path().lexically_relative(upper).string();
+      add_empty_file(a.get(), (parent == "." ? "" : parent + "/") + ".wh." + it->path().filename().string());
+      continue;
+    }
+    if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) continue;  // fifos, sockets
+    EntryPtr e(archive_entry_new(), archive_entry_free);
+    archive_entry_copy_stat(e.get(), &st);
+    archive_entry_set_pathname(e.get(), rel.c_str());
+    archive_entry_set_uid(e.get(), box_id(st.st_uid));
+    archive_entry_set_gid(e.get(), box_id(st.st_gid));
+    if (S_ISLNK(st.st_mode)) {
+      std::string target(static_cast<size_t>(st.st_size) + 1, '\0');
+      ssize_t n = ::readlink(path.c_str(), target.data(), target.size());
+      if (n < 0) throw_errno(ErrorCode::Storage, "export: readlink " + path);
+      target.resize(static_cast<size_t>(n));
+      archive_entry_set_symlink(e.get(), target.c_str());
+    }
+    if (!S_ISREG(st.st_mode)) archive_entry_set_size(e.get(), 0);
+    if (S_ISREG(st.st_mode) && st.st_nlink > 1) {
+      archive_entry* entry = e.release();
+      archive_entry* spare = nullptr;
+      archive_entry_linkify(links.get(), &entry, &spare);
+      e.reset(entry);
+      if (spare) archive_entry_free(spare);
+    }
+    write_header(a.get(), e.get(), rel);
+    if (S_ISREG(st.st_mode) && archive_entry_size(e.get()) > 0) copy_file_data(a.get(), path);
+    char opaque[2] = {};
+    if (S_ISDIR(st.st_mode) && ::lgetxattr(path.c_str(), "trusted.overlay.opaque", opaque, sizeof opaque) == 1 && opaque[0] == 'y') {
+      add_empty_file(a.get(), rel + "/.wh..wh..opq");
+    }
+  }
+  if (archive_write_close(a.get()) != ARCHIVE_OK) throw Error(ErrorCode::Storage, std::string("export: ") + archive_error_string(a.get()));
+}
+
+// An export's upper layer is only ever what write_upper_layer writes: refuse (with
+// InvalidArgument naming the entry) anything else before a byte is extracted —
+// absolute paths, "..", device nodes, fifos and sockets (whiteouts are .wh. files
+// there), hardlinks leaving the layer, and entries below a symlink of the archive
+// (writing through it). The extractor confines all of these as well; refusing
+// says the archive is hostile instead of importing part of it.
+void check_upper_layer(const std::string& tar_path, const std::string& archive_name) {
+  ReadArchive a(archive_read_new());
+  archive_read_support_format_tar(a.get());
+  if (archive_read_open_filename(a.get(), tar_path.c_str(), 1 << 20) != ARCHIVE_OK) {
+    throw Error(ErrorCode::InvalidArgument, "import: " + archive_name + ": unreadable upper layer: " + archive_error_string(a.get()));
+  }
+  auto bad_path = [](const std::string& p) {
+    if (p.empty() || p[0] == '/') return true;
+    for (const auto& c : split(p, '/')) {
+      if (c == "..") return true;
+    }
+    return false;
+  };
+  auto clean = [](std::string p) {
+    while (p.rfind("./", 0) == 0) p.erase(0, 2);
+    while (!p.empty() && p.back() == '/') p.pop_back();
+    return p;
+  };
+  std::vector<std::string> symlinks;
+  archive_entry* e = nullptr;
+  int rc;
+  while ((rc = archive_read_next_header(a.get(), &e)) == ARCHIVE_OK) {
+    std::string name = archive_entry_pathname(e) ? archive_entry_pathname(e) : "";
+    auto refuse = [&](const std::string& why) {
+      throw Error(ErrorCode::InvalidArgument, "import: " + archive_name + ": refused upper layer entry '" + name + "': " + why);
+    };
+    if (bad_path(name)) refuse("absolute or with '..'");
+    std::string p = clean(name);
+    for (const auto& l : symlinks) {
+      if (p.rfind(l + "/", 0) == 0) refuse("it is below the symlink '" + l + "'");
+    }
+    const char* hard = archive_entry_hardlink(e);
+    if (hard && bad_path(hard)) refuse("a hardlink to outside the layer");
+    auto type = archive_entry_filetype(e);
+    if (!hard && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK) refuse("a device node, fifo or socket");
+    if (type == AE_IFLNK) symlinks.push_back(p);
+  }
+  if (rc != ARCHIVE_EOF) throw Error(ErrorCode::InvalidArgument, "import: " + archive_name + ": bad upper layer: " + archive_error_string(a.get()));
+}
+
+// The image layers a jail box stands on: their names in the layer cache without the
+// uid offset ("<layer hex>"), which identify the image across homes.
+nlohmann::json layer_ids(const engine::ShimSpec& spec) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& d : spec.lower_dirs) {
+    std::string name = d.substr(d.rfind('/') + 1);
+    out.push_back(name.substr(0, name.rfind('-')));
+  }
+  return out;
+}
+
 // The record of a new box made from `source`'s: created, never started, kept
 // until removed (a clone has no owner process), under its own id and name.
 store::BoxRecord clone_record(const store::BoxRecord& source, const std::string& id, const std::string& name) {
@@ -122,13 +273,38 @@ std::vector<std::string> recorded_argv(const nlohmann::json& options) {
   return options.is_object() ? options.value("argv", std::vector<std::string>{"sh"}) : std::vector<std::string>{"sh"};
 }
 
+// What the box is comes from the export; how this machine runs it (QEMU, kernel,
+// agent, boxlite-net), from here. Published ports are carried: the box is expected
+// to serve where it did, and a port taken here fails its start with the usual error.
+// Returns the network options the machine parts are made from.
+BoxOptions copy_exported_box(engine::ShimSpec& spec, const engine::ShimSpec& exported) {
+  spec.cpus = exported.cpus;
+  spec.memory_mib = exported.memory_mib;
+  spec.boot_timeout_secs = exported.boot_timeout_secs;
+  spec.hostname = spec.box_id;
+  spec.env = exported.env;
+  spec.working_dir = exported.working_dir;
+  spec.user = exported.user;
+  spec.main_argv = exported.main_argv;
+  spec.main_tty = exported.main_tty;
+  spec.main_stdin = exported.main_stdin;
+  spec.main_rows = exported.main_rows;
+  spec.main_cols = exported.main_cols;
+  spec.guest_binary = core::libexec_dir() + "/boxlite-guest";
+  BoxOptions machine;
+  machine.network.mode = exported.net.enabled ? "enabled" : "disabled";
+  machine.network.allow_net = exported.net.allow_net;
+  spec.net = make_net_config(machine);
+  spec.net.ports = exported.net.ports;
+  return machine;
+}
+
 }  // namespace
 
 std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& name) {
   validate_new_name(*store_, name);
   FileLock lock = FileLock::acquire(source.dir() + "/box.lock");
   if (source.spec().engine == "jail") return clone_jail(source, name);
-  check_vm_and_stopped(source, "clone");
   auto rec = store_->find(source.id());
   if (!rec) throw Error(ErrorCode::NotFound, "No such box: " + source.id());
 
@@ -141,11 +317,12 @@ std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& name) {
   PathGuard guard{spec.box_dir};
   if (::mkdir(spec.box_dir.c_str(), 0700) != 0) throw_errno(ErrorCode::Storage, "create box directory " + spec.box_dir);
   // The source's disk as it is now becomes a frozen layer both disks grow over:
-  // O(1) whatever the disk holds, and neither box sees the other's writes.
+  // O(1) whatever the disk holds, and neither box sees the other's writes. A
+  // running source is paused for the swap and resumed (freeze_box_disk).
   make_dirs(source.dir() + "/snapshots", 0700);
   std::string frozen = source.dir() + "/snapshots/clone-" + spec.box_id + ".qcow2";
-  disk::freeze_top(source.dir(), frozen);
-  disk::create_overlay_on(frozen, "qcow2", spec.disk);
+  freeze_box_disk(source, frozen);
+  disk::create_overlay_on(frozen, "qcow2", spec.disk, disk::virtual_size(frozen));
   write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600);
 
   store::BoxRecord r = clone_record(*rec, spec.box_id, name);
@@ -164,9 +341,6 @@ std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& name) {
 // A jail's clone copies the source's upper layer (O(data)) over the same image
 // layers: fully independent, so the source keeps no clone dependency.
 std::shared_ptr<Box> Runtime::clone_jail(Box& source, const std::string& name) {
-  if (source.state() == BoxState::Running) {
-    throw Error(ErrorCode::InvalidState, "Cannot clone box " + source.id() + " while it is running. Stop the box first.");
-  }
   auto rec = store_->find(source.id());
   if (!rec) throw Error(ErrorCode::NotFound, "No such box: " + source.id());
   engine::ShimSpec spec = source.spec();
@@ -176,7 +350,7 @@ std::shared_ptr<Box> Runtime::clone_jail(Box& source, const std::string& name) {
   spec.hostname = spec.box_id;
   PathGuard guard{spec.box_dir};
   if (::mkdir(spec.box_dir.c_str(), 0700) != 0) throw_errno(ErrorCode::Storage, "create box directory " + spec.box_dir);
-  if (path_exists(source.dir() + "/upper")) disk::copy_tree(source.dir() + "/upper", spec.box_dir + "/upper");
+  copy_jail_upper(source, spec.box_dir + "/upper");  // a running source is frozen meanwhile
   write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600);
   store::BoxRecord r = clone_record(*rec, spec.box_id, name);
   store_->insert(r);
@@ -189,18 +363,34 @@ std::shared_ptr<Box> Runtime::clone_jail(Box& source, const std::string& name) {
   return track(std::make_shared<Box>(spec, r, recorded_argv(opts), store_));
 }
 
+namespace {
+
+std::vector<store::BoxRecord> clones_of(store::Store& store, const std::string& id) {
+  std::vector<store::BoxRecord> out;
+  for (const auto& r : store.list()) {
+    if (clone_of(r) == id) out.push_back(r);
+  }
+  return out;
+}
+
+[[noreturn]] void throw_clone_dependents(const std::vector<store::BoxRecord>& clones) {
+  std::string ids;
+  for (const auto& c : clones) ids += (ids.empty() ? "" : ", ") + c.id;
+  throw Error(ErrorCode::InvalidState, "Cannot remove box: boxes [" + ids + "] have clone dependencies on it. Remove them first, or use force=true "
+                                       "(which copies the data they share into each clone)");
+}
+
+}  // namespace
+
+void check_no_clone_dependents(store::Store& store, const std::string& box_id) {
+  auto clones = clones_of(store, box_id);
+  if (!clones.empty()) throw_clone_dependents(clones);
+}
+
 void Runtime::release_clones(const std::string& id, bool force) {
-  std::vector<store::BoxRecord> clones;
-  for (const auto& r : store_->list()) {
-    if (clone_of(r) == id) clones.push_back(r);
-  }
+  std::vector<store::BoxRecord> clones = clones_of(*store_, id);
   if (clones.empty()) return;
-  if (!force) {
-    std::string ids;
-    for (const auto& c : clones) ids += (ids.empty() ? "" : ", ") + c.id;
-    throw Error(ErrorCode::InvalidState, "Cannot remove box: boxes [" + ids + "] have clone dependencies on it. Remove them first, or use force=true "
-                                         "(which copies the data they share into each clone)");
-  }
+  if (!force) throw_clone_dependents(clones);
   for (const auto& c : clones) {
     // qemu-img must not rewrite a disk QEMU has open.
     if (c.state == "running" && process_alive(c.shim_pid)) {
@@ -213,6 +403,15 @@ void Runtime::release_clones(const std::string& id, bool force) {
     // Safe-mode rebase onto the image's base: the clone keeps every byte it sees,
     // and nothing of it lives in the source's directory any more.
     disk::rebase(spec.disk, spec.disk_base, "raw");
+    // Independent now: no longer a dependent of the source (Box::destroy checks).
+    store::BoxRecord r = c;
+    try {
+      auto opts = nlohmann::json::parse(r.options_json);
+      opts.erase("clone_of");
+      r.options_json = opts.dump();
+      store_->update(r);
+    } catch (const nlohmann::json::exception&) {
+    }
   }
 }
 
@@ -222,24 +421,41 @@ std::string Runtime::export_box(Box& box, const std::string& dest_dir) {
     throw Error(ErrorCode::InvalidArgument, "export destination '" + dest_dir + "' is not an existing directory");
   }
   FileLock lock = FileLock::acquire(box.dir() + "/box.lock");
-  check_vm_and_stopped(box, "export");
+  if (box.spec().engine == "jail") return export_jail(box, dest_dir);
   std::string dest = dest_dir + "/" + (box.name().empty() ? box.id() : box.name()) + ".boxlite";
   make_dirs(layout_.tmp());
   std::string flat = layout_.tmp() + "/export-" + random_hex(6) + ".qcow2";
   PathGuard flat_guard{flat};
-  disk::flatten(box.dir() + "/" + kDiskName, flat);
+  std::string source = box.dir() + "/" + kDiskName;
+  if (box_is_running(box)) {
+    // The disk as it is now is frozen as a layer (the VM pauses only for the swap)
+    // and that frozen chain is flattened while the box runs on. The layer stays
+    // under the box's disk, as a snapshot's would.
+    make_dirs(box.dir() + "/snapshots", 0700);
+    source = box.dir() + "/snapshots/export-" + random_hex(6) + ".qcow2";
+    freeze_box_disk(box, source);
+  }
+  disk::flatten(source, flat);
 
+  return write_export(box, dest, kDiskName, flat);
+}
+
+// <dest>: a tar of the manifest (format, engine, the box's spec and options) and
+// the box's data (`data_name`: the flattened disk, or the jail's upper layer).
+std::string Runtime::write_export(Box& box, const std::string& dest, const std::string& data_name, const std::string& data_file) {
   engine::ShimSpec spec = box.spec();
   spec.net.secrets.clear();  // secret values never leave the machine
   spec.volumes.clear();      // host paths mean nothing elsewhere
   auto rec = store_->find(box.id());
   nlohmann::json manifest = {{"format", kExportFormat},
+                             {"engine", spec.engine},
                              {"box_id", box.id()},
                              {"name", box.name()},
                              {"image", rec ? rec->image : ""},
                              {"options", rec ? nlohmann::json::parse(rec->options_json) : nlohmann::json::object()},
                              {"spec", nlohmann::json::parse(engine::spec_to_json(spec))}};
-  std::string manifest_file = flat + ".json";
+  if (spec.engine == "jail") manifest["image_layers"] = layer_ids(spec);
+  std::string manifest_file = data_file + ".json";
   PathGuard manifest_guard{manifest_file};
   write_file_atomic(manifest_file, manifest.dump(2), 0600);
 
@@ -252,12 +468,34 @@ std::string Runtime::export_box(Box& box, const std::string& dest_dir) {
       throw Error(ErrorCode::Storage, "export: open " + tmp + ": " + archive_error_string(a.get()));
     }
     add_file_entry(a.get(), kManifestName, manifest_file);
-    add_file_entry(a.get(), kDiskName, flat);
+    add_file_entry(a.get(), data_name, data_file);
     if (archive_write_close(a.get()) != ARCHIVE_OK) throw Error(ErrorCode::Storage, std::string("export: ") + archive_error_string(a.get()));
   }
   if (::rename(tmp.c_str(), dest.c_str()) != 0) throw_errno(ErrorCode::Storage, "rename " + tmp + " to " + dest);
   tmp_guard.committed = true;
   return dest;
+}
+
+// A jail's export carries its upper layer only: the image layers under it come
+// from the importing home (the image must be there, or pullable by reference).
+std::string Runtime::export_jail(Box& box, const std::string& dest_dir) {
+  std::string dest = dest_dir + "/" + (box.name().empty() ? box.id() : box.name()) + ".boxlite";
+  make_dirs(layout_.tmp());
+  std::string base = layout_.tmp() + "/export-" + random_hex(6);
+  std::string upper = box.dir() + "/upper";
+  PathGuard copy_guard;
+  if (box_is_running(box)) {
+    // A frozen copy (the box's processes are frozen only while it is made).
+    copy_guard.path = upper = base + ".upper";
+    copy_jail_upper(box, upper);
+  } else if (!path_exists(upper)) {
+    copy_guard.path = upper = base + ".upper";
+    make_dirs(upper);  // never started
+  }
+  std::string layer = base + ".tar";
+  PathGuard layer_guard{layer};
+  write_upper_layer(upper, layer, box.spec().uid_offset);
+  return write_export(box, dest, kUpperName, layer);
 }
 
 std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::string& name) {
@@ -273,8 +511,9 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
   PathGuard guard{spec.box_dir};
   if (::mkdir(spec.box_dir.c_str(), 0700) != 0) throw_errno(ErrorCode::Storage, "create box directory " + spec.box_dir);
   std::string disk_path = spec.box_dir + "/" + kDiskName;
+  std::string upper_tar = spec.box_dir + "/" + kUpperName;
   nlohmann::json manifest;
-  bool have_disk = false;
+  bool have_disk = false, have_upper = false;
   archive_entry* e = nullptr;
   // Only the two regular files an export writes are taken; nothing is written
   // by an archive-supplied name.
@@ -292,20 +531,39 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
       } catch (const nlohmann::json::exception& ex) {
         throw Error(ErrorCode::InvalidArgument, "import: " + path + ": invalid manifest: " + ex.what());
       }
-    } else if (entry == kDiskName) {
-      UniqueFd fd(::open(disk_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-      if (!fd) throw_errno(ErrorCode::Storage, "create " + disk_path);
+    } else if ((entry == kDiskName && !have_disk) || (entry == kUpperName && !have_upper)) {
+      const std::string& out = entry == kDiskName ? disk_path : upper_tar;
+      UniqueFd fd(::open(out.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+      if (!fd) throw_errno(ErrorCode::Storage, "create " + out);
       if (archive_read_data_into_fd(a.get(), fd.get()) != ARCHIVE_OK) {
         throw Error(ErrorCode::Storage, "import: " + path + ": " + archive_error_string(a.get()));
       }
-      have_disk = true;
+      (entry == kDiskName ? have_disk : have_upper) = true;
     } else {
       throw Error(ErrorCode::InvalidArgument, "import: " + path + ": unexpected entry '" + entry + "' (not a .boxlite export)");
     }
   }
-  if (!manifest.is_object() || !have_disk) throw Error(ErrorCode::InvalidArgument, "import: " + path + " is not a .boxlite export (missing manifest or disk)");
+  if (!manifest.is_object() || have_disk == have_upper) {
+    throw Error(ErrorCode::InvalidArgument, "import: " + path + " is not a .boxlite export (it needs a manifest and one disk or upper layer)");
+  }
   if (manifest.value("format", 0) != kExportFormat) {
     throw Error(ErrorCode::InvalidArgument, "import: " + path + ": unsupported export format " + manifest.value("format", nlohmann::json(0)).dump());
+  }
+  engine::ShimSpec exported;
+  try {
+    exported = engine::spec_from_json(manifest.at("spec").dump());
+  } catch (const std::exception& ex) {
+    throw Error(ErrorCode::InvalidArgument, "import: " + path + ": invalid box spec: " + ex.what());
+  }
+  // The archive records the engine: a jail export makes a jail box, a vm one a vm box.
+  if (have_upper) {
+    if (exported.engine != "jail") throw Error(ErrorCode::InvalidArgument, "import: " + path + ": an upper layer in a " + exported.engine + " export");
+    spec.engine = "jail";
+    copy_exported_box(spec, exported);
+    check_upper_layer(upper_tar, path);
+    auto box = import_jail(spec, manifest, name, upper_tar);
+    guard.committed = true;
+    return box;
   }
   // A hostile image could name a host file as its backing file and read it from
   // inside the box: an export is always one self-contained qcow2.
@@ -320,33 +578,10 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
     throw Error(ErrorCode::InvalidArgument, "import: " + path + ": the disk is not a self-contained qcow2 image");
   }
 
-  engine::ShimSpec exported;
-  try {
-    exported = engine::spec_from_json(manifest.at("spec").dump());
-  } catch (const std::exception& ex) {
-    throw Error(ErrorCode::InvalidArgument, "import: " + path + ": invalid box spec: " + ex.what());
-  }
-  if (exported.engine != "vm") throw Error(ErrorCode::InvalidArgument, "import: " + path + ": not a vm box");
-  // What the box is comes from the export; how this machine runs it, from here.
+  if (exported.engine != "vm") throw Error(ErrorCode::InvalidArgument, "import: " + path + ": a disk in a " + exported.engine + " export");
   spec.engine = "vm";
-  spec.cpus = exported.cpus;
-  spec.memory_mib = exported.memory_mib;
-  spec.boot_timeout_secs = exported.boot_timeout_secs;
-  spec.hostname = spec.box_id;
-  spec.env = exported.env;
-  spec.working_dir = exported.working_dir;
-  spec.user = exported.user;
-  spec.main_argv = exported.main_argv;
-  spec.main_tty = exported.main_tty;
-  spec.main_stdin = exported.main_stdin;
-  spec.main_rows = exported.main_rows;
-  spec.main_cols = exported.main_cols;
-  spec.guest_binary = core::libexec_dir() + "/boxlite-guest";
+  BoxOptions machine = copy_exported_box(spec, exported);
   spec.disk = disk_path;
-  BoxOptions machine;
-  machine.network.mode = exported.net.enabled ? "enabled" : "disabled";
-  machine.network.allow_net = exported.net.allow_net;
-  spec.net = make_net_config(machine);
   prepare_vm_machine(spec, machine);
   spec.ephemeral = false;  // an imported box is kept until removed
   write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600);
@@ -364,6 +599,51 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
   r.options_json = opts.dump();
   store_->insert(r);
   guard.committed = true;
+  return track(std::make_shared<Box>(spec, r, recorded_argv(opts), store_));
+}
+
+// The image comes from this home: the reference the box was made from (a layout
+// directory, or a registry reference, pulled if missing), checked to be made of the
+// same layers, so the upper layer lands on what it was written over.
+std::shared_ptr<Box> Runtime::import_jail(engine::ShimSpec spec, const nlohmann::json& manifest, const std::string& name,
+                                          const std::string& upper_tar) {
+  std::string ref = manifest.value("image", "");
+  if (ref.empty()) throw Error(ErrorCode::InvalidArgument, "import: the export does not name the image the jail box was made from");
+  struct stat st {};
+  bool is_layout = ref.rfind("oci:", 0) == 0 || ref[0] == '/' || ::stat(ref.c_str(), &st) == 0;
+  std::string recorded = ref;
+  image::LocalImage img = image::open_oci_layout(is_layout ? image::parse_layout_ref(ref) : resolve_registry_image(ref, recorded));
+  prepare_jail(spec, img);
+  nlohmann::json want = manifest.value("image_layers", nlohmann::json::array());
+  if (layer_ids(spec) != want) {
+    throw Error(ErrorCode::Image, "import: image " + ref + " here is not the one the box was made from (its layers differ): " +
+                                      "the box's files would land on another root file system");
+  }
+  image::OverlayOptions o;
+  o.uid_offset = o.gid_offset = spec.uid_offset;
+  o.max_bytes = image::max_image_bytes();
+  std::string upper = spec.box_dir + "/upper";
+  if (::mkdir(upper.c_str(), 0755) != 0) throw_errno(ErrorCode::Storage, "create " + upper);
+  try {
+    image::extract_layer_for_overlay(upper, upper_tar, o);
+  } catch (const Error& e) {
+    throw Error(e.code() == ErrorCode::Image ? ErrorCode::InvalidArgument : e.code(), "import: the box's upper layer: " + std::string(e.what()));
+  }
+  ::unlink(upper_tar.c_str());
+  write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600);
+
+  store::BoxRecord r;
+  r.id = spec.box_id;
+  r.name = name;
+  r.image = recorded;
+  r.engine = "jail";
+  r.state = "created";
+  r.created_at_ms = now_ms_wall();
+  r.auto_remove = false;
+  nlohmann::json opts = manifest.value("options", nlohmann::json::object());
+  opts.erase("clone_of");
+  r.options_json = opts.dump();
+  store_->insert(r);
   return track(std::make_shared<Box>(spec, r, recorded_argv(opts), store_));
 }
 

@@ -71,6 +71,8 @@ ShimSpec spec_from_json(const std::string& text);
 // Paths inside a box directory; kept short because unix socket paths are limited.
 inline std::string shim_socket_path(const std::string& box_dir) { return box_dir + "/shim.sock"; }
 inline std::string agent_socket_path(const std::string& box_dir) { return box_dir + "/agent.sock"; }
+// QEMU's monitor (QMP): how the runtime freezes a running box's disk (docs/storage.md).
+inline std::string qmp_socket_path(const std::string& box_dir) { return box_dir + "/qmp.sock"; }
 inline std::string console_log_path(const std::string& box_dir) { return box_dir + "/console.log"; }
 inline std::string net_socket_path(const std::string& box_dir) { return box_dir + "/net.sock"; }
 inline std::string shim_log_path(const std::string& box_dir) { return box_dir + "/shim.log"; }

@@ -60,7 +60,7 @@ void copy_in(const std::vector<std::string>& args) {
 
 }  // namespace
 
-bool is_builtin(const std::string& name) { return name == "copy-out" || name == "copy-in"; }
+bool is_builtin(const std::string& name) { return name == "copy-out" || name == "copy-in" || name == "sync"; }
 
 int run_builtin(const std::string& name, const std::vector<std::string>& args) {
   // Named for ps inside the box: the agent's own name would mislead.
@@ -70,6 +70,10 @@ int run_builtin(const std::string& name, const std::vector<std::string>& args) {
       copy_out(args);
     } else if (name == "copy-in") {
       copy_in(args);
+    } else if (name == "sync") {
+      // Before the host freezes the disk of a running box (snapshot, clone,
+      // export): what the box wrote reaches the disk first.
+      ::sync();
     } else {
       throw Error(ErrorCode::InvalidArgument, "unknown builtin '" + name + "'");
     }

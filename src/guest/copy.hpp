@@ -13,6 +13,7 @@ namespace boxlite::guest {
 //   to stdout; FOLLOW "1" follows PATH itself when it is a symlink.
 // "copy-in DEST INCLUDE_PARENT OVERWRITE": reads a copy archive from stdin and
 //   places it at DEST (each flag "1" or "0"), then reads stdin to its end.
+// "sync": sync(2), so a disk the host then freezes holds what the box wrote.
 bool is_builtin(const std::string& name);
 
 // Runs a builtin in the exec's child. Returns its exit status: 0, or on failure

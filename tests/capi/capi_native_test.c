@@ -321,6 +321,12 @@ int main(int argc, char **argv) {
   info = boxlite_box_info(box);
   CHECK(info && strcmp(info->status, "stopped") == 0 && !info->running);
   boxlite_free_box_info(info);
+  /* the handle that stopped the box is invalidated until start() (docs/storage.md) */
+  BoxliteCommand after_stop = {.command = "true"};
+  CExecutionHandle *refused = NULL;
+  CHECK(boxlite_box_exec(box, &after_stop, &refused, &e) == Stopped && refused == NULL);
+  CHECK(e.message && strcmp(e.message, "Handle invalidated after stop(). Use runtime.get() to get a new handle.") == 0);
+  boxlite_error_free(&e);
   box_step(boxlite_start_box, box, Ok);
   expect_out(box, "echo back", "back\n");
 

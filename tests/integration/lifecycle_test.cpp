@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <atomic>
+#include <functional>
 #include <set>
 #include <thread>
 
@@ -193,6 +194,53 @@ TEST_P(LifecycleTest, DetachWithAutoRemoveIsTheDocumentedError) {
   }
   EXPECT_EQ(status("daemon"), "running");
   EXPECT_EQ(run_cli({"exec", "daemon", "--", "echo", "still-here"}).out, "still-here\n");
+}
+
+// The documented "Old handle after stop()": the handle that stopped the box refuses
+// exec/attach/copies with Stopped; snapshots still work on it; a fresh handle from
+// get() restarts the box; start() on the old handle makes it valid again.
+TEST_P(LifecycleTest, StopInvalidatesTheHandleUntilStartAndGetGivesAFreshOne) {
+  const std::string kInvalidated = "Handle invalidated after stop(). Use runtime.get() to get a new handle.";
+  Runtime rt;
+  BoxOptions o;
+  o.rootfs_path = image("busybox");
+  o.auto_remove = false;
+  auto box = rt.create(o, "handle");
+  ASSERT_EQ(box->run(ExecOptions{{"sh", "-c", "echo kept > /root/f"}}).exit_code, 0);
+  box->stop();
+  auto expect_invalidated = [&](const char* what, const std::function<void()>& f) {
+    try {
+      f();
+      ADD_FAILURE() << what << " on a stopped handle must fail";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::Stopped) << what;
+      EXPECT_EQ(std::string(e.what()), kInvalidated) << what;
+    }
+  };
+  std::string host_file = home_ + "/in.txt";
+  write_file_atomic(host_file, "x");
+  expect_invalidated("exec", [&] { box->exec(ExecOptions{{"true"}}); });
+  expect_invalidated("run", [&] { box->run(ExecOptions{{"true"}}); });
+  expect_invalidated("attach", [&] { box->attach(); });
+  expect_invalidated("copy_in", [&] { box->copy_in(host_file, "/root/in.txt"); });
+  expect_invalidated("copy_out", [&] { box->copy_out("/root/f", home_ + "/out.txt"); });
+  EXPECT_EQ(box->state(), BoxState::Stopped) << "the refused exec must not have restarted the box";
+  // The documented restore sequence: stop(); snapshot.restore(); runtime.get().
+  box->snapshot().create("s1");
+  box->snapshot().restore("s1");
+  EXPECT_EQ(box->snapshot().list().size(), 1u);
+
+  auto fresh = rt.get(box->id());
+  ASSERT_TRUE(fresh);
+  EXPECT_EQ(fresh->run(ExecOptions{{"cat", "/root/f"}}).stdout_text, "kept\n");
+  EXPECT_EQ(rt.get_info(box->id()).status, "running");
+  expect_invalidated("exec while another handle runs the box", [&] { box->exec(ExecOptions{{"true"}}); });
+  fresh->stop();
+
+  box->start();  // re-validates: stop(); start() keeps working on one handle
+  EXPECT_EQ(box->run(ExecOptions{{"cat", "/root/f"}}).stdout_text, "kept\n");
+  box->stop();
+  rt.remove(box->id());
 }
 
 BOXLITE_ON_BOTH_ENGINES(LifecycleTest);

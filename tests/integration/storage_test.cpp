@@ -259,6 +259,19 @@ TEST_P(StorageTest, DiskSizeGivesThatMuchDiskAndAFullDiskIsEnospcInTheBox) {
   EXPECT_LT(static_cast<uint64_t>(st.st_blocks) * 512, (1ull << 30) + (64ull << 20));
 }
 
+// /tmp is a tmpfs on both engines; a volume below it is mounted after it, not hidden.
+TEST_P(StorageTest, AVolumeUnderTmpIsNotHiddenByTheTmpfs) {
+  write_file_atomic(work_ + "/from-host.txt", "host\n");
+  Box& b = box_with({{work_, "/tmp/ws", false}});
+  auto r = sh("cat /tmp/ws/from-host.txt && echo box > /tmp/ws/from-box.txt && echo scratch > /tmp/scratch && "
+              "grep -c ' /tmp tmpfs ' /proc/mounts");
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, "host\n1\n");
+  EXPECT_EQ(read_file(work_ + "/from-box.txt"), "box\n");
+  EXPECT_FALSE(path_exists(work_ + "/scratch"));
+  b.stop();
+}
+
 TEST_P(StorageTest, DefaultDiskIsTenGibSparse) {
   if (!vm()) GTEST_SKIP() << "the jail engine has no disk of its own";
   box_with({});
@@ -312,6 +325,13 @@ class SnapshotTest : public BoxliteTest {
     EXPECT_EQ(r.exit_code, 0) << script << ": " << r.stderr_text;
     return r.stdout_text;
   }
+  // stop() invalidates the handle (docs/storage.md): later execs use a fresh one.
+  void stop(std::shared_ptr<Box>& b) {
+    b->stop();
+    b = rt_->get(b->id());
+    ASSERT_TRUE(b);
+    boxes_.push_back(b);
+  }
   std::unique_ptr<Runtime> rt_;
   std::vector<std::shared_ptr<Box>> boxes_;
 };
@@ -319,7 +339,7 @@ class SnapshotTest : public BoxliteTest {
 TEST_F(SnapshotTest, CreateListGetRestoreRemoveWithTheDocumentedErrors) {
   auto box = new_box();
   sh(*box, "echo v1 > /data.txt");
-  box->stop();
+  stop(box);
   SnapshotInfo v1 = box->snapshot().create("v1");
   EXPECT_EQ(v1.name, "v1");
   EXPECT_EQ(v1.box_id, box->id());
@@ -337,18 +357,18 @@ TEST_F(SnapshotTest, CreateListGetRestoreRemoveWithTheDocumentedErrors) {
   EXPECT_NE(error_of([&] { box->snapshot().restore("v1"); }, ErrorCode::InvalidState)
                 .find("Cannot restore snapshot while box is running. Stop the box first."),
             std::string::npos);
-  box->stop();
+  stop(box);
   box->snapshot().create("after");
   box->snapshot().restore("v1");
   EXPECT_EQ(sh(*box, "cat /data.txt; ls /extra 2>&1 || true"), "v1\nls: /extra: No such file or directory\n");
-  box->stop();
+  stop(box);
   EXPECT_NE(error_of([&] { box->snapshot().remove("v1"); }, ErrorCode::InvalidState).find("current disk depends on this snapshot"),
             std::string::npos);
   error_of([&] { box->snapshot().restore("missing"); }, ErrorCode::NotFound);
   // "after" holds v2; the disk now grows from v1, so "after" can go.
   box->snapshot().restore("after");
   EXPECT_EQ(sh(*box, "cat /data.txt /extra"), "v2\nx\n");
-  box->stop();
+  stop(box);
   box->snapshot().restore("v1");
   box->snapshot().remove("after");
   ASSERT_EQ(box->snapshot().list().size(), 1u);
@@ -358,8 +378,7 @@ TEST_F(SnapshotTest, CreateListGetRestoreRemoveWithTheDocumentedErrors) {
 TEST_F(SnapshotTest, CloneIsIndependentStartsStoppedAndProtectsItsSource) {
   auto src = new_box("src");
   sh(*src, "echo shared > /f; dd if=/dev/urandom of=/r bs=64k count=16 2>/dev/null; md5sum /r > /r.md5");
-  error_of([&] { rt_->clone_box(*src, "c1"); }, ErrorCode::InvalidState);  // running: stop first
-  src->stop();
+  stop(src);
   auto clone = rt_->clone_box(*src, "c1");
   boxes_.push_back(clone);
   EXPECT_NE(clone->id(), src->id());
@@ -369,8 +388,8 @@ TEST_F(SnapshotTest, CloneIsIndependentStartsStoppedAndProtectsItsSource) {
   EXPECT_EQ(sh(*clone, "cat /f; md5sum -c /r.md5 >/dev/null && echo same; echo clone > /f; echo only > /mine"), "shared\nsame\n");
   EXPECT_EQ(sh(*src, "cat /f; ls /mine 2>/dev/null || echo absent; echo src2 > /f"), "shared\nabsent\n");
   EXPECT_EQ(sh(*clone, "cat /f"), "clone\n");
-  src->stop();
-  clone->stop();
+  stop(src);
+  stop(clone);
   EXPECT_NE(error_of([&] { rt_->remove("src"); }, ErrorCode::InvalidState).find("have clone dependencies"), std::string::npos);
   rt_->remove("src", true);
   EXPECT_EQ(sh(*clone, "cat /f /mine; md5sum -c /r.md5 >/dev/null && echo same"), "clone\nonly\nsame\n");
@@ -380,8 +399,7 @@ TEST_F(SnapshotTest, ExportImportIntoAnotherHomeGivesIdenticalFiles) {
   auto box = new_box("exp");
   std::string sum = sh(*box, "mkdir -p /proj && echo hello > /proj/a && dd if=/dev/urandom of=/proj/bin bs=64k count=32 2>/dev/null && "
                              "md5sum /proj/a /proj/bin");
-  EXPECT_NE(error_of([&] { rt_->export_box(*box, home_); }, ErrorCode::InvalidState).find("Stop the box first"), std::string::npos);
-  box->stop();
+  stop(box);
   std::string out_dir = home_ + "/out";
   make_dirs(out_dir);
   std::string path = rt_->export_box(*box, out_dir);
@@ -439,29 +457,263 @@ TEST_F(SnapshotTest, JailSnapshotsAndClonesCopyTheUpperLayer) {
   ::setenv("BOXLITE_ENGINE", "jail", 1);
   auto box = new_box("j");
   sh(*box, "echo v1 > /data.txt; rm /bin/true");  // a whiteout too
-  box->stop();
+  stop(box);
   SnapshotInfo s = box->snapshot().create("v1");
   EXPECT_EQ(s.box_id, box->id());
   ASSERT_EQ(box->snapshot().list().size(), 1u);
   EXPECT_EQ(sh(*box, "echo v2 > /data.txt; echo x > /extra; cat /data.txt"), "v2\n");
   EXPECT_NE(error_of([&] { box->snapshot().restore("v1"); }, ErrorCode::InvalidState).find("while box is running"), std::string::npos);
-  box->stop();
+  stop(box);
   box->snapshot().restore("v1");
   EXPECT_EQ(sh(*box, "cat /data.txt; ls /extra /bin/true 2>&1 | wc -l"), "v1\n2\n");
-  box->stop();
+  stop(box);
   auto clone = rt_->clone_box(*box, "jc");
   boxes_.push_back(clone);
   EXPECT_EQ(clone->state(), BoxState::Created);
   EXPECT_EQ(sh(*clone, "cat /data.txt; echo mine > /data.txt"), "v1\n");
   EXPECT_EQ(sh(*box, "cat /data.txt"), "v1\n");
-  box->stop();
-  clone->stop();
+  stop(box);
+  stop(clone);
   box->snapshot().remove("v1");
   EXPECT_TRUE(box->snapshot().list().empty());
   rt_->remove("j");  // a jail clone is a full copy: no dependency
   EXPECT_EQ(sh(*clone, "cat /data.txt"), "mine\n");
-  error_of([&] { rt_->export_box(*clone, home_); }, ErrorCode::Unsupported);
 }
+
+// Every remove path refuses a source vm clones still grow over: Box::destroy (what
+// auto_remove does when the handle goes), the CLI's rm (Runtime::remove); force
+// makes the clone independent first.
+TEST_F(SnapshotTest, EveryRemovePathChecksCloneDependencies) {
+  BoxOptions o;
+  o.rootfs_path = image("busybox");
+  o.auto_remove = true;
+  std::shared_ptr<Box> clone;
+  {
+    auto src = rt_->create(o, "auto");
+    sh(*src, "echo x > /f");
+    clone = rt_->clone_box(*src, "dep");  // of the running source
+    EXPECT_NE(error_of([&] { src->destroy(); }, ErrorCode::InvalidState).find("have clone dependencies"), std::string::npos);
+  }  // auto_remove: the handle goes, the box it cannot remove is left stopped
+  EXPECT_EQ(rt_->get_info("auto").status, "stopped");
+  auto c = run_cli({"rm", "auto"});
+  EXPECT_NE(c.exit_code, 0);
+  EXPECT_NE(c.err.find("Cannot remove box: boxes [" + clone->id() + "] have clone dependencies on it"), std::string::npos) << c.err;
+  rt_->remove("auto", /*force=*/true);
+  EXPECT_EQ(sh(*clone, "cat /f"), "x\n");
+  clone->stop();
+  rt_->remove("dep");
+}
+
+// Published ports are in the exported spec and come back with the import.
+TEST_F(SnapshotTest, ImportCarriesPublishedPorts) {
+  ::setenv("BOXLITE_ENGINE", "jail", 1);
+  BoxOptions o;
+  o.rootfs_path = image("busybox");
+  o.auto_remove = false;
+  o.ports = {PortSpec{.host_port = 18081, .guest_port = 8080}, PortSpec{.host_port = 0, .guest_port = 53, .protocol = "udp"}};
+  auto box = rt_->create(o, "ports");
+  boxes_.push_back(box);
+  std::string path = rt_->export_box(*box, home_);  // never started: an empty upper layer
+  std::string other = home_ + "/h2";
+  make_dirs(other);
+  Runtime rt2(RuntimeOptions{.home_dir = other});
+  auto imported = rt2.import_box(path);
+  const auto& ports = imported->spec().net.ports;
+  ASSERT_EQ(ports.size(), 2u);
+  EXPECT_EQ(ports[0].host_port, 18081);
+  EXPECT_EQ(ports[0].guest_port, 8080);
+  EXPECT_FALSE(ports[0].udp);
+  EXPECT_EQ(ports[1].host_port, 53);
+  EXPECT_TRUE(ports[1].udp);
+  rt2.remove(imported->id());
+}
+
+// A jail export is the box's upper layer as a layer tar over the image it names:
+// owners, modes (setuid kept), hardlinks, symlinks, whiteouts and opaque
+// directories come back in a new home, and the import is a jail box.
+TEST_F(SnapshotTest, JailExportImportIntoAnotherHomeGivesIdenticalFiles) {
+  ::setenv("BOXLITE_ENGINE", "jail", 1);
+  auto box = new_box("je");
+  sh(*box, "mkdir -p /proj/sub && echo hello > /proj/a && dd if=/dev/urandom of=/proj/bin bs=64k count=8 2>/dev/null && "
+           "ln /proj/a /proj/hard && ln -s ../a /proj/sub/link && chown 1234:5678 /proj/bin && chmod 4751 /proj/bin && "
+           "chmod 0750 /proj/sub && rm /bin/true && rm -rf /var/old && mkdir /var/old && echo new > /var/old/fresh");
+  const std::string fingerprint =
+      "cd / && for f in $(find proj var/old var/keep | sort); do stat -c '%n %u:%g %a %F %h %s' $f; done; "
+      "md5sum proj/a proj/bin; cat proj/sub/link; ls bin/true 2>&1; true";
+  std::string before = sh(*box, fingerprint);
+  EXPECT_NE(before.find("proj/bin 1234:5678 4751"), std::string::npos) << before;
+  EXPECT_NE(before.find("No such file"), std::string::npos) << before;
+  stop(box);
+  std::string out = home_ + "/out";
+  make_dirs(out);
+  std::string path = rt_->export_box(*box, out);
+  EXPECT_EQ(path, out + "/je.boxlite");
+
+  std::string other = home_ + "/h2";
+  make_dirs(other);
+  Runtime rt2(RuntimeOptions{.home_dir = other});
+  auto imported = rt2.import_box(path, "ji");
+  EXPECT_EQ(imported->spec().engine, "jail");
+  EXPECT_EQ(rt2.get_info("ji").engine, "jail");
+  EXPECT_EQ(imported->state(), BoxState::Created);
+  EXPECT_EQ(sh(*imported, fingerprint), before);
+  EXPECT_EQ(sh(*imported, "ls /var/old"), "fresh\n") << "the opaque directory hides the image's files";
+  imported->stop();
+  rt2.remove("ji");
+
+  // Hostile archives: the real manifest with a crafted upper layer. Each is refused
+  // and leaves nothing behind.
+  const char* craft = R"(
+import io, sys, tarfile
+src, dst, kind = sys.argv[1], sys.argv[2], sys.argv[3]
+manifest = tarfile.open(src).extractfile("boxlite-export.json").read()
+layer = io.BytesIO()
+with tarfile.open(fileobj=layer, mode="w", format=tarfile.PAX_FORMAT) as t:
+    def add(name, type=tarfile.REGTYPE, data=b"", link=""):
+        i = tarfile.TarInfo(name); i.type = type; i.size = len(data); i.linkname = link
+        i.devmajor, i.devminor = (1, 3) if type == tarfile.CHRTYPE else (0, 0)
+        t.addfile(i, io.BytesIO(data))
+    if kind == "dotdot": add("../../escape", data=b"x")
+    if kind == "absolute": add("/escape", data=b"x")
+    if kind == "through-symlink":
+        add("evil", tarfile.SYMTYPE, link="/")
+        add("evil/tmp/escape", data=b"x")
+    if kind == "device": add("null", tarfile.CHRTYPE)
+    if kind == "hardlink": add("h", tarfile.LNKTYPE, link="../../etc/passwd")
+with tarfile.open(dst, "w") as t:
+    for name, data in (("boxlite-export.json", manifest), ("upper.tar", layer.getvalue())):
+        i = tarfile.TarInfo(name); i.size = len(data); t.addfile(i, io.BytesIO(data))
+)";
+  for (const char* kind : {"dotdot", "absolute", "through-symlink", "device", "hardlink"}) {
+    std::string bad = home_ + "/bad-" + kind + ".boxlite";
+    auto r = run_capture({"python3", "-c", craft, path, bad, kind});
+    ASSERT_TRUE(r.ok()) << r.err;
+    auto before_boxes = dir_entries(other + "/boxes").size();
+    EXPECT_NE(error_of([&] { rt2.import_box(bad); }, ErrorCode::InvalidArgument).find("refused upper layer entry"), std::string::npos)
+        << kind;
+    EXPECT_EQ(dir_entries(other + "/boxes").size(), before_boxes) << kind;
+  }
+  EXPECT_FALSE(path_exists("/tmp/escape"));
+}
+
+
+// Snapshot, clone and export of a RUNNING box (the documented "quiesces and resumes
+// the source"): vm through QMP (stop, blockdev-snapshot-sync, cont) after the agent
+// syncs; jail with its processes frozen while its upper layer is copied.
+class LiveStorageTest : public PerEngineTest {
+ protected:
+  void SetUp() override {
+    PerEngineTest::SetUp();
+    rt_ = std::make_unique<Runtime>();
+  }
+  void TearDown() override {
+    boxes_.clear();
+    rt_.reset();
+    PerEngineTest::TearDown();
+  }
+  std::shared_ptr<Box> new_box(const std::string& name) {
+    BoxOptions o;
+    o.rootfs_path = image("busybox");
+    o.auto_remove = false;
+    boxes_.push_back(rt_->create(o, name));
+    return boxes_.back();
+  }
+  static std::string sh(Box& b, const std::string& script) {
+    BufferedResult r = b.run(ExecOptions{.argv = {"sh", "-c", script}});
+    EXPECT_EQ(r.exit_code, 0) << script << ": " << r.stderr_text;
+    return r.stdout_text;
+  }
+  void stop(std::shared_ptr<Box>& b) {
+    b->stop();
+    b = rt_->get(b->id());
+    ASSERT_TRUE(b);
+    boxes_.push_back(b);
+  }
+  // Files written, then a writer still busy in the background while the disk freezes.
+  std::string write_files(Box& b) {
+    return sh(b, "set -e; echo v1 > /root/data; dd if=/dev/urandom of=/root/r bs=64k count=16 2>/dev/null; "
+                 "md5sum /root/r > /root/r.md5; "
+                 "(i=0; while [ $i -lt 2000 ]; do echo $i >> /root/busy; i=$((i+1)); done) >/dev/null 2>&1 </dev/null & "
+                 "cat /root/r.md5");
+  }
+  std::unique_ptr<Runtime> rt_;
+  std::vector<std::shared_ptr<Box>> boxes_;
+};
+
+TEST_P(LiveStorageTest, SnapshotOfARunningBoxKeepsItsFilesAndTheBoxRunsOn) {
+  auto box = new_box("live");
+  write_files(*box);
+  SnapshotInfo s = box->snapshot().create("live");
+  EXPECT_EQ(s.name, "live");
+  EXPECT_EQ(box->state(), BoxState::Running);
+  EXPECT_EQ(rt_->get_info("live").status, "running");
+  // It runs on and accepts execs, writing over what the snapshot holds.
+  EXPECT_EQ(sh(*box, "cat /root/data; echo v2 > /root/data; echo x > /root/extra; cat /root/data"), "v1\nv2\n");
+  EXPECT_NE(error_of([&] { box->snapshot().restore("live"); }, ErrorCode::InvalidState)
+                .find("Cannot restore snapshot while box is running. Stop the box first."),
+            std::string::npos);
+  // A second live freeze: the layer the first one made is now frozen under it.
+  box->snapshot().create("live2");
+  EXPECT_EQ(sh(*box, "echo v3 > /root/data; cat /root/data"), "v3\n");
+  stop(box);
+  EXPECT_EQ(sh(*box, "cat /root/data /root/extra"), "v3\nx\n") << "the writes after the snapshots are on the disk";
+  stop(box);
+  box->snapshot().restore("live");
+  EXPECT_EQ(sh(*box, "cat /root/data; md5sum -c /root/r.md5 >/dev/null && echo same; test -e /root/extra || echo no-extra"),
+            "v1\nsame\nno-extra\n");
+  stop(box);
+  box->snapshot().restore("live2");
+  EXPECT_EQ(sh(*box, "cat /root/data /root/extra"), "v2\nx\n");
+  stop(box);
+  box->snapshot().create("again");  // a stopped box as before
+  rt_->remove("live");
+}
+
+TEST_P(LiveStorageTest, CloneOfARunningBoxHasItsFilesAndTheSourceRunsOn) {
+  auto src = new_box("src");
+  std::string sum = write_files(*src);
+  auto clone = rt_->clone_box(*src, "copy");
+  boxes_.push_back(clone);
+  EXPECT_EQ(src->state(), BoxState::Running);
+  EXPECT_EQ(clone->state(), BoxState::Created);
+  EXPECT_EQ(sh(*src, "cat /root/data; echo src-after > /root/data; cat /root/data"), "v1\nsrc-after\n");
+  EXPECT_EQ(sh(*clone, "cat /root/data; md5sum /root/r; echo clone > /root/data"), "v1\n" + sum);
+  EXPECT_EQ(sh(*src, "cat /root/data"), "src-after\n");
+  stop(src);
+  stop(clone);
+  EXPECT_EQ(sh(*src, "cat /root/data"), "src-after\n");
+  EXPECT_EQ(sh(*clone, "cat /root/data"), "clone\n");
+  stop(src);
+  stop(clone);
+  rt_->remove("src", /*force=*/true);
+  rt_->remove("copy");
+}
+
+TEST_P(LiveStorageTest, ExportOfARunningBoxImportsWithItsFiles) {
+  auto box = new_box("exp");
+  std::string sum = write_files(*box);
+  std::string out = home_ + "/out";
+  make_dirs(out);
+  std::string path = rt_->export_box(*box, out);
+  EXPECT_EQ(box->state(), BoxState::Running);
+  EXPECT_EQ(sh(*box, "cat /root/data; echo after > /root/data"), "v1\n");
+  std::string other = home_ + "/h2";
+  make_dirs(other);
+  {
+    Runtime rt2(RuntimeOptions{.home_dir = other});
+    auto imported = rt2.import_box(path, "imp");
+    EXPECT_EQ(imported->spec().engine, GetParam());
+    EXPECT_EQ(sh(*imported, "cat /root/data; md5sum /root/r"), "v1\n" + sum);
+    imported->stop();
+    rt2.remove("imp");
+  }
+  stop(box);
+  EXPECT_EQ(sh(*box, "cat /root/data"), "after\n");
+  stop(box);
+  rt_->remove("exp");
+}
+
+BOXLITE_ON_BOTH_ENGINES(LiveStorageTest);
 
 
 

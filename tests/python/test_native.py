@@ -154,3 +154,22 @@ def test_shutdown(image):
         with pytest.raises(RuntimeError, match="closed"):
             await rt.list_info()
     run(main())
+
+
+def test_handle_invalidated_after_stop(image):
+    """The documented old handle after stop(): RuntimeError, kind Stopped; runtime.get() gives a working one."""
+    async def main():
+        with boxlite.Boxlite.default() as rt:
+            box = await rt.create(BoxOptions(image=image, auto_remove=False), name="invalidated")
+            assert (await (await box.exec("sh", args=["-c", "echo kept > /root/f"])).wait()).exit_code == 0
+            await box.stop()
+            with pytest.raises(RuntimeError, match=r"^Handle invalidated after stop\(\)\. Use runtime\.get\(\) to get a new handle\.$") as ei:
+                await box.exec("true")
+            assert ei.value.kind == "Stopped"
+            fresh = await rt.get(box.id)
+            ex = await fresh.exec("cat", args=["/root/f"])
+            assert [line async for line in ex.stdout()] == ["kept\n"]
+            assert (await ex.wait()).exit_code == 0
+            await fresh.stop()
+            await rt.remove(box.id)
+    run(main())

@@ -17,7 +17,9 @@
 
 #include <cstring>
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include "common/trace.hpp"
@@ -131,6 +133,19 @@ UniqueFd make_idmap_userns(const std::string& uid_map, const std::string& gid_ma
   ::kill(pid, SIGKILL);
   child.wait();
   return ns;
+}
+
+// The box's /tmp tmpfs, mounted before the volumes (not with /proc and /sys in the
+// child) so that a volume under /tmp lands on it instead of being hidden by it.
+// Owned by the box's root; the mount point is made inside the root (a symlinked
+// /tmp in the image resolves inside it).
+void mount_tmp(const ShimSpec& spec, const std::string& root) {
+  UniqueFd root_fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root_fd) throw_errno(ErrorCode::Engine, "open " + root);
+  UniqueFd tmp = make_dirs_in_root(root_fd.get(), "/tmp", ErrorCode::Engine);
+  std::string at = "/proc/self/fd/" + std::to_string(tmp.get());
+  std::string opts = "mode=1777,uid=" + std::to_string(spec.uid_offset) + ",gid=" + std::to_string(spec.uid_offset);
+  if (::mount("tmpfs", at.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0) throw_errno(ErrorCode::Engine, "mount the box's /tmp");
 }
 
 // Binds each volume onto its mount point in the box root, before the box's
@@ -422,11 +437,10 @@ int child_main(void* arg) {
   if (::chdir("/tmp/root") != 0) child_fail(a, "chdir /tmp/root");
   if (::sethostname(a.spec->hostname.data(), a.spec->hostname.size()) != 0) child_fail(a, "sethostname");
   bring_up_loopback(a);
-  std::string proc = a.root + "/proc", sys = a.root + "/sys", tmp = a.root + "/tmp";
-  for (const auto& d : {proc, sys, tmp}) ::mkdir(d.c_str(), 0755);
+  std::string proc = a.root + "/proc", sys = a.root + "/sys";  // /tmp: mount_tmp, before the volumes
+  for (const auto& d : {proc, sys}) ::mkdir(d.c_str(), 0755);
   child_mount(a, "proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
   child_mount(a, "sysfs", sys, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
-  child_mount(a, "tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
   setup_dev(a);
   mask_paths(a);
   if (::syscall(SYS_pivot_root, ".", ".") != 0) child_fail(a, "pivot_root into the box root");
@@ -483,6 +497,7 @@ Jail start(const ShimSpec& spec, const std::function<void(pid_t)>& once_cloned) 
   }
   std::string root = spec.box_dir + "/rootfs";
   mount_root(spec, root);
+  mount_tmp(spec, root);
   trace("jail: root mounted");
   std::vector<std::string> volume_warnings;
   mount_volumes(spec, root, volume_warnings);
@@ -627,6 +642,86 @@ std::optional<Usage> usage(const std::string& box_id) {
 
 void remove_cgroups(const std::string& box_id) {
   for (const auto& parent : cgroup_parents()) retire_cgroup(parent, parent + "/" + box_id);
+  if (!is_cgroup2()) ::rmdir(v1_dir("freezer", box_id).c_str());  // made by freeze(), never kept as a spare
+}
+
+namespace {
+
+std::set<std::string> pids_in(const std::string& procs_file) {
+  std::set<std::string> out;
+  try {
+    for (const auto& p : split(read_file(procs_file), '\n')) {
+      if (!trim(p).empty()) out.insert(trim(p));
+    }
+  } catch (const Error&) {
+  }
+  return out;
+}
+
+// Polls `done` every millisecond for up to 5 s.
+bool wait_until(const std::function<bool()>& done) {
+  for (int i = 0; i < 5000; ++i) {
+    if (done()) return true;
+    ::usleep(1000);
+  }
+  return done();
+}
+
+}  // namespace
+
+void freeze(const std::string& box_id) {
+  if (is_cgroup2()) {
+    std::string dir = v2_dir(box_id);
+    if (!path_exists(dir + "/cgroup.freeze")) throw Error(ErrorCode::Unsupported, "box " + box_id + " has no cgroup to freeze");
+    write_proc(dir + "/cgroup.freeze", "1");
+    if (!wait_until([&] { return read_file(dir + "/cgroup.events").find("frozen 1") != std::string::npos; })) {
+      write_proc(dir + "/cgroup.freeze", "0");
+      throw Error(ErrorCode::Engine, "box " + box_id + ": its processes did not freeze within 5 s");
+    }
+    return;
+  }
+  // cgroup v1: the jail joins no freezer hierarchy when it starts (each attach costs),
+  // so its processes move into one now. A process forked meanwhile by one not yet
+  // moved is caught by the next round; one forked inside the frozen group is frozen.
+  std::string members = v1_dir("memory", box_id) + "/cgroup.procs";
+  if (!path_exists(members)) members = v1_dir("pids", box_id) + "/cgroup.procs";
+  if (!path_exists(members)) throw Error(ErrorCode::Unsupported, "box " + box_id + " has no cgroup listing its processes");
+  if (!path_exists("/sys/fs/cgroup/freezer")) throw Error(ErrorCode::Unsupported, "no cgroup v1 freezer hierarchy on this host");
+  std::string dir = v1_dir("freezer", box_id);
+  make_dirs("/sys/fs/cgroup/freezer/boxlite");
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorCode::Engine, "mkdir " + dir);
+  bool frozen = false;
+  for (int round = 0; round < 100; ++round) {
+    auto inside = pids_in(dir + "/cgroup.procs");
+    bool moved = false;
+    for (const auto& pid : pids_in(members)) {
+      if (inside.count(pid)) continue;
+      try {
+        write_proc(dir + "/cgroup.procs", pid);
+        moved = true;
+      } catch (const Error&) {
+        // It exited meanwhile.
+      }
+    }
+    if (!frozen) {
+      write_proc(dir + "/freezer.state", "FROZEN");
+      frozen = true;
+    } else if (!moved) {
+      break;
+    }
+  }
+  if (!wait_until([&] { return trim(read_file(dir + "/freezer.state")) == "FROZEN"; })) {
+    thaw(box_id);
+    throw Error(ErrorCode::Engine, "box " + box_id + ": its processes did not freeze within 5 s");
+  }
+}
+
+void thaw(const std::string& box_id) {
+  if (is_cgroup2()) {
+    write_proc(v2_dir(box_id) + "/cgroup.freeze", "0");
+  } else {
+    write_proc(v1_dir("freezer", box_id) + "/freezer.state", "THAWED");
+  }
 }
 
 }  // namespace boxlite::engine::jail

@@ -60,4 +60,11 @@ void prime_cgroup_attach();
 // Removes the box's cgroups (after its processes are gone). Safe to call twice.
 void remove_cgroups(const std::string& box_id);
 
+// Freezes every process of a running box (the cgroup freezer: v1 moves them into
+// freezer/boxlite/<id>, v2 uses cgroup.freeze) so its upper layer holds still while
+// it is copied (a snapshot, clone or export of the running box); thaw() resumes
+// them. Unsupported when the box has no cgroups; Engine when they do not freeze.
+void freeze(const std::string& box_id);
+void thaw(const std::string& box_id);
+
 }  // namespace boxlite::engine::jail

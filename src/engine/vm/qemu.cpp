@@ -75,6 +75,10 @@ std::vector<std::string> qemu_argv(const ShimSpec& s) {
       "-drive", "id=root,file=" + s.disk + ",format=qcow2,if=none,discard=unmap",
       "-device", std::string("virtio-blk-device,drive=root,serial=") + kRootDiskSerial,
       "-device", "virtio-rng-device",
+      // The monitor a snapshot, clone or export of the running box uses to pause the
+      // VM and swap in a new top overlay (docs/storage.md). Only the box's owner can
+      // reach it: the box directory is 0700.
+      "-qmp", "unix:" + qmp_socket_path(s.box_dir) + ",server=on,wait=off",
   };
   for (size_t i = 0; i < s.volumes.size(); ++i) {
     // readonly=on makes QEMU refuse every write on the host side, so no mount
