@@ -162,6 +162,25 @@ typedef struct CBoxMetrics {
   int network_tcp_errors;
 } CBoxMetrics;
 
+/* Addition (docs/c-api.md), a versioned extension of CBoxMetrics delivered by
+ * boxlite_box_metrics_ex: CBoxMetrics unchanged in `base`, then the stage timings
+ * of the box's creation and last start. struct_size is sizeof(CBoxMetricsEx) of
+ * the library that filled it: read a field only when its offsetof() is below
+ * struct_size (fields are only ever appended). A stage that did not happen (a box
+ * never started; no disk image for a jail) is -1. */
+typedef struct CBoxMetricsEx {
+  size_t struct_size;
+  CBoxMetrics base;
+  int64_t stage_filesystem_setup_ms;
+  int64_t stage_image_prepare_ms;
+  int64_t stage_guest_rootfs_ms;
+  int64_t stage_box_spawn_ms;
+  int64_t stage_container_init_ms;
+  /* base.commands_executed and base.exec_errors without saturation. */
+  uint64_t commands_executed_total;
+  uint64_t exec_errors_total;
+} CBoxMetricsEx;
+
 typedef struct CRuntimeMetrics {
   int boxes_created_total;
   int boxes_failed_total;
@@ -215,6 +234,7 @@ typedef void (*CExecutionResizeCb)(CBoxliteError *err, void *user_data);
 typedef void (*CBoxInfoCb)(CBoxInfo *info, CBoxliteError *err, void *user_data);
 typedef void (*CBoxInfoListCb)(CBoxInfoList *list, CBoxliteError *err, void *user_data);
 typedef void (*CBoxMetricsCb)(CBoxMetrics *metrics, CBoxliteError *err, void *user_data);
+typedef void (*CBoxMetricsExCb)(const CBoxMetricsEx *metrics, CBoxliteError *err, void *user_data);
 typedef void (*CRuntimeMetricsCb)(CRuntimeMetrics *metrics, CBoxliteError *err, void *user_data);
 typedef void (*CRuntimeShutdownCb)(CBoxliteError *err, void *user_data);
 
@@ -314,6 +334,10 @@ enum BoxliteErrorCode boxlite_copy_out(CBoxHandle *handle, const char *guest_src
 /* Metrics of this run of the box (async; counters restart with each start). */
 enum BoxliteErrorCode boxlite_box_metrics(CBoxHandle *handle, CBoxMetricsCb cb, void *user_data,
                                           CBoxliteError *out_error);
+/* Addition (docs/c-api.md): boxlite_box_metrics with the stage timings
+ * (CBoxMetricsEx; valid during the callback only). */
+enum BoxliteErrorCode boxlite_box_metrics_ex(CBoxHandle *handle, CBoxMetricsExCb cb, void *user_data,
+                                             CBoxliteError *out_error);
 /* Counters of this runtime since it was made, and the boxes of its home running now (async). */
 enum BoxliteErrorCode boxlite_runtime_metrics(CBoxliteRuntime *runtime, CRuntimeMetricsCb cb, void *user_data,
                                               CBoxliteError *out_error);
@@ -334,6 +358,23 @@ enum BoxliteErrorCode boxlite_box_exec(CBoxHandle *handle, const struct BoxliteC
 enum BoxliteErrorCode boxlite_box_exec_streamed(CBoxHandle *handle, const struct BoxliteCommand *cmd,
                                                 CBoxStdoutCb on_stdout, CBoxStderrCb on_stderr, void *user_data,
                                                 CExecutionHandle **out_execution, CBoxliteError *out_error);
+
+/* Addition (docs/c-api.md): boxlite_box_exec_streamed with output credit
+ * returned by the caller. Each execution may have at most 1 MiB of output queued;
+ * here a chunk keeps counting against that window after its callback returns,
+ * until boxlite_execution_ack_output gives its bytes back. A caller that buffers
+ * output for a reader acks what the reader consumed: a command whose output nobody
+ * reads then pauses (its pipe fills, as with a shell pipe) instead of the caller's
+ * buffer growing without bound. boxlite_execution_kill on a paused command drops
+ * the output that does not fit, so the kill and the wait still complete. */
+enum BoxliteErrorCode boxlite_box_exec_acked(CBoxHandle *handle, const struct BoxliteCommand *cmd,
+                                             CBoxStdoutCb on_stdout, CBoxStderrCb on_stderr, void *user_data,
+                                             CExecutionHandle **out_execution, CBoxliteError *out_error);
+/* Returns `bytes` of output credit (synchronous; any thread; more than is
+ * outstanding is clamped). A no-op for an execution not started with
+ * boxlite_box_exec_acked. */
+enum BoxliteErrorCode boxlite_execution_ack_output(CExecutionHandle *execution, size_t bytes,
+                                                   CBoxliteError *out_error);
 
 /* Output and exit callbacks (synchronous registration, one of each; a second
  * registration replaces the first). Chunks are delivered during drain, in the
@@ -431,6 +472,17 @@ void boxlite_options_free(CBoxliteOptions *opts);
 enum BoxliteErrorCode boxlite_advanced_options_new(CAdvancedBoxOptions **out_opts, CBoxliteError *out_error);
 /* enabled != 0: the full sandbox (default). 0 is not supported (create: Unsupported). */
 void boxlite_advanced_options_set_security_enabled(CAdvancedBoxOptions *opts, int enabled);
+/* Additions (docs/c-api.md): the SecurityOptions the core enforces. seccomp
+ * enabled = 0 runs a jail box without its seccomp filter (default 1; the vm engine
+ * has none to turn off). A limit (0 = none, the default) is an rlimit of the box's
+ * processes on the jail engine (max_processes also caps its pids cgroup); a vm
+ * box with a limit fails at boxlite_create_box with Unsupported naming it. */
+void boxlite_advanced_options_set_seccomp_enabled(CAdvancedBoxOptions *opts, int enabled);
+void boxlite_advanced_options_set_max_open_files(CAdvancedBoxOptions *opts, uint64_t n); /* RLIMIT_NOFILE */
+void boxlite_advanced_options_set_max_file_size(CAdvancedBoxOptions *opts, uint64_t bytes); /* RLIMIT_FSIZE */
+void boxlite_advanced_options_set_max_processes(CAdvancedBoxOptions *opts, uint64_t n); /* RLIMIT_NPROC */
+void boxlite_advanced_options_set_max_memory(CAdvancedBoxOptions *opts, uint64_t bytes); /* RLIMIT_AS */
+void boxlite_advanced_options_set_max_cpu_time(CAdvancedBoxOptions *opts, uint64_t secs); /* RLIMIT_CPU */
 void boxlite_advanced_options_free(CAdvancedBoxOptions *opts);
 
 /* ---------------------------------------------------------------- Simple API */

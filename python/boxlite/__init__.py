@@ -2,15 +2,19 @@
 from ._ffi import lib as _lib
 from .errors import BoxliteError, ExecError, NativeError, ParseError, TimeoutError
 from .executor import BoxliteExecutor, SandboxInitError
-from .options import (AdvancedBoxOptions, BoxOptions, ImageRegistry, NetworkSpec, Options, Secret,
+from .options import (AdvancedBoxOptions, ApiKeyCredential, BoxliteRestOptions, BoxOptions, ImageRegistry, NetworkSpec, Options, Secret,
                       SecurityOptions)
 from .runtime import (Box, BoxInfo, BoxMetrics, Boxlite, Execution, ExecutionResult, ImageInfo, ImagePullResult,
                       RuntimeMetrics)
 from .simplebox import CodeBox, ExecResult, InteractiveBox, SimpleBox
+from .computerbox import ComputerBox
+from .browserbox import BrowserBox, BrowserBoxOptions
+from .runtime import VolumeManager
 
 __version__ = _lib.boxlite_version().decode()
 
-__all__ = ["AdvancedBoxOptions", "Box", "BoxInfo", "BoxMetrics", "BoxOptions", "Boxlite", "BoxliteError",
+__all__ = ["AdvancedBoxOptions", "ApiKeyCredential", "BoxliteRestOptions", "Box", "BoxInfo", "BoxMetrics", "BoxOptions", "Boxlite", "BoxliteError",
+           "BrowserBox", "BrowserBoxOptions", "ComputerBox", "VolumeManager",
            "BoxliteExecutor", "CodeBox", "ExecError", "ExecResult", "Execution", "ExecutionResult", "ImageInfo",
            "ImagePullResult", "ImageRegistry", "InteractiveBox", "NativeError", "NetworkSpec", "Options",
            "ParseError", "RuntimeMetrics", "SandboxInitError", "Secret", "SecurityOptions", "SimpleBox",

@@ -86,6 +86,19 @@ def _box_metrics_cb(m, errp, ud):
     _dispatch(ud, _copy_struct(m.contents) if m else None, _err(errp))
 
 
+@_ffi.BoxMetricsExCb
+def _box_metrics_ex_cb(m, errp, ud):
+    d = None
+    if m:
+        x = m.contents
+        d = _copy_struct(x.base)
+        for name, _ in x._fields_[2:]:
+            f = getattr(_ffi.CBoxMetricsEx, name)
+            if f.offset + f.size <= x.struct_size:  # filled by this library version
+                d[name] = getattr(x, name)
+    _dispatch(ud, d, _err(errp))
+
+
 @_ffi.RuntimeMetricsCb
 def _rt_metrics_cb(m, errp, ud):
     _dispatch(ud, _copy_struct(m.contents) if m else None, _err(errp))
@@ -116,7 +129,7 @@ def _stream_cb(tag):
 stdout_cb = _stream_cb("stdout")
 stderr_cb = _stream_cb("stderr")
 CALLBACKS = {"box": _box_cb, "get_or_create": _goc_cb, "done": _done_cb, "wait": _wait_cb, "info": _info_cb,
-             "info_list": _info_list_cb, "box_metrics": _box_metrics_cb, "runtime_metrics": _rt_metrics_cb,
+             "info_list": _info_list_cb, "box_metrics": _box_metrics_cb, "box_metrics_ex": _box_metrics_ex_cb, "runtime_metrics": _rt_metrics_cb,
              "pull": _pull_cb, "image_list": _image_list_cb}
 
 

@@ -45,6 +45,14 @@ class CBoxMetrics(Structure):
                 ("network_tcp_connections", c_int), ("network_tcp_errors", c_int)]
 
 
+class CBoxMetricsEx(Structure):
+    """The versioned extension (struct_size first; fields are only appended)."""
+    _fields_ = [("struct_size", c_size_t), ("base", CBoxMetrics), ("stage_filesystem_setup_ms", c_int64),
+                ("stage_image_prepare_ms", c_int64), ("stage_guest_rootfs_ms", c_int64),
+                ("stage_box_spawn_ms", c_int64), ("stage_container_init_ms", c_int64),
+                ("commands_executed_total", c_uint64), ("exec_errors_total", c_uint64)]
+
+
 class CRuntimeMetrics(Structure):
     _fields_ = [("boxes_created_total", c_int), ("boxes_failed_total", c_int), ("num_running_boxes", c_int),
                 ("total_commands_executed", c_int), ("total_exec_errors", c_int)]
@@ -73,6 +81,7 @@ WaitCb = CFUNCTYPE(None, c_int, ErrP, c_void_p)
 InfoCb = CFUNCTYPE(None, POINTER(CBoxInfo), ErrP, c_void_p)
 InfoListCb = CFUNCTYPE(None, POINTER(CBoxInfoList), ErrP, c_void_p)
 BoxMetricsCb = CFUNCTYPE(None, POINTER(CBoxMetrics), ErrP, c_void_p)
+BoxMetricsExCb = CFUNCTYPE(None, POINTER(CBoxMetricsEx), ErrP, c_void_p)
 RuntimeMetricsCb = CFUNCTYPE(None, POINTER(CRuntimeMetrics), ErrP, c_void_p)
 PullCb = CFUNCTYPE(None, POINTER(CImagePullResult), ErrP, c_void_p)
 ImageListCb = CFUNCTYPE(None, POINTER(CImageInfoList), ErrP, c_void_p)
@@ -131,10 +140,14 @@ _SIGS = {
     "boxlite_box_info": (POINTER(CBoxInfo), [c_void_p]),
     "boxlite_box_free": (None, [c_void_p]),
     "boxlite_box_metrics": (_R, [c_void_p, BoxMetricsCb, c_void_p, ErrP]),
+    "boxlite_box_metrics_ex": (_R, [c_void_p, BoxMetricsExCb, c_void_p, ErrP]),
     "boxlite_copy_into": (_R, [c_void_p, c_char_p, c_char_p, DoneCb, c_void_p, ErrP]),
     "boxlite_copy_out": (_R, [c_void_p, c_char_p, c_char_p, DoneCb, c_void_p, ErrP]),
     "boxlite_box_exec_streamed": (_R, [c_void_p, POINTER(BoxliteCommand), OutputCb, OutputCb, c_void_p,
                                        POINTER(c_void_p), ErrP]),
+    "boxlite_box_exec_acked": (_R, [c_void_p, POINTER(BoxliteCommand), OutputCb, OutputCb, c_void_p,
+                                    POINTER(c_void_p), ErrP]),
+    "boxlite_execution_ack_output": (_R, [c_void_p, c_size_t, ErrP]),
     "boxlite_execution_stdin_write": (_R, [c_void_p, c_void_p, c_size_t, ErrP]),
     "boxlite_execution_stdin_close": (_R, [c_void_p, ErrP]),
     "boxlite_execution_wait": (_R, [c_void_p, WaitCb, c_void_p, ErrP]),
@@ -163,7 +176,17 @@ _SIGS = {
     "boxlite_options_set_auto_remove": (None, [c_void_p, c_int]),
     "boxlite_options_set_detach": (None, [c_void_p, c_int]),
     "boxlite_options_set_engine": (_R, [c_void_p, c_char_p, ErrP]),
+    "boxlite_options_set_advanced": (None, [c_void_p, c_void_p]),
     "boxlite_options_free": (None, [c_void_p]),
+    "boxlite_advanced_options_new": (_R, [POINTER(c_void_p), ErrP]),
+    "boxlite_advanced_options_set_security_enabled": (None, [c_void_p, c_int]),
+    "boxlite_advanced_options_set_seccomp_enabled": (None, [c_void_p, c_int]),
+    "boxlite_advanced_options_set_max_open_files": (None, [c_void_p, c_uint64]),
+    "boxlite_advanced_options_set_max_file_size": (None, [c_void_p, c_uint64]),
+    "boxlite_advanced_options_set_max_processes": (None, [c_void_p, c_uint64]),
+    "boxlite_advanced_options_set_max_memory": (None, [c_void_p, c_uint64]),
+    "boxlite_advanced_options_set_max_cpu_time": (None, [c_void_p, c_uint64]),
+    "boxlite_advanced_options_free": (None, [c_void_p]),
     "boxlite_runtime_images": (_R, [c_void_p, POINTER(c_void_p), ErrP]),
     "boxlite_image_pull": (_R, [c_void_p, c_char_p, PullCb, c_void_p, ErrP]),
     "boxlite_image_list": (_R, [c_void_p, ImageListCb, c_void_p, ErrP]),

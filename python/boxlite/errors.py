@@ -5,11 +5,14 @@ ParseError). Failures of the runtime itself (image pull, no virtualization,
 spawn_failed, box not started) are the standard RuntimeError, as documented; the
 subclass NativeError keeps the C API's error code for callers that want it.
 """
-import builtins
 
 
 class BoxliteError(Exception):
-    """Base of the wrapper layer's errors."""
+    """Base of the wrapper layer's errors (`message` as documented)."""
+
+    @property
+    def message(self):
+        return str(self)
 
 
 class ExecError(BoxliteError):
@@ -22,12 +25,14 @@ class ExecError(BoxliteError):
         super().__init__(f"command {command!r} failed with exit code {exit_code}: {stderr.strip()}")
 
 
-class TimeoutError(BoxliteError, builtins.TimeoutError):  # noqa: A001 - documented name
-    """A wrapper-level wait ran out of time."""
+class TimeoutError(BoxliteError):  # noqa: A001 - documented name
+    """A wrapper-level wait ran out of time (e.g. ComputerBox.wait_until_ready). As
+    documented, a BoxliteError and not the builtin TimeoutError."""
 
 
 class ParseError(BoxliteError):
-    """Output of a command could not be parsed."""
+    """Output of a command could not be parsed (e.g. ComputerBox.cursor_position:
+    "Failed to parse cursor position ...")."""
 
 
 # The C API's error codes (include/boxlite.h).
@@ -43,6 +48,10 @@ class NativeError(RuntimeError):
     def __init__(self, code, message):
         self.code = code
         self.kind = CODES.get(code, str(code))
+        # The documented form of a Stopped error: "stopped: <message>" (e.g.
+        # "stopped: Handle invalidated after stop(). ...").
+        if self.kind == "Stopped" and not message.startswith("stopped: "):
+            message = "stopped: " + message
         super().__init__(message)
 
 

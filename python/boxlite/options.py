@@ -66,13 +66,17 @@ class Secret:
 
 @dataclass
 class SecurityOptions:
-    """The jailer's switches, with the documented fields and defaults: an explicit
-    SecurityOptions() has every switch off; use a preset.
+    """The jailer's switches, with the documented fields, defaults and presets: an
+    explicit SecurityOptions() has every switch off; use a preset.
 
-    boxlite always applies its whole sandbox (VM or jail, seccomp, closed fds), and
-    has no per-box resource limits yet, so a request to switch part of the sandbox
-    off or to set a limit is reported as unsupported at create, naming the fields,
-    never silently ignored. network_enabled is macOS-only (documented) and accepted."""
+    What the core enforces (docs/python.md): seccomp_enabled (with jailer_enabled,
+    its master switch) turns the jail engine's seccomp filter on or off; each max_*
+    limit is an rlimit of a jail box's processes (max_processes also caps its pids
+    cgroup), and a vm box with a limit fails at create naming it (Unsupported).
+    What boxlite keeps on whatever is asked (the jail's namespaces when
+    jailer_enabled is False; closing inherited fds when close_fds is False) is
+    reported with a RuntimeWarning naming the field, never silently. network_enabled
+    is macOS-only (documented) and accepted."""
     jailer_enabled: bool = False
     seccomp_enabled: bool = False
     max_open_files: Optional[int] = None
@@ -82,6 +86,14 @@ class SecurityOptions:
     max_cpu_time: Optional[int] = None
     network_enabled: bool = True
     close_fds: bool = True
+
+    LIMITS = ("max_open_files", "max_file_size", "max_processes", "max_memory", "max_cpu_time")
+
+    def __post_init__(self):
+        for name in self.LIMITS:
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
+                raise ValueError(f"SecurityOptions {name} must be a positive int or None, not {v!r}")
 
     @classmethod
     def development(cls):
@@ -96,15 +108,14 @@ class SecurityOptions:
         return cls(jailer_enabled=True, seccomp_enabled=True, close_fds=True, max_open_files=1024,
                    max_file_size=1 << 30, max_processes=100)
 
-    def _unsupported(self):
-        off = [n for n in ("jailer_enabled", "seccomp_enabled", "close_fds") if not getattr(self, n)]
-        limits = [n for n in ("max_open_files", "max_file_size", "max_processes", "max_memory", "max_cpu_time")
-                  if getattr(self, n) is not None]
+    def _kept_on(self):
+        """The switches asked off that boxlite keeps on, by name (for the warning)."""
         out = []
-        if off:
-            out.append("advanced.security with " + ", ".join(off) + " off (boxlite always applies its sandbox)")
-        if limits:
-            out.append("advanced.security resource limits " + ", ".join(limits))
+        if not self.jailer_enabled:
+            out.append("jailer_enabled=False (a jail box keeps its namespaces, capabilities and no_new_privs; "
+                       "only its seccomp filter is off)")
+        if not self.close_fds:
+            out.append("close_fds=False (boxlite always closes inherited file descriptors)")
         return out
 
 
@@ -159,12 +170,9 @@ class BoxOptions:
         self.advanced, self.entrypoint, self.cmd, self.engine = advanced, entrypoint, cmd, engine
 
     def unsupported(self):
-        """The documented options the core does not support yet, by name."""
-        out = []
-        sec = self.advanced.security if self.advanced else None
-        if sec is not None:
-            out.extend(sec._unsupported())
-        return out
+        """The documented options the core does not support yet, by name (none today:
+        SecurityOptions limits the core cannot honour are refused by the core)."""
+        return []
 
 
 def _check_volumes(volumes):
@@ -202,3 +210,34 @@ def _check_ports(ports):
             raise ValueError(f"port protocol must be 'tcp' or 'udp', not {proto!r}")
         out.append((host or 0, guest, proto, ip))
     return out
+
+
+@dataclass
+class ApiKeyCredential:
+    """The documented API-key credential of a REST runtime (kept so documented
+    imports work; Boxlite.rest() is not available yet: it raises, naming it)."""
+    api_key: str
+
+    def __repr__(self):
+        return "ApiKeyCredential(api_key=***)"
+
+
+@dataclass
+class BoxliteRestOptions:
+    """The documented options of Boxlite.rest(). boxlite has no REST runtime yet:
+    Boxlite.rest() raises RuntimeError naming it, whatever these hold."""
+    url: str
+    credential: Optional[ApiKeyCredential] = None
+    path_prefix: Optional[str] = None
+
+    @classmethod
+    def from_env(cls):
+        """BOXLITE_REST_URL (required: ValueError when unset), BOXLITE_API_KEY and
+        BOXLITE_REST_PATH_PREFIX."""
+        import os
+        url = os.environ.get("BOXLITE_REST_URL")
+        if not url:
+            raise ValueError("BOXLITE_REST_URL is not set")
+        key = os.environ.get("BOXLITE_API_KEY")
+        return cls(url=url, credential=ApiKeyCredential(key) if key else None,
+                   path_prefix=os.environ.get("BOXLITE_REST_PATH_PREFIX") or None)

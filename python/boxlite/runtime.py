@@ -4,7 +4,9 @@ import atexit
 import codecs
 import ctypes
 import os
+import queue
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Optional
 
@@ -62,8 +64,9 @@ class BoxInfo:
 
 @dataclass
 class BoxMetrics:
-    """Documented names (the C struct's commands_executed is commands_executed_total here).
-    The stage_* timings are not carried by the C API: they are None."""
+    """Documented names, from the C API's CBoxMetricsEx (boxlite_box_metrics_ex). A
+    stage_*_ms that did not happen (a box never started; guest_rootfs on a jail box,
+    which has no disk image) is None."""
     cpu_percent: float
     memory_bytes: int
     commands_executed_total: int
@@ -84,9 +87,15 @@ class BoxMetrics:
 
     @classmethod
     def _from(cls, d):
-        return cls(d["cpu_percent"], d["memory_bytes"], d["commands_executed"], d["exec_errors"], d["bytes_sent"],
-                   d["bytes_received"], d["create_duration_ms"], d["boot_duration_ms"], d["network_bytes_sent"],
-                   d["network_bytes_received"], d["network_tcp_connections"], d["network_tcp_errors"])
+        def stage(name):
+            v = d.get(name, -1)
+            return None if v < 0 else v
+        return cls(d["cpu_percent"], d["memory_bytes"], d.get("commands_executed_total", d["commands_executed"]),
+                   d.get("exec_errors_total", d["exec_errors"]), d["bytes_sent"], d["bytes_received"],
+                   d["create_duration_ms"], d["boot_duration_ms"], d["network_bytes_sent"],
+                   d["network_bytes_received"], d["network_tcp_connections"], d["network_tcp_errors"],
+                   stage("stage_filesystem_setup_ms"), stage("stage_image_prepare_ms"),
+                   stage("stage_guest_rootfs_ms"), stage("stage_box_spawn_ms"), stage("stage_container_init_ms"))
 
 
 @dataclass
@@ -124,10 +133,81 @@ _default = None
 _default_lock = threading.Lock()
 
 
+class _Reaper:
+    """Frees native handles on a thread of its own.
+
+    A Box or Execution dropped by the garbage collector may be finalised on any
+    thread: on the drain thread (where a blocking free could wait for the drain
+    itself) or on the event loop (where freeing the last handle of an auto_remove
+    box stops and removes it, seconds of blocking). __del__ only queues the pointer
+    (SimpleQueue.put is safe in a finaliser); this thread calls the C free."""
+
+    def __init__(self):
+        self._q = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="boxlite-reaper", daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while True:
+            fn, arg = self._q.get()
+            try:
+                fn(arg)
+            except Exception:  # noqa: BLE001 - a free must never kill the reaper
+                import traceback
+                traceback.print_exc()
+
+    def free(self, fn, ptr):
+        self._q.put((fn, ptr))
+
+    def flush(self, timeout=None):
+        """Waits until what was queued before this call has been freed."""
+        if threading.current_thread() is self._thread:
+            return True
+        done = threading.Event()
+        self._q.put((lambda ev: ev.set(), done))
+        return done.wait(timeout)
+
+
+_reaper = _Reaper()
+
+
 @atexit.register
 def _close_default():
     if _default is not None:
         _default.close()
+
+
+@atexit.register  # runs before _close_default (atexit is last-in, first-out)
+def _flush_reaper():
+    _reaper.flush(timeout=60)
+
+
+class VolumeManager:
+    """`rt.volumes`: the managed-volume API documented for REST runtimes (create,
+    list, get, remove). A local runtime has no volume backend (as documented) and
+    boxlite has no REST runtime yet, so each call raises RuntimeError (NativeError
+    Unsupported) naming it. Host directories are shared with BoxOptions(volumes=...)."""
+
+    _WHY = ("managed volumes need a REST runtime (Boxlite.rest), which boxlite does not have yet; "
+            "a local runtime has no volume backend: share a host directory with BoxOptions(volumes=[(host, guest)])")
+
+    def __init__(self, runtime):
+        self._runtime = runtime
+
+    def _refuse(self, op):
+        raise NativeError(13, f"rt.volumes.{op}() is not supported: {self._WHY}")
+
+    async def create(self, name: Optional[str] = None):
+        self._refuse("create")
+
+    async def list(self):
+        self._refuse("list")
+
+    async def get(self, volume_id: str):
+        self._refuse("get")
+
+    async def remove(self, volume_id: str, force: bool = False):
+        self._refuse("remove")
 
 
 class Boxlite:
@@ -151,6 +231,15 @@ class Boxlite:
         self._rt = out.value
         self._drainer = _bridge.Drainer(self._rt)
         self._closed = False
+        self._shut_down = False
+
+    @classmethod
+    def rest(cls, options=None):
+        """The documented REST runtime (Boxlite.rest(BoxliteRestOptions(...))): boxlite
+        has no REST client or server yet, so this raises RuntimeError (NativeError
+        Unsupported) naming it, rather than return a local runtime in its place."""
+        raise NativeError(13, "Boxlite.rest() is not supported: boxlite has no REST runtime (client or server) "
+                              "yet; use a local runtime, Boxlite(Options(...)) or Boxlite.default()")
 
     @classmethod
     def default(cls):
@@ -173,7 +262,12 @@ class Boxlite:
             raise RuntimeError("Boxlite runtime is closed")
         return self._rt
 
+    def _check_not_shut_down(self):
+        if self._shut_down:
+            raise NativeError(11, "Cannot create box: runtime has been shut down")
+
     async def create(self, options: BoxOptions, name: Optional[str] = None) -> "Box":
+        self._check_not_shut_down()
         opts = _c_options(options, name)
         try:
             ptr = await _bridge.call_async(
@@ -186,6 +280,7 @@ class Boxlite:
         """(box, created). Needs a name (the box it names is returned when it exists)."""
         if not name:
             raise ValueError("get_or_create needs a name")
+        self._check_not_shut_down()
         opts = _c_options(options, name)
         try:
             ptr, created = await _bridge.call_async(
@@ -223,6 +318,7 @@ class Boxlite:
     async def shutdown(self, timeout: Optional[int] = None) -> None:
         """Stops every box this runtime handed out (None = 10 s per box, -1 = no limit)."""
         secs = 0 if timeout is None else int(timeout)
+        self._shut_down = True
         await _bridge.call_async(lambda cb, key, e: lib.boxlite_runtime_shutdown(self._ptr(), secs, cb, key, e),
                                  "done")
 
@@ -230,11 +326,16 @@ class Boxlite:
     def images(self):
         return Images(self)
 
+    @property
+    def volumes(self) -> VolumeManager:
+        return VolumeManager(self)
+
     def close(self):
         """Ends the drain thread and frees the runtime (boxes it started are stopped)."""
         if self._closed:
             return
         self._closed = True
+        _reaper.flush(timeout=60)  # handles dropped before close are freed while the runtime is alive
         self._drainer.stop()
         lib.boxlite_runtime_free(self._rt)
 
@@ -274,6 +375,12 @@ def _c_options(o: BoxOptions, name):
     missing = o.unsupported()
     if missing:
         raise NativeError(13, "not supported yet by boxlite: " + ", ".join(missing))
+    sec = o.advanced.security if o.advanced is not None else None
+    if sec is not None:
+        kept = sec._kept_on()
+        if kept:
+            warnings.warn("advanced.security: boxlite keeps on what these ask off: " + "; ".join(kept),
+                          RuntimeWarning, stacklevel=3)
     out = ctypes.c_void_p()
     err = _ffi.CBoxliteError()
     image = o.image or o.rootfs_path
@@ -320,10 +427,29 @@ def _c_options(o: BoxOptions, name):
             hosts = _ffi.str_array(s.hosts)
             lib.boxlite_options_add_secret(p, _ffi.cstr(s.name), _ffi.cstr(s.value), _ffi.cstr(s.placeholder),
                                            hosts, len(s.hosts))
+        if sec is not None:
+            _set_security(p, sec)
     except BaseException:
         lib.boxlite_options_free(p)
         raise
     return p
+
+
+def _set_security(p, sec):
+    """SecurityOptions -> the C API's advanced options (what the core enforces)."""
+    adv = ctypes.c_void_p()
+    err = _ffi.CBoxliteError()
+    _bridge.check(lib.boxlite_advanced_options_new(ctypes.byref(adv), ctypes.byref(err)), err)
+    try:
+        # jailer_enabled is the master switch: the seccomp filter is part of the jailer.
+        lib.boxlite_advanced_options_set_seccomp_enabled(adv, int(sec.jailer_enabled and sec.seccomp_enabled))
+        for name in sec.LIMITS:
+            v = getattr(sec, name)
+            if v is not None:
+                getattr(lib, "boxlite_advanced_options_set_" + name)(adv, v)
+        lib.boxlite_options_set_advanced(p, adv)
+    finally:
+        lib.boxlite_advanced_options_free(adv)
 
 
 @dataclass
@@ -343,9 +469,11 @@ class Box(AsyncStartStop):
         lib.boxlite_free_string(raw)
 
     def __del__(self):
+        # Never freed here: see _Reaper (a finaliser may run on the drain thread or
+        # the event loop, and freeing an auto_remove box's last handle stops it).
         ptr, self._ptr = getattr(self, "_ptr", None), None
         if ptr:
-            lib.boxlite_box_free(ptr)
+            _reaper.free(lib.boxlite_box_free, ptr)
 
     @property
     def id(self) -> str:
@@ -372,8 +500,8 @@ class Box(AsyncStartStop):
             lib.boxlite_free_box_info(p)
 
     async def metrics(self) -> BoxMetrics:
-        d = await _bridge.call_async(lambda cb, key, e: lib.boxlite_box_metrics(self._handle(), cb, key, e),
-                                     "box_metrics")
+        d = await _bridge.call_async(lambda cb, key, e: lib.boxlite_box_metrics_ex(self._handle(), cb, key, e),
+                                     "box_metrics_ex")
         return BoxMetrics._from(d)
 
     async def copy_in(self, host_path, guest_path):
@@ -402,7 +530,16 @@ class Box(AsyncStartStop):
 
 
 class Execution:
-    """A running command: stdout()/stderr() async iterators of str, wait, kill, resize_tty."""
+    """A running command: stdout()/stderr() async iterators of str, wait, kill, resize_tty.
+
+    Output not yet read is held in this process up to max_unread_bytes (both
+    streams together, 16 MiB by default): past that, no more output credit is
+    returned to the C API (boxlite_box_exec_acked), so at most another 1 MiB is
+    queued and the command then pauses on a full pipe until stdout()/stderr() are
+    read (or it is killed). A command writing more than that must have its output
+    read, as with a shell pipe; SimpleBox.exec always reads both streams."""
+
+    max_unread_bytes = 16 << 20
 
     def __init__(self, box, loop):
         self._box = box
@@ -412,6 +549,11 @@ class Execution:
         self._decoders = {k: codecs.getincrementaldecoder("utf-8")("replace") for k in self._queues}
         self._wait = None
         self._key = None
+        self._credit_lock = threading.Lock()
+        self._unread = 0  # bytes received and not yet read
+        self._owed = 0    # bytes of credit held back from the C API
+        self._cap = self.max_unread_bytes
+        self._early = 0   # credit earned before the handle was known
 
     @classmethod
     async def _start(cls, box, cmd, args, env_pairs, timeout, tty, cwd, user):
@@ -426,15 +568,19 @@ class Execution:
 
         def start():
             err = _ffi.CBoxliteError()
-            code = lib.boxlite_box_exec_streamed(box._handle(), ctypes.byref(c), _bridge.stdout_cb,
-                                                 _bridge.stderr_cb, ex._key, ctypes.byref(out), ctypes.byref(err))
+            code = lib.boxlite_box_exec_acked(box._handle(), ctypes.byref(c), _bridge.stdout_cb,
+                                              _bridge.stderr_cb, ex._key, ctypes.byref(out), ctypes.byref(err))
             _bridge.check(code, err)
         try:
             await loop.run_in_executor(None, start)
         except BaseException:
             _bridge.unregister(ex._key)
             raise
-        ex._ptr = out.value
+        with ex._credit_lock:
+            ex._ptr = out.value
+            early, ex._early = ex._early, 0
+        if early:
+            ex._ack(early)
         ex._wait = loop.create_future()
         resolve = _bridge.future_handler(loop, ex._wait)
 
@@ -451,20 +597,53 @@ class Execution:
         return ex
 
     def __del__(self):
-        ptr, self._ptr = getattr(self, "_ptr", None), None
-        if ptr:
-            lib.boxlite_execution_free(ptr)
         if getattr(self, "_key", None):
             _bridge.unregister(self._key)
+        ptr, self._ptr = getattr(self, "_ptr", None), None
+        if ptr:
+            _reaper.free(lib.boxlite_execution_free, ptr)  # closing stdin may block: see _Reaper
 
-    # Runs on the drain thread.
+    def _ack(self, n):
+        with self._credit_lock:
+            if self._ptr is None:  # output dispatched before _start stored the handle
+                self._early += n
+                return
+            ptr = self._ptr
+        lib.boxlite_execution_ack_output(ptr, n, None)
+
+    # Runs on the drain thread: credit is returned at once while the unread output
+    # is under the cap, else held back until the reader catches up.
     def _on_output(self, stream, chunk):
+        n = len(chunk)
+        with self._credit_lock:
+            self._unread += n
+            if self._unread <= self._cap and not self._owed:
+                ack = n
+            else:
+                self._owed += n
+                ack = 0
+        if ack:
+            self._ack(ack)
         text = self._decoders[stream].decode(chunk)
-        if text:
-            try:
-                self._loop.call_soon_threadsafe(self._queues[stream].put_nowait, text)
-            except RuntimeError:
-                pass
+        try:
+            self._loop.call_soon_threadsafe(self._queues[stream].put_nowait, (text, n))
+        except RuntimeError:
+            pass
+
+    # Runs on the event loop when a reader took n bytes.
+    def _consumed(self, n):
+        with self._credit_lock:
+            self._unread -= n
+            ack = 0
+            if self._owed and self._unread < self._cap:
+                ack, self._owed = self._owed, 0
+        if ack:
+            self._ack(ack)
+
+    @property
+    def unread_bytes(self) -> int:
+        """Output received from the box and not yet read through stdout()/stderr()."""
+        return self._unread
 
     # Runs on the drain thread, after every output chunk was dispatched.
     def _finish(self, code):
@@ -472,7 +651,7 @@ class Execution:
         for stream, q in self._queues.items():
             tail = self._decoders[stream].decode(b"", final=True)
             if tail:
-                self._loop.call_soon_threadsafe(q.put_nowait, tail)
+                self._loop.call_soon_threadsafe(q.put_nowait, (tail, 0))
             self._loop.call_soon_threadsafe(q.put_nowait, None)
         _bridge.unregister(self._key)
         return ExecutionResult(code, timed_out)
@@ -481,9 +660,13 @@ class Execution:
         q = self._queues[stream]
         buf = ""
         while True:
-            text = await q.get()
-            if text is None:
+            item = await q.get()
+            if item is None:
                 break
+            text, n = item
+            self._consumed(n)
+            if not text:
+                continue
             buf += text
             *lines, buf = buf.split("\n")
             for line in lines:

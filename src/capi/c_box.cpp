@@ -123,6 +123,23 @@ BoxliteErrorCode box_op(CBoxHandle* handle, Cb cb, void* user_data, CBoxliteErro
   });
 }
 
+CBoxMetrics to_c_metrics(const BoxMetrics& m) {
+  CBoxMetrics c{};
+  c.cpu_percent = m.cpu_percent;
+  c.memory_bytes = clamp_i64(m.memory_bytes);
+  c.commands_executed = clamp_int(m.commands_executed_total);
+  c.exec_errors = clamp_int(m.exec_errors_total);
+  c.bytes_sent = clamp_i64(m.bytes_sent_total);
+  c.bytes_received = clamp_i64(m.bytes_received_total);
+  c.create_duration_ms = m.total_create_duration_ms;
+  c.boot_duration_ms = m.guest_boot_duration_ms;
+  c.network_bytes_sent = clamp_i64(m.network_bytes_sent);
+  c.network_bytes_received = clamp_i64(m.network_bytes_received);
+  c.network_tcp_connections = clamp_int(m.network_tcp_connections);
+  c.network_tcp_errors = clamp_int(m.network_tcp_errors);
+  return c;
+}
+
 }  // namespace
 }  // namespace boxlite::capi
 
@@ -296,20 +313,38 @@ BoxliteErrorCode boxlite_box_metrics(CBoxHandle* handle, CBoxMetricsCb cb, void*
       Outcome out = capture([&] { *m = box->metrics(); });
       rt->post({[out, m, cb, user_data] {
                   if (!out.ok()) return out.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
-                  CBoxMetrics c{};
-                  c.cpu_percent = m->cpu_percent;
-                  c.memory_bytes = clamp_i64(m->memory_bytes);
-                  c.commands_executed = clamp_int(m->commands_executed_total);
-                  c.exec_errors = clamp_int(m->exec_errors_total);
-                  c.bytes_sent = clamp_i64(m->bytes_sent_total);
-                  c.bytes_received = clamp_i64(m->bytes_received_total);
-                  c.create_duration_ms = m->total_create_duration_ms;
-                  c.boot_duration_ms = m->guest_boot_duration_ms;
-                  c.network_bytes_sent = clamp_i64(m->network_bytes_sent);
-                  c.network_bytes_received = clamp_i64(m->network_bytes_received);
-                  c.network_tcp_connections = clamp_int(m->network_tcp_connections);
-                  c.network_tcp_errors = clamp_int(m->network_tcp_errors);
+                  CBoxMetrics c = to_c_metrics(*m);
                   cb(&c, nullptr, user_data);
+                },
+                token, nullptr, 0});
+    });
+  });
+}
+
+BoxliteErrorCode boxlite_box_metrics_ex(CBoxHandle* handle, CBoxMetricsExCb cb, void* user_data,
+                                        CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_box_metrics_ex";
+    require_handle(handle, fn);
+    require_cb(cb, fn);
+    std::shared_ptr<Box> box = handle->box;
+    handle->rt->pool.submit([rt = handle->rt, token = handle->token, box, cb, user_data] {
+      auto m = std::make_shared<BoxMetrics>();
+      Outcome out = capture([&] { *m = box->metrics(); });
+      rt->post({[out, m, cb, user_data] {
+                  if (!out.ok()) return out.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
+                  CBoxMetricsEx x{};
+                  x.struct_size = sizeof x;
+                  x.base = to_c_metrics(*m);
+                  auto stage = [](const std::optional<int64_t>& v) { return v.value_or(-1); };
+                  x.stage_filesystem_setup_ms = stage(m->stage_filesystem_setup_ms);
+                  x.stage_image_prepare_ms = stage(m->stage_image_prepare_ms);
+                  x.stage_guest_rootfs_ms = stage(m->stage_guest_rootfs_ms);
+                  x.stage_box_spawn_ms = stage(m->stage_box_spawn_ms);
+                  x.stage_container_init_ms = stage(m->stage_container_init_ms);
+                  x.commands_executed_total = m->commands_executed_total;
+                  x.exec_errors_total = m->exec_errors_total;
+                  cb(&x, nullptr, user_data);
                 },
                 token, nullptr, 0});
     });

@@ -47,10 +47,13 @@ Event output_event(const std::shared_ptr<ExecState>& st, OutputChunk chunk) {
 
 // Waits until the chunk fits in the execution's window. False: discard it (the
 // handle or the runtime was freed).
+// After a kill, a chunk that does not fit is dropped rather than waited for: the
+// output of an acked execution nobody reads must not keep the kill from completing.
 bool reserve_window(ExecState& st, size_t n) {
   std::unique_lock lk(st.mu);
-  st.cv.wait(lk, [&] { return st.queued_bytes + n <= kOutputWindow || st.queued_bytes == 0 || st.token->cancelled || st.rt->freed; });
-  if (st.token->cancelled || st.rt->freed) return false;
+  auto fits = [&] { return st.queued_bytes + n <= kOutputWindow || st.queued_bytes == 0; };
+  st.cv.wait(lk, [&] { return fits() || st.discard || st.token->cancelled || st.rt->freed; });
+  if (st.token->cancelled || st.rt->freed || !fits()) return false;
   st.queued_bytes += n;
   return true;
 }
@@ -205,6 +208,30 @@ BoxliteErrorCode boxlite_box_exec_streamed(CBoxHandle* handle, const BoxliteComm
   });
 }
 
+BoxliteErrorCode boxlite_box_exec_acked(CBoxHandle* handle, const BoxliteCommand* cmd, CBoxStdoutCb on_stdout,
+                                        CBoxStderrCb on_stderr, void* user_data, CExecutionHandle** out_execution,
+                                        CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_box_exec_acked";
+    require_cb(on_stdout, fn);
+    require_cb(on_stderr, fn);
+    start_exec(handle, cmd, out_execution, fn, [&](ExecState& st) {
+      st.out_cb = on_stdout;
+      st.out_ud = user_data;
+      st.err_cb = on_stderr;
+      st.err_ud = user_data;
+      st.manual_ack = true;
+    });
+  });
+}
+
+BoxliteErrorCode boxlite_execution_ack_output(CExecutionHandle* execution, size_t bytes, CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    ExecState& st = checked(execution, "boxlite_execution_ack_output");
+    if (st.manual_ack) st.release(bytes);
+  });
+}
+
 BoxliteErrorCode boxlite_execution_on_stdout(CExecutionHandle* execution, CBoxStdoutCb cb, void* user_data,
                                              CBoxliteError* out_error) {
   return guard(out_error, [&] {
@@ -279,6 +306,11 @@ BoxliteErrorCode boxlite_execution_kill(CExecutionHandle* execution, CExecutionK
     ExecState& st = checked(execution, fn);
     require_cb(cb, fn);
     check_runtime(st, fn);
+    {
+      std::lock_guard lk(st.mu);
+      st.discard = true;
+      st.cv.notify_all();
+    }
     Outcome sent = capture([&] { st.exec->kill(); });
     if (!sent.ok()) return post_done(st, sent, cb, user_data);
     // Done once the process is reaped: its exit follows its last output.

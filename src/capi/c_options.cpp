@@ -249,7 +249,9 @@ BoxliteErrorCode boxlite_options_set_engine(CBoxliteOptions* opts, const char* e
 }
 
 void boxlite_options_set_advanced(CBoxliteOptions* opts, const CAdvancedBoxOptions* adv) {
-  if (opts && adv) opts->security_disabled = !adv->security_enabled;
+  if (!opts || !adv) return;
+  opts->security_disabled = !adv->security_enabled;
+  opts->core.security = adv->security;
 }
 
 void boxlite_options_free(CBoxliteOptions* opts) { delete opts; }
@@ -263,6 +265,32 @@ BoxliteErrorCode boxlite_advanced_options_new(CAdvancedBoxOptions** out_opts, CB
 
 void boxlite_advanced_options_set_security_enabled(CAdvancedBoxOptions* opts, int enabled) {
   if (opts) opts->security_enabled = enabled != 0;
+}
+
+void boxlite_advanced_options_set_seccomp_enabled(CAdvancedBoxOptions* opts, int enabled) {
+  if (opts) opts->security.seccomp = enabled != 0;
+}
+
+namespace {
+void set_limit(CAdvancedBoxOptions* opts, std::optional<uint64_t> SecurityOptions::*field, uint64_t v) {
+  if (opts) opts->security.*field = v ? std::optional<uint64_t>(v) : std::nullopt;
+}
+}  // namespace
+
+void boxlite_advanced_options_set_max_open_files(CAdvancedBoxOptions* opts, uint64_t n) {
+  set_limit(opts, &SecurityOptions::max_open_files, n);
+}
+void boxlite_advanced_options_set_max_file_size(CAdvancedBoxOptions* opts, uint64_t bytes) {
+  set_limit(opts, &SecurityOptions::max_file_size, bytes);
+}
+void boxlite_advanced_options_set_max_processes(CAdvancedBoxOptions* opts, uint64_t n) {
+  set_limit(opts, &SecurityOptions::max_processes, n);
+}
+void boxlite_advanced_options_set_max_memory(CAdvancedBoxOptions* opts, uint64_t bytes) {
+  set_limit(opts, &SecurityOptions::max_memory, bytes);
+}
+void boxlite_advanced_options_set_max_cpu_time(CAdvancedBoxOptions* opts, uint64_t secs) {
+  set_limit(opts, &SecurityOptions::max_cpu_time, secs);
 }
 
 void boxlite_advanced_options_free(CAdvancedBoxOptions* opts) { delete opts; }

@@ -159,8 +159,10 @@ namespace {
 thread_local RuntimeState* tl_draining = nullptr;
 
 void dispatch(Event& ev) {
-  if (ev.exec) ev.exec->release(ev.bytes);
-  if (ev.token && ev.token->cancelled) return;
+  bool cancelled = ev.token && ev.token->cancelled;
+  // An acked execution's output keeps its window until the caller acks it.
+  if (ev.exec && (cancelled || !ev.exec->manual_ack)) ev.exec->release(ev.bytes);
+  if (cancelled) return;
   try {
     ev.run();
   } catch (...) {

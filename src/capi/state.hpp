@@ -120,7 +120,11 @@ struct ExecState {
   void* err_ud = nullptr;
   CBoxExitCb exit_cb = nullptr;
   void* exit_ud = nullptr;
-  size_t queued_bytes = 0;  // output posted but not yet dispatched
+  size_t queued_bytes = 0;  // output posted but not yet dispatched (or acked)
+  // boxlite_box_exec_acked: dispatched output keeps its window until acked.
+  bool manual_ack = false;
+  // boxlite_execution_kill was called: output that has to wait for window is dropped.
+  bool discard = false;
   bool done = false;
   int exit_code = -1;
   bool timed_out = false;  // stopped by its timeout_secs
@@ -161,6 +165,7 @@ struct CExecutionHandle {
 
 struct CAdvancedBoxOptions {
   bool security_enabled = true;
+  boxlite::SecurityOptions security;  // seccomp and limits (core/options.hpp)
 };
 
 struct CBoxliteOptions {

@@ -65,6 +65,21 @@ struct VolumeSpec {
   bool read_only = false;
 };
 
+// The documented SecurityOptions, as far as the core enforces them (docs/python.md):
+// the jail engine applies each limit as an rlimit of the box's processes
+// (max_processes also caps the box's pids cgroup) and skips its seccomp filter
+// when seccomp is false. The vm engine has no per-box rlimits yet: a limit on a vm
+// box is Unsupported at create, naming the field. nullopt = no limit beyond the
+// defaults (docs/jail.md).
+struct SecurityOptions {
+  bool seccomp = true;
+  std::optional<uint64_t> max_open_files;  // RLIMIT_NOFILE
+  std::optional<uint64_t> max_file_size;   // RLIMIT_FSIZE, bytes
+  std::optional<uint64_t> max_processes;   // RLIMIT_NPROC and pids.max
+  std::optional<uint64_t> max_memory;      // RLIMIT_AS, bytes
+  std::optional<uint64_t> max_cpu_time;    // RLIMIT_CPU, seconds
+};
+
 struct BoxOptions {
   std::string image;        // a registry reference ("alpine", "host:5000/repo:tag", "...@sha256:..."), an OCI layout path or oci:DIR[:TAG]
   std::string rootfs_path;  // a local OCI image layout directory
@@ -96,6 +111,7 @@ struct BoxOptions {
   // ext4 grown to fill it at boot (vm). Default kDefaultDiskSizeGb. The jail engine
   // has no disk of its own and refuses it (docs/storage.md).
   std::optional<uint64_t> disk_size_gb;
+  SecurityOptions security;
 };
 inline constexpr uint64_t kDefaultDiskSizeGb = 10;
 inline constexpr uint64_t kMaxDiskSizeGb = 16384;  // 16 TiB, far beyond any ext4 resize limit we rely on

@@ -187,6 +187,51 @@ ProbeVerdict run_kvm_probe(const std::string& log_path) {
 
 std::string Runtime::make_box_id() { return new_box_id(); }
 
+namespace {
+
+// The limits of a SecurityOptions that are set, by their documented names.
+std::vector<std::pair<const char*, uint64_t>> security_limits(const SecurityOptions& s) {
+  std::vector<std::pair<const char*, uint64_t>> out;
+  const std::pair<const char*, const std::optional<uint64_t>*> all[] = {
+      {"max_open_files", &s.max_open_files}, {"max_file_size", &s.max_file_size},
+      {"max_processes", &s.max_processes},   {"max_memory", &s.max_memory},
+      {"max_cpu_time", &s.max_cpu_time}};
+  for (const auto& [name, v] : all) {
+    if (*v) out.emplace_back(name, **v);
+  }
+  return out;
+}
+
+// The limits are enforced by the jail engine only; a vm box asking for one fails,
+// naming it, rather than run without it.
+void check_security(const SecurityOptions& s, const std::string& engine) {
+  auto limits = security_limits(s);
+  for (const auto& [name, v] : limits) {
+    if (v == 0) throw Error(ErrorCode::InvalidArgument, std::string("security ") + name + " must be > 0");
+  }
+  if (engine == "vm" && !limits.empty()) {
+    std::string names;
+    for (const auto& [name, v] : limits) names += (names.empty() ? "" : ", ") + std::string(name);
+    throw Error(ErrorCode::Unsupported, "security " + names +
+                                            " not supported by the vm engine (it sets no per-box rlimits yet; "
+                                            "the jail engine enforces them)");
+  }
+}
+
+void apply_security(engine::ShimSpec& spec, const SecurityOptions& s) {
+  spec.seccomp = s.seccomp;
+  spec.rlimit_nofile = s.max_open_files.value_or(0);
+  spec.rlimit_fsize = s.max_file_size.value_or(0);
+  spec.rlimit_nproc = s.max_processes.value_or(0);
+  spec.rlimit_as = s.max_memory.value_or(0);
+  spec.rlimit_cpu = s.max_cpu_time.value_or(0);
+  if (s.max_processes && *s.max_processes < static_cast<uint64_t>(spec.pids_limit)) {
+    spec.pids_limit = static_cast<int>(*s.max_processes);
+  }
+}
+
+}  // namespace
+
 void validate_box_options(const BoxOptions& o) {
   if (o.image.empty() && o.rootfs_path.empty()) throw Error(ErrorCode::InvalidArgument, "Either 'image' or 'rootfs_path' must be provided");
   if (o.cpus && (*o.cpus < 1 || *o.cpus > 255)) throw Error(ErrorCode::InvalidArgument, "cpus must be between 1 and 255, got " + std::to_string(*o.cpus));
@@ -505,6 +550,7 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   if (engine != "vm" && engine != "jail") {
     throw Error(ErrorCode::InvalidArgument, "unknown engine '" + engine + "' (from BOXLITE_ENGINE or the home config): expected 'vm' or 'jail'");
   }
+  check_security(opts.security, engine);
   if (engine == "jail" && opts.disk_size_gb) {
     throw Error(ErrorCode::Unsupported,
                 "disk_size_gb is not supported by the jail engine: its root is an overlay on the host's file system, "
@@ -542,6 +588,7 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   if (::mkdir(spec.box_dir.c_str(), 0700) != 0) throw_errno(ErrorCode::Storage, "create box directory " + spec.box_dir);
   spec.cpus = opts.cpus.value_or(1);
   spec.memory_mib = opts.memory_mib.value_or(1024);
+  apply_security(spec, opts.security);
   spec.boot_timeout_secs = opts.boot_timeout_secs;
   spec.hostname = spec.box_id;
   spec.env = env_list(img.config.env, opts.env);

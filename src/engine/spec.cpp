@@ -18,6 +18,8 @@ std::string spec_to_json(const ShimSpec& s) {
   };
   j["volumes"] = nlohmann::json::array();
   for (const auto& v : s.volumes) j["volumes"].push_back({{"host", v.host_path}, {"guest", v.guest_path}, {"read_only", v.read_only}});
+  j["security"] = {{"seccomp", s.seccomp}, {"nofile", s.rlimit_nofile}, {"fsize", s.rlimit_fsize},
+                   {"nproc", s.rlimit_nproc}, {"as", s.rlimit_as}, {"cpu", s.rlimit_cpu}};
   j["main"] = {{"argv", s.main_argv}, {"tty", s.main_tty}, {"stdin", s.main_stdin}, {"rows", s.main_rows}, {"cols", s.main_cols}};
   return j.dump(2);
 }
@@ -57,6 +59,15 @@ ShimSpec spec_from_json(const std::string& text) {
       s.main_stdin = m.at("stdin");
       s.main_rows = m.at("rows");
       s.main_cols = m.at("cols");
+    }
+    if (j.contains("security")) {  // absent for a box created before it existed: the defaults
+      const auto& x = j.at("security");
+      s.seccomp = x.at("seccomp");
+      s.rlimit_nofile = x.at("nofile");
+      s.rlimit_fsize = x.at("fsize");
+      s.rlimit_nproc = x.at("nproc");
+      s.rlimit_as = x.at("as");
+      s.rlimit_cpu = x.at("cpu");
     }
     if (j.contains("volumes")) {
       for (const auto& v : j.at("volumes")) s.volumes.push_back({v.at("host"), v.at("guest"), v.at("read_only")});

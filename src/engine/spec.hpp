@@ -39,6 +39,10 @@ struct ShimSpec {
   std::vector<std::string> lower_dirs;  // overlay lower layers, lowest first
   unsigned uid_offset = 1u << 20;       // box uid 0 = this host uid
   int pids_limit = 4096;
+  // SecurityOptions (jail): seccomp filter on/off and rlimits of the box's
+  // processes, 0 = the engine's default (docs/jail.md).
+  bool seccomp = true;
+  uint64_t rlimit_nofile = 0, rlimit_fsize = 0, rlimit_nproc = 0, rlimit_as = 0, rlimit_cpu = 0;
   std::string guest_binary;             // boxlite-guest, exec'ed as the box's PID 1
   // Removed when it stops (auto_remove): its files need not survive a host crash,
   // so the jail's overlay skips syncing the host's file system at unmount.

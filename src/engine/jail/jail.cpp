@@ -415,10 +415,21 @@ void set_rlimits(const ChildArgs& a) {
     int resource;
     rlim_t value;
   };
+  const ShimSpec& s = *a.spec;
   const Limit limits[] = {{RLIMIT_NOFILE, 1048576}, {RLIMIT_CORE, 0}, {RLIMIT_MSGQUEUE, 819200}};
   for (const auto& l : limits) {
+    if (l.resource == RLIMIT_NOFILE && s.rlimit_nofile) continue;  // set below
     rlimit r{l.value, l.value};
     if (::setrlimit(l.resource, &r) != 0 && l.resource != RLIMIT_NOFILE) child_fail(a, "setrlimit");
+  }
+  // SecurityOptions: these must hold, or the box does not start.
+  const Limit requested[] = {{RLIMIT_NOFILE, s.rlimit_nofile}, {RLIMIT_FSIZE, s.rlimit_fsize},
+                             {RLIMIT_NPROC, s.rlimit_nproc},   {RLIMIT_AS, s.rlimit_as},
+                             {RLIMIT_CPU, s.rlimit_cpu}};
+  for (const auto& l : requested) {
+    if (l.value == 0) continue;
+    rlimit r{l.value, l.value};
+    if (::setrlimit(l.resource, &r) != 0) child_fail(a, "setrlimit (security limit)");
   }
 }
 
@@ -466,7 +477,7 @@ int child_main(void* arg) {
   if (::unshare(CLONE_NEWPID) != 0) child_fail(a, "unshare PID namespace for the box's processes");
   drop_capabilities(a);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_fail(a, "set no_new_privs");
-  if (int rc = load_seccomp_filter(); rc != 0) {
+  if (int rc = a.spec->seccomp ? load_seccomp_filter() : 0; rc != 0) {
     errno = -rc;
     child_fail(a, "load seccomp filter");
   }
