@@ -15,7 +15,7 @@ img=$root/build/test-images/busybox
 lowers=$(ls -d "$BOXLITE_HOME"/images/layers/*-* | tac | paste -sd:)
 mkdir -p "$work/merged" "$work/upper" "$work/ovl-work"
 mount -t overlay overlay -o "lowerdir=$lowers,upperdir=$work/upper,workdir=$work/ovl-work" "$work/merged"
-hyperfine -N --warmup 3 --runs "$runs" --export-json "$work/out.json" \
+hyperfine -N -i --warmup 3 --runs "$runs" --export-json "$work/out.json" \
   -n bwrap "bwrap --unshare-user --unshare-pid --unshare-net --unshare-uts --unshare-ipc --unshare-cgroup --bind $work/merged / --proc /proc --dev /dev --tmpfs /tmp /bin/true" \
   -n "boxlite run --engine jail" "$root/build/boxlite run --rm --engine jail $img true" \
   -n "boxlite run --engine jail --network disabled" "$root/build/boxlite run --rm --engine jail --network disabled $img true" >&2

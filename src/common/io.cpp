@@ -52,6 +52,19 @@ void write_file_atomic(const std::string& path, std::string_view data, mode_t mo
   }
 }
 
+void send_all(int fd, const void* data, size_t len) {
+  const char* p = static_cast<const char*>(data);
+  while (len > 0) {
+    ssize_t n = ::send(fd, p, len, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_errno(ErrorCode::Internal, "send on socket fd " + std::to_string(fd));
+    }
+    p += n;
+    len -= static_cast<size_t>(n);
+  }
+}
+
 void write_all(int fd, const void* data, size_t len) {
   const char* p = static_cast<const char*>(data);
   while (len > 0) {

@@ -18,6 +18,9 @@ std::string read_file(const std::string& path);
 // Writes to path.tmp, fsyncs, renames: readers see the old or the new file, never half.
 void write_file_atomic(const std::string& path, std::string_view data, mode_t mode = 0644, bool durable = true);
 void write_all(int fd, const void* data, size_t len);
+// write_all for a socket: a peer that has gone is an error, never SIGPIPE (which
+// would kill whatever process embeds us).
+void send_all(int fd, const void* data, size_t len);
 // Reads exactly len bytes; false on EOF before the first byte, throws on short read.
 bool read_exact(int fd, void* data, size_t len);
 void set_nonblocking(int fd, bool on = true);

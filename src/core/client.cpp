@@ -45,7 +45,7 @@ std::shared_ptr<ShimClient> ShimClient::connect(const std::string& socket_path, 
   hello.set_version(protocol::kProtocolVersion);
   hello.set_peer("client");
   std::string out = protocol::encode_message(0, FrameType::Hello, hello);
-  write_all(fd.get(), out.data(), out.size());
+  send_all(fd.get(), out.data(), out.size());
   protocol::FrameDecoder dec;
   Frame reply = read_frame_blocking(fd.get(), dec, box_id);
   if (reply.type == FrameType::Error) throw error_from_reply(reply);

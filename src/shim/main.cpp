@@ -3,10 +3,12 @@
 //   boxlite-shim --probe-kvm
 // It reads BOX_DIR/shim.json, boots the box, writes "OK\n" (or "ERR <code>\n<message>")
 // to the ready fd, then serves BOX_DIR/shim.sock until the box stops.
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+
 #include <cstring>
 #include <string>
 
@@ -34,6 +36,8 @@ void report(int fd, const std::string& text) {
 
 int main(int argc, char** argv) {
   boxlite::trace("shim: main");
+  // A guest or client that hangs up is an error on that channel, not our death.
+  ::signal(SIGPIPE, SIG_IGN);
   if (argc >= 2 && std::strcmp(argv[1], "--probe-kvm") == 0) {
     auto r = engine::vm::probe_kvm_inprocess();
     std::printf("%s %.1f %s\n", r.usable ? "usable" : "unusable", r.probe_ms, r.reason.c_str());

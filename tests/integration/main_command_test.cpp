@@ -187,5 +187,16 @@ TEST_F(RunSignalTest, OneSigtermEndsARunWhoseCommandIgnoresIt) {
   expect_no_leftovers();
 }
 
+// A main command that exits at once can take the box down before `run` has
+// connected to it: that is a finished run with its exit code, never a CLI killed
+// by SIGPIPE writing its handshake to a shim that has gone (1 run in ~80 was).
+TEST_F(RunSignalTest, ACommandThatExitsAtOnceNeverKillsTheCli) {
+  for (int i = 0; i < 40; ++i) {
+    auto r = run_cli({"run", "--rm", "--engine", "jail", image("busybox"), "sh", "-c", "exit 7"});
+    ASSERT_EQ(r.exit_code, 7) << "run " << i << ": " << r.err;
+  }
+  expect_no_leftovers();
+}
+
 }  // namespace
 }  // namespace boxlite::testing

@@ -2,6 +2,7 @@
 // following a symlink out of them.
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -54,6 +55,16 @@ TEST(RemoveTreeTest, AFileOrAMissingPath) {
   remove_tree(file);
   EXPECT_FALSE(path_exists(file));
   EXPECT_NO_THROW(remove_tree(scratch.path() + "/missing"));
+}
+
+TEST(SendAllTest, APeerThatHasGoneIsAnErrorNotSigpipe) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  UniqueFd ours(sv[0]);
+  ::close(sv[1]);
+  // With the default SIGPIPE disposition a plain write() here would end the test binary.
+  std::string data(4096, 'x');
+  EXPECT_THROW(send_all(ours.get(), data.data(), data.size()), Error);
 }
 
 }  // namespace
