@@ -272,6 +272,7 @@ Runtime::Runtime(RuntimeOptions opts) {
     throw Error(ErrorCode::InvalidArgument, "home directory must be an absolute path, got '" + layout_.root + "'");
   }
   layout_.create();
+  trace("core: home laid out");
   if (opts.exclusive) {
     home_lock_ = FileLock::try_acquire(layout_.locks() + "/runtime.lock");
     if (!home_lock_.held()) {
@@ -282,7 +283,9 @@ Runtime::Runtime(RuntimeOptions opts) {
   for (const auto& r : opts.image_registries) registry::validate(r);
   registries_ = opts.image_registries;
   load_home_config(!registries_.empty());
+  trace("core: config loaded");
   store_ = std::make_shared<store::Store>(layout_.root + "/db/boxlite.db");
+  trace("core: store open");
   sweep_half_made_boxes();
 }
 

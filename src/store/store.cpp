@@ -115,7 +115,10 @@ Store::Store(const std::string& db_path) {
   sqlite3_file_control(db_, "main", SQLITE_FCNTL_PERSIST_WAL, &persist_wal);
   try {
     enable_wal();
-    exec_sql(db_, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;");
+    // journal_size_limit=0: the kept -wal file is truncated after each complete
+    // checkpoint (the last close makes one); left to grow, every open would scan
+    // megabytes of stale frames to rebuild its index.
+    exec_sql(db_, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA journal_size_limit=0;");
     migrate();
   } catch (...) {
     sqlite3_close(db_);
