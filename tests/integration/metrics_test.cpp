@@ -33,7 +33,9 @@ TEST_P(MetricsTest, BoxAndRuntimeMetricsCountWhatHappened) {
   BoxMetrics m = box->metrics();
   EXPECT_EQ(m.commands_executed_total, 4u) << "the main command is not an exec";
   EXPECT_EQ(m.exec_errors_total, 1u);
-  EXPECT_GT(m.cpu_percent, 20.0) << "a busy loop ran for the whole sample";
+  // An idle box reads ~0%; how much of a CPU the loop gets depends on what else the
+  // host runs (15% was seen with a parallel build on 2 vCPUs).
+  EXPECT_GT(m.cpu_percent, 5.0) << "a busy loop ran for the whole sample";
   EXPECT_GT(m.memory_bytes, 100u * 1024);
   ASSERT_TRUE(m.stage_box_spawn_ms && m.stage_container_init_ms);
   EXPECT_GE(m.total_create_duration_ms, *m.stage_image_prepare_ms + *m.stage_box_spawn_ms);
