@@ -68,7 +68,9 @@ static void snap_free(SnapOp *s) {
   memset(s, 0, sizeof *s);
 }
 
-static CBoxHandle *create(const char *image, const char *name, const char *engine) {
+/* NULL when the engine cannot be set up here (Config: e.g. no guest kernel beside
+ * the library, as in the sanitizer build), when allow_config. */
+static CBoxHandle *create_or_config(const char *image, const char *name, const char *engine, int allow_config) {
   CBoxliteError e = {0};
   CBoxliteOptions *o = NULL;
   CHECK_RC(boxlite_options_new(image, &o, &e), Ok, &e);
@@ -79,9 +81,17 @@ static CBoxHandle *create(const char *image, const char *name, const char *engin
   CHECK_RC(boxlite_create_box(rt, o, op_box, &op, &e), Ok, &e);
   boxlite_options_free(o);
   pump_until(rt, &op.done, 300);
+  if (allow_config && op.code == Config) {
+    printf("create %s: %s\n", name, op.msg);
+    return NULL;
+  }
   if (op.code != Ok) fprintf(stderr, "create %s: %s\n", name, op.msg);
   CHECK(op.code == Ok && op.box);
   return op.box;
+}
+
+static CBoxHandle *create(const char *image, const char *name, const char *engine) {
+  return create_or_config(image, name, engine, 0);
 }
 
 /* Runs `sh -c script` and returns its stdout (caller frees); NULL with *rc set
@@ -409,7 +419,11 @@ static void test_jail(const char *image, const char *home) {
  * clone's) grows over. */
 static void test_vm_dependencies(const char *image) {
   CBoxliteError e = {0};
-  CBoxHandle *box = create(image, "vmsnap", "vm");
+  CBoxHandle *box = create_or_config(image, "vmsnap", "vm", 1);
+  if (!box) {
+    printf("vm dependency checks skipped: the vm engine is not set up beside this library\n");
+    return;
+  }
   SnapOp s = {0};
   snapshot_op(boxlite_box_snapshot_create, box, "s1", &s);
   CHECK(s.op.code == Ok && s.has_info);
