@@ -210,6 +210,22 @@ typedef struct CImageInfoList {
   int count;
 } CImageInfoList;
 
+/* Addition (docs/c-api.md): a snapshot of a box's disk (box.snapshot). Strings
+ * are heap memory owned by the struct. */
+typedef struct CSnapshotInfo {
+  char *id;
+  char *box_id;
+  char *name;
+  int64_t created_at;            /* Unix time, seconds */
+  uint64_t container_disk_bytes; /* the box disk's size when it was taken */
+  uint64_t size_bytes;           /* the host bytes the snapshot itself takes */
+} CSnapshotInfo;
+
+typedef struct CSnapshotInfoList {
+  CSnapshotInfo *items; /* count entries, oldest first (NULL when count is 0) */
+  int count;
+} CSnapshotInfoList;
+
 /* ---------------------------------------------------------------- callbacks */
 /* The last parameter is always the user_data given with the call. */
 
@@ -237,6 +253,13 @@ typedef void (*CBoxMetricsCb)(CBoxMetrics *metrics, CBoxliteError *err, void *us
 typedef void (*CBoxMetricsExCb)(const CBoxMetricsEx *metrics, CBoxliteError *err, void *user_data);
 typedef void (*CRuntimeMetricsCb)(CRuntimeMetrics *metrics, CBoxliteError *err, void *user_data);
 typedef void (*CRuntimeShutdownCb)(CBoxliteError *err, void *user_data);
+/* Additions (docs/c-api.md): snapshots and export. boxlite_box_snapshot_get gives
+ * info NULL and err NULL when the box has no snapshot of that name. */
+typedef void (*CSnapshotInfoCb)(CSnapshotInfo *info, CBoxliteError *err, void *user_data);
+typedef void (*CSnapshotInfoListCb)(CSnapshotInfoList *list, CBoxliteError *err, void *user_data);
+typedef void (*CBoxSnapshotDoneCb)(CBoxliteError *err, void *user_data);
+/* The path of the archive written (NULL on error). */
+typedef void (*CBoxExportCb)(const char *path, CBoxliteError *err, void *user_data);
 
 /* ---------------------------------------------------------------- runtime */
 
@@ -341,6 +364,53 @@ enum BoxliteErrorCode boxlite_box_metrics_ex(CBoxHandle *handle, CBoxMetricsExCb
 /* Counters of this runtime since it was made, and the boxes of its home running now (async). */
 enum BoxliteErrorCode boxlite_runtime_metrics(CBoxliteRuntime *runtime, CRuntimeMetricsCb cb, void *user_data,
                                               CBoxliteError *out_error);
+
+/* ---------------------------------------------------------------- snapshots, clone, export, import */
+/* Additions (docs/c-api.md): the core's box.snapshot, clone_box, export and
+ * import_box (docs/storage.md). All asynchronous; they work on a running or a
+ * stopped box (restore: stopped only), and on a handle stop() invalidated. A NULL
+ * or empty name/path is InvalidArgument. The jail engine's snapshots and clones
+ * are full copies of the box's upper layer; the vm engine's are copy-on-write
+ * layers of its disk, so some removals are refused while something grows over them. */
+
+/* Takes a snapshot named `name` ([a-zA-Z0-9][a-zA-Z0-9_.-]*, at most 128 characters;
+ * InvalidArgument otherwise; AlreadyExists for a taken name). A running box is
+ * quiesced and resumed. The callback gets its CSnapshotInfo. */
+enum BoxliteErrorCode boxlite_box_snapshot_create(CBoxHandle *handle, const char *name, CSnapshotInfoCb cb,
+                                                  void *user_data, CBoxliteError *out_error);
+/* The box's snapshots, oldest first (an empty list when none). */
+enum BoxliteErrorCode boxlite_box_snapshot_list(CBoxHandle *handle, CSnapshotInfoListCb cb, void *user_data,
+                                                CBoxliteError *out_error);
+/* The snapshot named `name`; info NULL and err NULL when there is none. */
+enum BoxliteErrorCode boxlite_box_snapshot_get(CBoxHandle *handle, const char *name, CSnapshotInfoCb cb,
+                                               void *user_data, CBoxliteError *out_error);
+/* Removes the snapshot: NotFound when there is none; InvalidState "Cannot remove
+ * snapshot: current disk depends on this snapshot..." when the box's disk (vm)
+ * grows over it, or "... depends on this snapshot" for a later snapshot or a clone. */
+enum BoxliteErrorCode boxlite_box_snapshot_remove(CBoxHandle *handle, const char *name, CBoxSnapshotDoneCb cb,
+                                                  void *user_data, CBoxliteError *out_error);
+/* Puts the box's disk back to the snapshot. InvalidState "Cannot restore snapshot
+ * while box is running. Stop the box first." on a running box; NotFound when there
+ * is no such snapshot. */
+enum BoxliteErrorCode boxlite_box_snapshot_restore(CBoxHandle *handle, const char *name, CBoxSnapshotDoneCb cb,
+                                                   void *user_data, CBoxliteError *out_error);
+/* A new, independent box with the box's files (a running source is quiesced and
+ * resumed), created stopped with auto_remove off: its first exec starts it. name
+ * NULL or "" = a generated one. The callback's handle is yours (boxlite_box_free).
+ * A vm source cannot then be removed without force while the clone exists
+ * (InvalidState "... have clone dependencies on it..."). */
+enum BoxliteErrorCode boxlite_box_clone(CBoxHandle *handle, const char *name, CBoxCreateBoxCb cb, void *user_data,
+                                        CBoxliteError *out_error);
+/* Writes <dest_dir>/<box name or id>.boxlite, a portable archive of the box (its
+ * whole disk, or a jail's upper layer), and gives its path. dest_dir must exist
+ * (InvalidArgument otherwise). */
+enum BoxliteErrorCode boxlite_box_export(CBoxHandle *handle, const char *dest_dir, CBoxExportCb cb, void *user_data,
+                                         CBoxliteError *out_error);
+/* A new box (of the engine it was exported from, stopped, auto_remove off) from an
+ * archive boxlite_box_export wrote, possibly in another home or on another machine.
+ * name NULL or "" = a generated one. The callback's handle is yours. */
+enum BoxliteErrorCode boxlite_runtime_import_box(CBoxliteRuntime *runtime, const char *archive_path, const char *name,
+                                                 CBoxCreateBoxCb cb, void *user_data, CBoxliteError *out_error);
 
 /* ---------------------------------------------------------------- executions */
 
@@ -519,6 +589,10 @@ void boxlite_free_box_info(CBoxInfo *info);
 void boxlite_free_box_info_list(CBoxInfoList *list);
 void boxlite_free_image_pull_result(CImagePullResult *result);
 void boxlite_free_image_info_list(CImageInfoList *list);
+/* Additions (docs/c-api.md), for CSnapshotInfo / CSnapshotInfoList a caller holds
+ * in library-compatible form (malloc'ed strings, items and struct). */
+void boxlite_free_snapshot_info(CSnapshotInfo *info);
+void boxlite_free_snapshot_info_list(CSnapshotInfoList *list);
 
 #ifdef __cplusplus
 }

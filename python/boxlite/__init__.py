@@ -2,10 +2,10 @@
 from ._ffi import lib as _lib
 from .errors import BoxliteError, ExecError, NativeError, ParseError, TimeoutError
 from .executor import BoxliteExecutor, SandboxInitError
-from .options import (AdvancedBoxOptions, ApiKeyCredential, BoxliteRestOptions, BoxOptions, ImageRegistry, NetworkSpec, Options, Secret,
-                      SecurityOptions)
+from .options import (AdvancedBoxOptions, ApiKeyCredential, BoxliteRestOptions, BoxOptions, CloneOptions, ExportOptions,
+                      ImageRegistry, NetworkSpec, Options, Secret, SecurityOptions, SnapshotOptions)
 from .runtime import (Box, BoxInfo, BoxMetrics, Boxlite, Execution, ExecutionResult, ImageInfo, ImagePullResult,
-                      RuntimeMetrics)
+                      RuntimeMetrics, SnapshotHandle, SnapshotInfo)
 from .simplebox import CodeBox, ExecResult, InteractiveBox, SimpleBox
 from .computerbox import ComputerBox
 from .browserbox import BrowserBox, BrowserBoxOptions
@@ -18,4 +18,5 @@ __all__ = ["AdvancedBoxOptions", "ApiKeyCredential", "BoxliteRestOptions", "Box"
            "BoxliteExecutor", "CodeBox", "ExecError", "ExecResult", "Execution", "ExecutionResult", "ImageInfo",
            "ImagePullResult", "ImageRegistry", "InteractiveBox", "NativeError", "NetworkSpec", "Options",
            "ParseError", "RuntimeMetrics", "SandboxInitError", "Secret", "SecurityOptions", "SimpleBox",
-           "TimeoutError", "__version__"]
+           "TimeoutError", "SnapshotHandle", "SnapshotInfo", "SnapshotOptions", "CloneOptions", "ExportOptions",
+           "__version__"]

@@ -115,6 +115,22 @@ def _image_list_cb(lst, errp, ud):
     _dispatch(ud, items, _err(errp))
 
 
+@_ffi.SnapshotInfoCb
+def _snapshot_info_cb(info, errp, ud):
+    _dispatch(ud, _copy_struct(info.contents) if info else None, _err(errp))
+
+
+@_ffi.SnapshotInfoListCb
+def _snapshot_list_cb(lst, errp, ud):
+    items = [_copy_struct(lst.contents.items[i]) for i in range(lst.contents.count)] if lst else None
+    _dispatch(ud, items, _err(errp))
+
+
+@_ffi.ExportCb
+def _export_cb(path, errp, ud):
+    _dispatch(ud, path.decode("utf-8", "replace") if path is not None else None, _err(errp))
+
+
 def _stream_cb(tag):
     @_ffi.OutputCb
     def cb(data, n, ud):
@@ -130,7 +146,8 @@ stdout_cb = _stream_cb("stdout")
 stderr_cb = _stream_cb("stderr")
 CALLBACKS = {"box": _box_cb, "get_or_create": _goc_cb, "done": _done_cb, "wait": _wait_cb, "info": _info_cb,
              "info_list": _info_list_cb, "box_metrics": _box_metrics_cb, "box_metrics_ex": _box_metrics_ex_cb, "runtime_metrics": _rt_metrics_cb,
-             "pull": _pull_cb, "image_list": _image_list_cb}
+             "pull": _pull_cb, "image_list": _image_list_cb, "snapshot_info": _snapshot_info_cb,
+             "snapshot_list": _snapshot_list_cb, "export": _export_cb}
 
 
 def _copy_struct(s):

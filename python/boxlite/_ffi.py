@@ -71,6 +71,15 @@ class CImageInfoList(Structure):
     _fields_ = [("items", POINTER(CImageInfo)), ("count", c_int)]
 
 
+class CSnapshotInfo(Structure):
+    _fields_ = [("id", c_char_p), ("box_id", c_char_p), ("name", c_char_p), ("created_at", c_int64),
+                ("container_disk_bytes", c_uint64), ("size_bytes", c_uint64)]
+
+
+class CSnapshotInfoList(Structure):
+    _fields_ = [("items", POINTER(CSnapshotInfo)), ("count", c_int)]
+
+
 ErrP = POINTER(CBoxliteError)
 # Callback types (user_data is always last).
 BoxCb = CFUNCTYPE(None, c_void_p, ErrP, c_void_p)
@@ -85,6 +94,9 @@ BoxMetricsExCb = CFUNCTYPE(None, POINTER(CBoxMetricsEx), ErrP, c_void_p)
 RuntimeMetricsCb = CFUNCTYPE(None, POINTER(CRuntimeMetrics), ErrP, c_void_p)
 PullCb = CFUNCTYPE(None, POINTER(CImagePullResult), ErrP, c_void_p)
 ImageListCb = CFUNCTYPE(None, POINTER(CImageInfoList), ErrP, c_void_p)
+SnapshotInfoCb = CFUNCTYPE(None, POINTER(CSnapshotInfo), ErrP, c_void_p)
+SnapshotInfoListCb = CFUNCTYPE(None, POINTER(CSnapshotInfoList), ErrP, c_void_p)
+ExportCb = CFUNCTYPE(None, c_char_p, ErrP, c_void_p)
 
 
 def _candidates():
@@ -191,6 +203,14 @@ _SIGS = {
     "boxlite_image_pull": (_R, [c_void_p, c_char_p, PullCb, c_void_p, ErrP]),
     "boxlite_image_list": (_R, [c_void_p, ImageListCb, c_void_p, ErrP]),
     "boxlite_image_free": (None, [c_void_p]),
+    "boxlite_box_snapshot_create": (_R, [c_void_p, c_char_p, SnapshotInfoCb, c_void_p, ErrP]),
+    "boxlite_box_snapshot_list": (_R, [c_void_p, SnapshotInfoListCb, c_void_p, ErrP]),
+    "boxlite_box_snapshot_get": (_R, [c_void_p, c_char_p, SnapshotInfoCb, c_void_p, ErrP]),
+    "boxlite_box_snapshot_remove": (_R, [c_void_p, c_char_p, DoneCb, c_void_p, ErrP]),
+    "boxlite_box_snapshot_restore": (_R, [c_void_p, c_char_p, DoneCb, c_void_p, ErrP]),
+    "boxlite_box_clone": (_R, [c_void_p, c_char_p, BoxCb, c_void_p, ErrP]),
+    "boxlite_box_export": (_R, [c_void_p, c_char_p, ExportCb, c_void_p, ErrP]),
+    "boxlite_runtime_import_box": (_R, [c_void_p, c_char_p, c_char_p, BoxCb, c_void_p, ErrP]),
     "boxlite_error_free": (None, [ErrP]),
     "boxlite_free_string": (None, [c_void_p]),
     "boxlite_free_box_info": (None, [POINTER(CBoxInfo)]),

@@ -52,6 +52,10 @@ class NativeError(RuntimeError):
         # "stopped: Handle invalidated after stop(). ...").
         if self.kind == "Stopped" and not message.startswith("stopped: "):
             message = "stopped: " + message
+        # Likewise "invalid state: <message>" (e.g. "invalid state: Cannot restore
+        # snapshot while box is running. Stop the box first.").
+        if self.kind == "InvalidState" and not message.startswith("invalid state: "):
+            message = "invalid state: " + message
         super().__init__(message)
 
 

@@ -241,3 +241,18 @@ class BoxliteRestOptions:
         key = os.environ.get("BOXLITE_API_KEY")
         return cls(url=url, credential=ApiKeyCredential(key) if key else None,
                    path_prefix=os.environ.get("BOXLITE_REST_PATH_PREFIX") or None)
+
+
+@dataclass
+class SnapshotOptions:
+    """Options of box.snapshot.create: none yet (a placeholder, as documented)."""
+
+
+@dataclass
+class CloneOptions:
+    """Options of box.clone_box: none yet (a placeholder, as documented)."""
+
+
+@dataclass
+class ExportOptions:
+    """Options of box.export: none yet (a placeholder, as documented)."""

@@ -13,7 +13,7 @@ from typing import Optional
 from . import _bridge, _ffi
 from ._ffi import lib
 from .errors import NativeError
-from .options import BoxOptions, Options
+from .options import BoxOptions, CloneOptions, ExportOptions, Options, SnapshotOptions
 
 
 async def _none_if_not_found(call):
@@ -127,6 +127,105 @@ class ImagePullResult:
     reference: str
     config_digest: str
     layer_count: int
+
+
+@dataclass
+class SnapshotInfo:
+    """A snapshot of a box's disk: created_at in Unix seconds; container_disk_bytes the
+    box disk's size when it was taken; size_bytes the host bytes the snapshot takes."""
+    id: str
+    box_id: str
+    name: str
+    created_at: int
+    container_disk_bytes: int
+    size_bytes: int
+
+    @classmethod
+    def _from(cls, d):
+        return cls(d["id"], d["box_id"], d["name"], d["created_at"], d["container_disk_bytes"], d["size_bytes"])
+
+
+def _check_options(options, cls, where):
+    if options is not None and not isinstance(options, cls):
+        raise TypeError(f"{where}: argument 'options': expected {cls.__name__} or None, "
+                        f"not {type(options).__name__}")
+
+
+def _check_str(value, where, arg, optional=False):
+    if value is None and optional:
+        return
+    if not isinstance(value, str):
+        raise TypeError(f"{where}: argument '{arg}': expected str, not {type(value).__name__}")
+
+
+class SnapshotHandle:
+    """`box.snapshot`: a box's disk snapshots. Every method is async (create, list,
+    get, remove, restore); the arguments are checked when it is called."""
+
+    def __init__(self, box):
+        self._box = box
+
+    def __repr__(self):
+        return f"SnapshotHandle(box_id={self._box.id!r})"
+
+    def create(self, *args, options: Optional[SnapshotOptions] = None, name: str = None):
+        """Snapshots the box's disk (running or stopped): `await box.snapshot.create(name="v1")`
+        returns its SnapshotInfo. name is keyword-only."""
+        if args:
+            n = len(args)
+            raise TypeError(f"SnapshotHandle.create() takes 0 positional arguments but {n} "
+                            f"{'was' if n == 1 else 'were'} given")
+        if name is None:
+            raise TypeError("SnapshotHandle.create() missing 1 required keyword-only argument: 'name'")
+        _check_str(name, "SnapshotHandle.create()", "name")
+        _check_options(options, SnapshotOptions, "SnapshotHandle.create()")
+        return self._create(name)
+
+    async def _create(self, name):
+        box = self._box
+        d = await _bridge.call_async(lambda cb, key, e: lib.boxlite_box_snapshot_create(
+            box._handle(), _ffi.cstr(name), cb, key, e), "snapshot_info")
+        return SnapshotInfo._from(d)
+
+    def list(self):
+        """The box's snapshots, oldest first (list[SnapshotInfo])."""
+        return self._list()
+
+    async def _list(self):
+        box = self._box
+        items = await _bridge.call_async(lambda cb, key, e: lib.boxlite_box_snapshot_list(box._handle(), cb, key, e),
+                                         "snapshot_list")
+        return [SnapshotInfo._from(d) for d in items]
+
+    def get(self, name: str):
+        """The SnapshotInfo named `name`, or None when there is none."""
+        _check_str(name, "SnapshotHandle.get()", "name")
+        return self._get(name)
+
+    async def _get(self, name):
+        box = self._box
+        d = await _bridge.call_async(lambda cb, key, e: lib.boxlite_box_snapshot_get(
+            box._handle(), _ffi.cstr(name), cb, key, e), "snapshot_info")
+        return SnapshotInfo._from(d) if d is not None else None
+
+    def remove(self, name: str):
+        """Removes the snapshot (RuntimeError "... current disk depends on this
+        snapshot..." when the box's disk grows over it)."""
+        _check_str(name, "SnapshotHandle.remove()", "name")
+        return self._done("boxlite_box_snapshot_remove", name, None)
+
+    def restore(self, name: str):
+        """Puts the box's disk back to the snapshot; the box must be stopped
+        (RuntimeError "... Cannot restore snapshot while box is running. Stop the box
+        first."). Returns ()."""
+        _check_str(name, "SnapshotHandle.restore()", "name")
+        return self._done("boxlite_box_snapshot_restore", name, ())
+
+    async def _done(self, fn, name, result):
+        box = self._box
+        await _bridge.call_async(lambda cb, key, e: getattr(lib, fn)(box._handle(), _ffi.cstr(name), cb, key, e),
+                                 "done")
+        return result
 
 
 _default = None
@@ -309,6 +408,24 @@ class Boxlite:
         await _bridge.call_async(
             lambda cb, key, e: lib.boxlite_remove(self._ptr(), _ffi.cstr(id_or_name), int(force), cb, key, e),
             "done")
+
+    def import_box(self, archive_path, name: Optional[str] = None):
+        """A new box from a .boxlite archive written by box.export (of any home or
+        machine), stopped; its first exec starts it. Async: returns a Box."""
+        try:
+            path = os.fspath(archive_path)
+        except TypeError:
+            raise TypeError("Boxlite.import_box(): argument 'archive_path': expected str or os.PathLike, "
+                            f"not {type(archive_path).__name__}") from None
+        _check_str(path, "Boxlite.import_box()", "archive_path")
+        _check_str(name, "Boxlite.import_box()", "name", optional=True)
+        return self._import_box(path, name)
+
+    async def _import_box(self, path, name):
+        self._check_not_shut_down()
+        ptr = await _bridge.call_async(lambda cb, key, e: lib.boxlite_runtime_import_box(
+            self._ptr(), _ffi.cstr(path), _ffi.cstr(name), cb, key, e), "box")
+        return Box(self, ptr)
 
     async def metrics(self) -> RuntimeMetrics:
         d = await _bridge.call_async(lambda cb, key, e: lib.boxlite_runtime_metrics(self._ptr(), cb, key, e),
@@ -503,6 +620,48 @@ class Box(AsyncStartStop):
         d = await _bridge.call_async(lambda cb, key, e: lib.boxlite_box_metrics_ex(self._handle(), cb, key, e),
                                      "box_metrics_ex")
         return BoxMetrics._from(d)
+
+    @property
+    def snapshot(self) -> SnapshotHandle:
+        """The box's snapshots (a synchronous property; its methods are async)."""
+        return SnapshotHandle(self)
+
+    def clone_box(self, *args, options: Optional[CloneOptions] = None, name: Optional[str] = None):
+        """A new, independent box with this box's files (a running box is quiesced and
+        resumed), created stopped and started by its first exec. Async: returns a Box.
+        A vm box cannot be removed without force while its clones exist."""
+        if args:
+            n = len(args)
+            raise TypeError(f"Box.clone_box() takes 0 positional arguments but {n} {'was' if n == 1 else 'were'} given")
+        _check_options(options, CloneOptions, "Box.clone_box()")
+        _check_str(name, "Box.clone_box()", "name", optional=True)
+        return self._clone(name)
+
+    async def _clone(self, name):
+        ptr = await _bridge.call_async(lambda cb, key, e: lib.boxlite_box_clone(
+            self._handle(), _ffi.cstr(name), cb, key, e), "box")
+        return Box(self._runtime, ptr)
+
+    def export(self, *args, dest=None, options: Optional[ExportOptions] = None):
+        """Writes <dest>/<name or id>.boxlite, a portable archive of the box, and
+        returns its path (dest: an existing directory). Async."""
+        if args:
+            n = len(args)
+            raise TypeError(f"Box.export() takes 0 positional arguments but {n} {'was' if n == 1 else 'were'} given")
+        if dest is None:
+            raise TypeError("Box.export() missing 1 required keyword argument: 'dest'")
+        try:
+            dest = os.fspath(dest)
+        except TypeError:
+            raise TypeError(f"Box.export(): argument 'dest': expected str or os.PathLike, not {type(dest).__name__}") \
+                from None
+        _check_str(dest, "Box.export()", "dest")
+        _check_options(options, ExportOptions, "Box.export()")
+        return self._export(dest)
+
+    async def _export(self, dest):
+        return await _bridge.call_async(lambda cb, key, e: lib.boxlite_box_export(
+            self._handle(), _ffi.cstr(dest), cb, key, e), "export")
 
     async def copy_in(self, host_path, guest_path):
         await _bridge.call_async(lambda cb, key, e: lib.boxlite_copy_into(

@@ -79,6 +79,19 @@ class SimpleBox(AsyncStartStop):
     def info(self):
         return self._started().info()
 
+    @property
+    def snapshot(self):
+        """The started box's SnapshotHandle (box.snapshot)."""
+        return self._started().snapshot
+
+    def clone_box(self, *args, options=None, name=None):
+        """The started box's clone_box: a native Box, stopped until its first exec."""
+        return self._started().clone_box(*args, options=options, name=name)
+
+    def export(self, *args, dest=None, options=None):
+        """The started box's export: the .boxlite archive's path."""
+        return self._started().export(*args, dest=dest, options=options)
+
     async def metrics(self):
         return await self._started().metrics()
 

@@ -47,15 +47,16 @@ std::shared_ptr<HandleOwner> own_handle(const std::shared_ptr<RuntimeState>& st,
 }
 
 // Posts cb(handle or NULL, err, user_data) for a create/get.
+// `token`: the handle the operation belongs to (clone), or null (create, get).
 template <class Cb>
 void post_handle(const std::shared_ptr<RuntimeState>& st, const Outcome& o, std::shared_ptr<Box> box, Cb cb,
-                 void* user_data) {
+                 void* user_data, std::shared_ptr<Token> token = nullptr) {
   auto owner = o.ok() ? own_handle(st, std::move(box)) : nullptr;
   st->post({[o, owner, cb, user_data] {
               CBoxHandle* h = owner ? owner->release() : nullptr;
               o.deliver([&](CBoxliteError* e) { cb(h, e, user_data); });
             },
-            nullptr, nullptr, 0});
+            std::move(token), nullptr, 0});
 }
 
 // Posts cb(err, user_data) for an operation on a box handle.
@@ -455,6 +456,213 @@ void boxlite_free_box_info(CBoxInfo* info) {
 void boxlite_free_box_info_list(CBoxInfoList* list) {
   if (!list) return;
   for (int i = 0; i < list->count; ++i) free_info_fields(list->items[i]);
+  std::free(list->items);
+  std::free(list);
+}
+
+}  // extern "C"
+
+// ---------------------------------------------------------------- snapshots, clone, export, import
+// Additions (docs/c-api.md): the core's box.snapshot, clone_box, export_box and
+// import_box (core/snapshots.hpp, docs/storage.md), post-and-drain like the rest.
+
+namespace boxlite::capi {
+namespace {
+
+void free_snapshot_fields(CSnapshotInfo& c) {
+  std::free(c.id);
+  std::free(c.box_id);
+  std::free(c.name);
+  c.id = c.box_id = c.name = nullptr;
+}
+
+// A CSnapshotInfo's strings, malloc'ed; throws bad_alloc (after freeing) on failure.
+void fill_snapshot(CSnapshotInfo& c, const SnapshotInfo& s) {
+  c = CSnapshotInfo{};
+  c.id = dup_string(s.id);
+  c.box_id = dup_string(s.box_id);
+  c.name = dup_string(s.name);
+  c.created_at = s.created_at;
+  c.container_disk_bytes = s.container_disk_bytes;
+  c.size_bytes = s.size_bytes;
+  if (!c.id || !c.box_id || !c.name) {
+    free_snapshot_fields(c);
+    throw std::bad_alloc();
+  }
+}
+
+// Runs work(box) -> optional<SnapshotInfo> on a worker; posts cb(info or NULL, err).
+template <class Work>
+BoxliteErrorCode snapshot_info_op(CBoxHandle* handle, CSnapshotInfoCb cb, void* user_data, CBoxliteError* out_error,
+                                  const char* fn, Work work) {
+  return guard(out_error, [&] {
+    require_handle(handle, fn);
+    require_cb(cb, fn);
+    std::shared_ptr<Box> box = handle->box;
+    handle->rt->pool.submit([rt = handle->rt, token = handle->token, box, work, cb, user_data] {
+      auto info = std::make_shared<std::optional<SnapshotInfo>>();
+      Outcome out = capture([&] { *info = work(*box); });
+      rt->post({[out, info, cb, user_data] {
+                  if (!out.ok()) return out.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
+                  if (!info->has_value()) return cb(nullptr, nullptr, user_data);
+                  CSnapshotInfo c;
+                  Outcome conv = capture([&] { fill_snapshot(c, **info); });
+                  if (!conv.ok()) return conv.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
+                  cb(&c, nullptr, user_data);
+                  free_snapshot_fields(c);
+                },
+                token, nullptr, 0});
+    });
+  });
+}
+
+}  // namespace
+}  // namespace boxlite::capi
+
+extern "C" {
+
+BoxliteErrorCode boxlite_box_snapshot_create(CBoxHandle* handle, const char* name, CSnapshotInfoCb cb,
+                                             void* user_data, CBoxliteError* out_error) {
+  const char* fn = "boxlite_box_snapshot_create";
+  BoxliteErrorCode c = guard(out_error, [&] { require_str(name, fn, "name"); });
+  if (c != Ok) return c;
+  return snapshot_info_op(handle, cb, user_data, out_error, fn, [n = std::string(name)](Box& b) {
+    return std::optional<SnapshotInfo>(b.snapshot().create(n));
+  });
+}
+
+BoxliteErrorCode boxlite_box_snapshot_get(CBoxHandle* handle, const char* name, CSnapshotInfoCb cb, void* user_data,
+                                          CBoxliteError* out_error) {
+  const char* fn = "boxlite_box_snapshot_get";
+  BoxliteErrorCode c = guard(out_error, [&] { require_str(name, fn, "name"); });
+  if (c != Ok) return c;
+  return snapshot_info_op(handle, cb, user_data, out_error, fn,
+                          [n = std::string(name)](Box& b) { return b.snapshot().get(n); });
+}
+
+BoxliteErrorCode boxlite_box_snapshot_list(CBoxHandle* handle, CSnapshotInfoListCb cb, void* user_data,
+                                           CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_box_snapshot_list";
+    require_handle(handle, fn);
+    require_cb(cb, fn);
+    std::shared_ptr<Box> box = handle->box;
+    handle->rt->pool.submit([rt = handle->rt, token = handle->token, box, cb, user_data] {
+      auto infos = std::make_shared<std::vector<SnapshotInfo>>();
+      Outcome out = capture([&] { *infos = box->snapshot().list(); });
+      rt->post({[out, infos, cb, user_data] {
+                  if (!out.ok()) return out.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
+                  std::vector<CSnapshotInfo> items(infos->size());
+                  size_t filled = 0;
+                  Outcome conv = capture([&] {
+                    for (; filled < items.size(); ++filled) fill_snapshot(items[filled], (*infos)[filled]);
+                  });
+                  if (conv.ok()) {
+                    CSnapshotInfoList list{items.empty() ? nullptr : items.data(), static_cast<int>(items.size())};
+                    cb(&list, nullptr, user_data);
+                  } else {
+                    conv.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
+                  }
+                  for (size_t i = 0; i < filled; ++i) free_snapshot_fields(items[i]);
+                },
+                token, nullptr, 0});
+    });
+  });
+}
+
+BoxliteErrorCode boxlite_box_snapshot_remove(CBoxHandle* handle, const char* name, CBoxSnapshotDoneCb cb,
+                                             void* user_data, CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_box_snapshot_remove";
+    require_str(name, fn, "name");
+    require_handle(handle, fn);
+    require_cb(cb, fn);
+    submit_box_task(handle, cb, user_data, [n = std::string(name)](Box& b) { b.snapshot().remove(n); });
+  });
+}
+
+BoxliteErrorCode boxlite_box_snapshot_restore(CBoxHandle* handle, const char* name, CBoxSnapshotDoneCb cb,
+                                              void* user_data, CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_box_snapshot_restore";
+    require_str(name, fn, "name");
+    require_handle(handle, fn);
+    require_cb(cb, fn);
+    submit_box_task(handle, cb, user_data, [n = std::string(name)](Box& b) { b.snapshot().restore(n); });
+  });
+}
+
+BoxliteErrorCode boxlite_box_clone(CBoxHandle* handle, const char* name, CBoxCreateBoxCb cb, void* user_data,
+                                   CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_box_clone";
+    require_handle(handle, fn);
+    require_cb(cb, fn);
+    auto st = handle->rt;
+    std::string n = name ? name : "";
+    std::shared_ptr<Box> source = handle->box;
+    st->pool.submit([st, token = handle->token, source, n, cb, user_data] {
+      std::shared_ptr<Box> box;
+      Outcome out = capture([&] {
+        box = st->core->clone_box(*source, n);
+        st->remember_box(box);
+      });
+      post_handle(st, out, std::move(box), cb, user_data, token);
+    });
+  });
+}
+
+BoxliteErrorCode boxlite_box_export(CBoxHandle* handle, const char* dest_dir, CBoxExportCb cb, void* user_data,
+                                    CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_box_export";
+    require_str(dest_dir, fn, "dest_dir");
+    require_handle(handle, fn);
+    require_cb(cb, fn);
+    auto st = handle->rt;
+    std::shared_ptr<Box> box = handle->box;
+    st->pool.submit([st, token = handle->token, box, dest = std::string(dest_dir), cb, user_data] {
+      auto path = std::make_shared<std::string>();
+      Outcome out = capture([&] { *path = st->core->export_box(*box, dest); });
+      st->post({[out, path, cb, user_data] {
+                  if (!out.ok()) return out.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
+                  cb(path->c_str(), nullptr, user_data);
+                },
+                token, nullptr, 0});
+    });
+  });
+}
+
+BoxliteErrorCode boxlite_runtime_import_box(CBoxliteRuntime* runtime, const char* archive_path, const char* name,
+                                            CBoxCreateBoxCb cb, void* user_data, CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_runtime_import_box";
+    require(runtime, fn, "runtime");
+    require_str(archive_path, fn, "archive_path");
+    require_cb(cb, fn);
+    auto st = runtime->st;
+    st->check_open(fn);
+    std::string path = archive_path, n = name ? name : "";
+    st->pool.submit([st, path, n, cb, user_data] {
+      std::shared_ptr<Box> box;
+      Outcome out = capture([&] {
+        box = st->core->import_box(path, n);
+        st->remember_box(box);
+      });
+      post_handle(st, out, std::move(box), cb, user_data);
+    });
+  });
+}
+
+void boxlite_free_snapshot_info(CSnapshotInfo* info) {
+  if (!info) return;
+  free_snapshot_fields(*info);
+  std::free(info);
+}
+
+void boxlite_free_snapshot_info_list(CSnapshotInfoList* list) {
+  if (!list) return;
+  for (int i = 0; i < list->count; ++i) free_snapshot_fields(list->items[i]);
   std::free(list->items);
   std::free(list);
 }

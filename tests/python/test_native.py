@@ -163,7 +163,7 @@ def test_handle_invalidated_after_stop(image):
             box = await rt.create(BoxOptions(image=image, auto_remove=False), name="invalidated")
             assert (await (await box.exec("sh", args=["-c", "echo kept > /root/f"])).wait()).exit_code == 0
             await box.stop()
-            with pytest.raises(RuntimeError, match=r"^Handle invalidated after stop\(\)\. Use runtime\.get\(\) to get a new handle\.$") as ei:
+            with pytest.raises(RuntimeError, match=r"^stopped: Handle invalidated after stop\(\)\. Use runtime\.get\(\) to get a new handle\.$") as ei:
                 await box.exec("true")
             assert ei.value.kind == "Stopped"
             fresh = await rt.get(box.id)

@@ -18,3 +18,15 @@ EXPECTED = {
 def test_seed_example(name):
     r = subprocess.run([sys.executable, os.path.join(HERE, name)], capture_output=True, text=True, timeout=300)
     assert (r.returncode, r.stdout) == (0, EXPECTED[name]), r.stderr
+
+
+def test_seed_snapshot_clone_export():
+    """The snapshots page's end-to-end example (sizes and the temporary directory vary)."""
+    import re
+    r = subprocess.run([sys.executable, os.path.join(HERE, "snapshot_clone_export.py")], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert re.fullmatch(r"snapshot created: clean-state \(size_bytes=\d+\)\n"
+                        r"clone reads: hello-from-source\n"
+                        r"archive exported: /\S+/snapshot-demo-source\.boxlite\n"
+                        r"imported reads: hello-from-source\n", r.stdout), r.stdout + r.stderr
