@@ -301,7 +301,19 @@ BoxOptions copy_exported_box(engine::ShimSpec& spec, const engine::ShimSpec& exp
 
 }  // namespace
 
-std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& name) {
+// The documented clone_box names a clone when the caller does not:
+// "<source name or id>-clone-<n>", the first n not taken.
+static std::string clone_name_for(store::Store& store, const Box& source) {
+  std::string base = (source.name().empty() ? source.id() : source.name()) + "-clone-";
+  if (base.size() > 120) base = source.id() + "-clone-";
+  for (int n = 1;; ++n) {
+    std::string candidate = base + std::to_string(n);
+    if (!store.find(candidate)) return candidate;
+  }
+}
+
+std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& requested_name) {
+  std::string name = requested_name.empty() ? clone_name_for(*store_, source) : requested_name;
   validate_new_name(*store_, name);
   FileLock lock = FileLock::acquire(source.dir() + "/box.lock");
   if (source.spec().engine == "jail") return clone_jail(source, name);

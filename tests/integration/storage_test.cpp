@@ -476,6 +476,12 @@ TEST_F(SnapshotTest, JailSnapshotsAndClonesCopyTheUpperLayer) {
   stop(clone);
   box->snapshot().remove("v1");
   EXPECT_TRUE(box->snapshot().list().empty());
+  auto unnamed = rt_->clone_box(*box);  // named for its source when not named
+  boxes_.push_back(unnamed);
+  EXPECT_EQ(unnamed->name(), "j-clone-1");
+  EXPECT_EQ(rt_->clone_box(*box)->name(), "j-clone-2");
+  rt_->remove("j-clone-1", true);
+  rt_->remove("j-clone-2", true);
   rt_->remove("j");  // a jail clone is a full copy: no dependency
   EXPECT_EQ(sh(*clone, "cat /data.txt"), "mine\n");
 }
