@@ -9,12 +9,13 @@ from .runtime import (Box, BoxInfo, BoxMetrics, Boxlite, Execution, ExecutionRes
 from .simplebox import CodeBox, ExecResult, InteractiveBox, SimpleBox
 from .computerbox import ComputerBox
 from .browserbox import BrowserBox, BrowserBoxOptions
+from .skillbox import SkillBox
 from .runtime import VolumeManager
 
 __version__ = _lib.boxlite_version().decode()
 
 __all__ = ["AdvancedBoxOptions", "ApiKeyCredential", "BoxliteRestOptions", "Box", "BoxInfo", "BoxMetrics", "BoxOptions", "Boxlite", "BoxliteError",
-           "BrowserBox", "BrowserBoxOptions", "ComputerBox", "VolumeManager",
+           "BrowserBox", "BrowserBoxOptions", "ComputerBox", "SkillBox", "VolumeManager",
            "BoxliteExecutor", "CodeBox", "ExecError", "ExecResult", "Execution", "ExecutionResult", "ImageInfo",
            "ImagePullResult", "ImageRegistry", "InteractiveBox", "NativeError", "NetworkSpec", "Options",
            "ParseError", "RuntimeMetrics", "SandboxInitError", "Secret", "SecurityOptions", "SimpleBox",
