@@ -70,7 +70,8 @@ class SecurityOptions:
     explicit SecurityOptions() has every switch off; use a preset.
 
     What the core enforces (docs/python.md): seccomp_enabled (with jailer_enabled,
-    its master switch) turns the jail engine's seccomp filter on or off; each max_*
+    its master switch) turns the jail engine's seccomp filter, or a vm box's QEMU
+    seccomp sandbox, on or off; each max_*
     limit is an rlimit of a jail box's processes (max_processes also caps its pids
     cgroup), and a vm box with a limit fails at create naming it (Unsupported).
     What boxlite keeps on whatever is asked (the jail's namespaces when

@@ -15,6 +15,33 @@ off_t file_size(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 ? st.st_size : -1;
 }
 
+// The Seccomp: line of the box's QEMU (0 off, 2 filtering), "" when not found.
+std::string qemu_seccomp_mode(const std::string& box_dir) {
+  for (pid_t p : processes_mentioning(box_dir)) {
+    if (trim(read_file("/proc/" + std::to_string(p) + "/comm")).rfind("qemu", 0) != 0) continue;
+    for (const auto& line : split(read_file("/proc/" + std::to_string(p) + "/status"), '\n')) {
+      if (line.rfind("Seccomp:", 0) == 0) return trim(line.substr(8));
+    }
+  }
+  return "";
+}
+
+// The VMM a hostile guest attacks runs under QEMU's own seccomp filter unless the
+// box's SecurityOptions turn seccomp off.
+TEST_F(HostileGuestTest, TheVmmRunsUnderSeccompUnlessTurnedOff) {
+  Runtime rt;
+  for (bool seccomp : {true, false}) {
+    BoxOptions o;
+    o.image = image("busybox");
+    o.engine = "vm";
+    o.security.seccomp = seccomp;
+    auto box = rt.create(o);
+    ASSERT_EQ(box->run(ExecOptions{.argv = {"true"}}).exit_code, 0);
+    EXPECT_EQ(qemu_seccomp_mode(box->dir()), seccomp ? "2" : "0");
+    box->destroy();
+  }
+}
+
 TEST_F(HostileGuestTest, AConsoleFloodIsCappedOnTheHost) {
   Runtime rt;
   BoxOptions o;

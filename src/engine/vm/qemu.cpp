@@ -93,6 +93,12 @@ std::vector<std::string> qemu_argv(const ShimSpec& s) {
                                      (v.read_only ? ",readonly=on" : ""),
                        "-device", "virtio-9p-device,fsdev=" + id + ",mount_tag=" + volume_tag(i)});
   }
+  if (s.seccomp) {
+    // QEMU's own seccomp filter (SecurityOptions.seccomp_enabled, on by default): the
+    // VMM a hostile guest attacks cannot exec, fork, change its ids or scheduling, or
+    // use obsolete syscalls, should the guest ever get code running in it.
+    a.insert(a.end(), {"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"});
+  }
   if (s.net.enabled) {
     // Ethernet frames over a unix socket to the box's boxlite-net (DESIGN.md: the
     // 4-byte length framing of -netdev stream). MAC from the box id: stable per box.
