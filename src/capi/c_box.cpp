@@ -124,6 +124,40 @@ BoxliteErrorCode box_op(CBoxHandle* handle, Cb cb, void* user_data, CBoxliteErro
   });
 }
 
+// Runs work(box) -> T on a worker; posts deliver(value) on success, cb(NULL, err)
+// on failure (the callbacks that hand back a value).
+template <class T, class Work, class Deliver, class Cb>
+void submit_box_value(CBoxHandle* handle, Cb cb, void* user_data, Work work, Deliver deliver) {
+  std::shared_ptr<Box> box = handle->box;
+  handle->rt->pool.submit([rt = handle->rt, token = handle->token, box, work, deliver, cb, user_data] {
+    auto value = std::make_shared<T>();
+    Outcome out = capture([&] { *value = work(*box); });
+    rt->post({[out, value, deliver, cb, user_data] {
+                if (!out.ok()) return out.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
+                deliver(*value);
+              },
+              token, nullptr, 0});
+  });
+}
+
+// Converts each item with fill (malloc'ed fields), hands cb a List{items, count},
+// then frees what was filled; a failed conversion is cb(NULL, err).
+template <class CItem, class CList, class Item, class Fill, class Free, class Cb>
+void deliver_list(const std::vector<Item>& src, Fill fill, Free free_fields, Cb cb, void* user_data) {
+  std::vector<CItem> items(src.size());
+  size_t filled = 0;
+  Outcome conv = capture([&] {
+    for (; filled < items.size(); ++filled) fill(items[filled], src[filled]);
+  });
+  if (conv.ok()) {
+    CList list{items.empty() ? nullptr : items.data(), static_cast<int>(items.size())};
+    cb(&list, nullptr, user_data);
+  } else {
+    conv.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
+  }
+  for (size_t i = 0; i < filled; ++i) free_fields(items[i]);
+}
+
 CBoxMetrics to_c_metrics(const BoxMetrics& m) {
   CBoxMetrics c{};
   c.cpu_percent = m.cpu_percent;
@@ -308,17 +342,11 @@ BoxliteErrorCode boxlite_box_metrics(CBoxHandle* handle, CBoxMetricsCb cb, void*
     const char* fn = "boxlite_box_metrics";
     require_handle(handle, fn);
     require_cb(cb, fn);
-    std::shared_ptr<Box> box = handle->box;
-    handle->rt->pool.submit([rt = handle->rt, token = handle->token, box, cb, user_data] {
-      auto m = std::make_shared<BoxMetrics>();
-      Outcome out = capture([&] { *m = box->metrics(); });
-      rt->post({[out, m, cb, user_data] {
-                  if (!out.ok()) return out.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
-                  CBoxMetrics c = to_c_metrics(*m);
-                  cb(&c, nullptr, user_data);
-                },
-                token, nullptr, 0});
-    });
+    submit_box_value<BoxMetrics>(handle, cb, user_data, [](Box& b) { return b.metrics(); },
+                                 [cb, user_data](const BoxMetrics& m) {
+                                   CBoxMetrics c = to_c_metrics(m);
+                                   cb(&c, nullptr, user_data);
+                                 });
   });
 }
 
@@ -328,27 +356,21 @@ BoxliteErrorCode boxlite_box_metrics_ex(CBoxHandle* handle, CBoxMetricsExCb cb, 
     const char* fn = "boxlite_box_metrics_ex";
     require_handle(handle, fn);
     require_cb(cb, fn);
-    std::shared_ptr<Box> box = handle->box;
-    handle->rt->pool.submit([rt = handle->rt, token = handle->token, box, cb, user_data] {
-      auto m = std::make_shared<BoxMetrics>();
-      Outcome out = capture([&] { *m = box->metrics(); });
-      rt->post({[out, m, cb, user_data] {
-                  if (!out.ok()) return out.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
-                  CBoxMetricsEx x{};
-                  x.struct_size = sizeof x;
-                  x.base = to_c_metrics(*m);
-                  auto stage = [](const std::optional<int64_t>& v) { return v.value_or(-1); };
-                  x.stage_filesystem_setup_ms = stage(m->stage_filesystem_setup_ms);
-                  x.stage_image_prepare_ms = stage(m->stage_image_prepare_ms);
-                  x.stage_guest_rootfs_ms = stage(m->stage_guest_rootfs_ms);
-                  x.stage_box_spawn_ms = stage(m->stage_box_spawn_ms);
-                  x.stage_container_init_ms = stage(m->stage_container_init_ms);
-                  x.commands_executed_total = m->commands_executed_total;
-                  x.exec_errors_total = m->exec_errors_total;
-                  cb(&x, nullptr, user_data);
-                },
-                token, nullptr, 0});
-    });
+    submit_box_value<BoxMetrics>(handle, cb, user_data, [](Box& b) { return b.metrics(); },
+                                 [cb, user_data](const BoxMetrics& m) {
+                                   CBoxMetricsEx x{};
+                                   x.struct_size = sizeof x;
+                                   x.base = to_c_metrics(m);
+                                   auto stage = [](const std::optional<int64_t>& v) { return v.value_or(-1); };
+                                   x.stage_filesystem_setup_ms = stage(m.stage_filesystem_setup_ms);
+                                   x.stage_image_prepare_ms = stage(m.stage_image_prepare_ms);
+                                   x.stage_guest_rootfs_ms = stage(m.stage_guest_rootfs_ms);
+                                   x.stage_box_spawn_ms = stage(m.stage_box_spawn_ms);
+                                   x.stage_container_init_ms = stage(m.stage_container_init_ms);
+                                   x.commands_executed_total = m.commands_executed_total;
+                                   x.exec_errors_total = m.exec_errors_total;
+                                   cb(&x, nullptr, user_data);
+                                 });
   });
 }
 
@@ -365,18 +387,7 @@ BoxliteErrorCode boxlite_list_info(CBoxliteRuntime* runtime, CBoxInfoListCb cb, 
       Outcome out = capture([&] { *infos = st->core->list_info(); });
       st->post({[out, infos, cb, user_data] {
                   if (!out.ok()) return out.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
-                  std::vector<CBoxInfo> items(infos->size());
-                  size_t filled = 0;
-                  Outcome conv = capture([&] {
-                    for (; filled < items.size(); ++filled) fill_info(items[filled], (*infos)[filled]);
-                  });
-                  if (conv.ok()) {
-                    CBoxInfoList list{items.data(), static_cast<int>(items.size())};
-                    cb(&list, nullptr, user_data);
-                  } else {
-                    conv.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
-                  }
-                  for (size_t i = 0; i < filled; ++i) free_info_fields(items[i]);
+                  deliver_list<CBoxInfo, CBoxInfoList>(*infos, fill_info, free_info_fields, cb, user_data);
                 },
                 nullptr, nullptr, 0});
     });
@@ -498,21 +509,15 @@ BoxliteErrorCode snapshot_info_op(CBoxHandle* handle, CSnapshotInfoCb cb, void* 
   return guard(out_error, [&] {
     require_handle(handle, fn);
     require_cb(cb, fn);
-    std::shared_ptr<Box> box = handle->box;
-    handle->rt->pool.submit([rt = handle->rt, token = handle->token, box, work, cb, user_data] {
-      auto info = std::make_shared<std::optional<SnapshotInfo>>();
-      Outcome out = capture([&] { *info = work(*box); });
-      rt->post({[out, info, cb, user_data] {
-                  if (!out.ok()) return out.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
-                  if (!info->has_value()) return cb(nullptr, nullptr, user_data);
-                  CSnapshotInfo c;
-                  Outcome conv = capture([&] { fill_snapshot(c, **info); });
-                  if (!conv.ok()) return conv.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
-                  cb(&c, nullptr, user_data);
-                  free_snapshot_fields(c);
-                },
-                token, nullptr, 0});
-    });
+    submit_box_value<std::optional<SnapshotInfo>>(
+        handle, cb, user_data, work, [cb, user_data](const std::optional<SnapshotInfo>& info) {
+          if (!info) return cb(nullptr, nullptr, user_data);
+          CSnapshotInfo c;
+          Outcome conv = capture([&] { fill_snapshot(c, *info); });
+          if (!conv.ok()) return conv.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
+          cb(&c, nullptr, user_data);
+          free_snapshot_fields(c);
+        });
   });
 }
 
@@ -546,27 +551,11 @@ BoxliteErrorCode boxlite_box_snapshot_list(CBoxHandle* handle, CSnapshotInfoList
     const char* fn = "boxlite_box_snapshot_list";
     require_handle(handle, fn);
     require_cb(cb, fn);
-    std::shared_ptr<Box> box = handle->box;
-    handle->rt->pool.submit([rt = handle->rt, token = handle->token, box, cb, user_data] {
-      auto infos = std::make_shared<std::vector<SnapshotInfo>>();
-      Outcome out = capture([&] { *infos = box->snapshot().list(); });
-      rt->post({[out, infos, cb, user_data] {
-                  if (!out.ok()) return out.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
-                  std::vector<CSnapshotInfo> items(infos->size());
-                  size_t filled = 0;
-                  Outcome conv = capture([&] {
-                    for (; filled < items.size(); ++filled) fill_snapshot(items[filled], (*infos)[filled]);
-                  });
-                  if (conv.ok()) {
-                    CSnapshotInfoList list{items.empty() ? nullptr : items.data(), static_cast<int>(items.size())};
-                    cb(&list, nullptr, user_data);
-                  } else {
-                    conv.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
-                  }
-                  for (size_t i = 0; i < filled; ++i) free_snapshot_fields(items[i]);
-                },
-                token, nullptr, 0});
-    });
+    submit_box_value<std::vector<SnapshotInfo>>(
+        handle, cb, user_data, [](Box& b) { return b.snapshot().list(); },
+        [cb, user_data](const std::vector<SnapshotInfo>& infos) {
+          deliver_list<CSnapshotInfo, CSnapshotInfoList>(infos, fill_snapshot, free_snapshot_fields, cb, user_data);
+        });
   });
 }
 
@@ -619,17 +608,9 @@ BoxliteErrorCode boxlite_box_export(CBoxHandle* handle, const char* dest_dir, CB
     require_str(dest_dir, fn, "dest_dir");
     require_handle(handle, fn);
     require_cb(cb, fn);
-    auto st = handle->rt;
-    std::shared_ptr<Box> box = handle->box;
-    st->pool.submit([st, token = handle->token, box, dest = std::string(dest_dir), cb, user_data] {
-      auto path = std::make_shared<std::string>();
-      Outcome out = capture([&] { *path = st->core->export_box(*box, dest); });
-      st->post({[out, path, cb, user_data] {
-                  if (!out.ok()) return out.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
-                  cb(path->c_str(), nullptr, user_data);
-                },
-                token, nullptr, 0});
-    });
+    submit_box_value<std::string>(
+        handle, cb, user_data, [st = handle->rt, dest = std::string(dest_dir)](Box& b) { return st->core->export_box(b, dest); },
+        [cb, user_data](const std::string& path) { cb(path.c_str(), nullptr, user_data); });
   });
 }
 
