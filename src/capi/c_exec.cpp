@@ -137,6 +137,19 @@ void require_cb(Cb cb, const char* fn) {
   require(reinterpret_cast<void*>(cb), fn, "cb");
 }
 
+// boxlite_execution_on_stdout/stderr/exit: sets one callback slot of the execution.
+template <class Cb>
+BoxliteErrorCode set_callback(CExecutionHandle* execution, const char* fn, Cb cb, void* user_data,
+                              CBoxliteError* out_error, Cb ExecState::*cb_slot, void* ExecState::*ud_slot) {
+  return guard(out_error, [&] {
+    ExecState& st = checked(execution, fn);
+    require_cb(cb, fn);
+    std::lock_guard lk(st.mu);
+    st.*cb_slot = cb;
+    st.*ud_slot = user_data;
+  });
+}
+
 // Posts cb(err) for an operation on an execution.
 template <class Cb>
 void post_done(ExecState& st, const Outcome& o, Cb cb, void* user_data) {
@@ -234,35 +247,20 @@ BoxliteErrorCode boxlite_execution_ack_output(CExecutionHandle* execution, size_
 
 BoxliteErrorCode boxlite_execution_on_stdout(CExecutionHandle* execution, CBoxStdoutCb cb, void* user_data,
                                              CBoxliteError* out_error) {
-  return guard(out_error, [&] {
-    ExecState& st = checked(execution, "boxlite_execution_on_stdout");
-    require_cb(cb, "boxlite_execution_on_stdout");
-    std::lock_guard lk(st.mu);
-    st.out_cb = cb;
-    st.out_ud = user_data;
-  });
+  return set_callback(execution, "boxlite_execution_on_stdout", cb, user_data, out_error, &ExecState::out_cb,
+                      &ExecState::out_ud);
 }
 
 BoxliteErrorCode boxlite_execution_on_stderr(CExecutionHandle* execution, CBoxStderrCb cb, void* user_data,
                                              CBoxliteError* out_error) {
-  return guard(out_error, [&] {
-    ExecState& st = checked(execution, "boxlite_execution_on_stderr");
-    require_cb(cb, "boxlite_execution_on_stderr");
-    std::lock_guard lk(st.mu);
-    st.err_cb = cb;
-    st.err_ud = user_data;
-  });
+  return set_callback(execution, "boxlite_execution_on_stderr", cb, user_data, out_error, &ExecState::err_cb,
+                      &ExecState::err_ud);
 }
 
 BoxliteErrorCode boxlite_execution_on_exit(CExecutionHandle* execution, CBoxExitCb cb, void* user_data,
                                            CBoxliteError* out_error) {
-  return guard(out_error, [&] {
-    ExecState& st = checked(execution, "boxlite_execution_on_exit");
-    require_cb(cb, "boxlite_execution_on_exit");
-    std::lock_guard lk(st.mu);
-    st.exit_cb = cb;
-    st.exit_ud = user_data;
-  });
+  return set_callback(execution, "boxlite_execution_on_exit", cb, user_data, out_error, &ExecState::exit_cb,
+                      &ExecState::exit_ud);
 }
 
 BoxliteErrorCode boxlite_execution_stdin_write(CExecutionHandle* execution, const uint8_t* data, size_t len,
