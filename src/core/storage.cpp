@@ -75,29 +75,6 @@ std::string clone_of(const store::BoxRecord& r) {
   }
 }
 
-void add_file_entry(archive* a, const std::string& name, const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw_errno(ErrorCode::Storage, "stat " + path);
-  std::unique_ptr<archive_entry, void (*)(archive_entry*)> e(archive_entry_new(), archive_entry_free);
-  archive_entry_set_pathname(e.get(), name.c_str());
-  archive_entry_set_filetype(e.get(), AE_IFREG);
-  archive_entry_set_perm(e.get(), 0600);
-  archive_entry_set_size(e.get(), st.st_size);
-  if (archive_write_header(a, e.get()) != ARCHIVE_OK) throw Error(ErrorCode::Storage, std::string("export: ") + archive_error_string(a));
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) throw_errno(ErrorCode::Storage, "open " + path);
-  std::vector<char> buf(1 << 20);
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf.data(), buf.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw_errno(ErrorCode::Storage, "read " + path);
-    if (n == 0) break;
-    if (archive_write_data(a, buf.data(), static_cast<size_t>(n)) != n) {
-      throw Error(ErrorCode::Storage, std::string("export: ") + archive_error_string(a));
-    }
-  }
-}
-
 struct LinkResolverDeleter {
   void operator()(archive_entry_linkresolver* r) const { archive_entry_linkresolver_free(r); }
 };
@@ -129,6 +106,18 @@ void copy_file_data(archive* a, const std::string& path) {
       throw Error(ErrorCode::Storage, "export: " + path + ": " + archive_error_string(a));
     }
   }
+}
+
+void add_file_entry(archive* a, const std::string& name, const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw_errno(ErrorCode::Storage, "stat " + path);
+  EntryPtr e(archive_entry_new(), archive_entry_free);
+  archive_entry_set_pathname(e.get(), name.c_str());
+  archive_entry_set_filetype(e.get(), AE_IFREG);
+  archive_entry_set_perm(e.get(), 0600);
+  archive_entry_set_size(e.get(), st.st_size);
+  write_header(a, e.get(), name);
+  copy_file_data(a, path);
 }
 
 // Writes a jail's upper directory as an OCI layer tar, the form image layers take,
