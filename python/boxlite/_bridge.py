@@ -70,20 +70,34 @@ def _wait_cb(code, errp, ud):
     _dispatch(ud, code, _err(errp))
 
 
-@_ffi.InfoCb
-def _info_cb(info, errp, ud):
-    _dispatch(ud, _copy_info(info.contents) if info else None, _err(errp))
+def _copy_struct(s):
+    out = {}
+    for name, _ in s._fields_:
+        v = getattr(s, name)
+        out[name] = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+    return out
 
 
-@_ffi.InfoListCb
-def _info_list_cb(lst, errp, ud):
-    items = [_copy_info(lst.contents.items[i]) for i in range(lst.contents.count)] if lst else None
-    _dispatch(ud, items, _err(errp))
+def _value_cb(cb_type, convert):
+    """A callback handing back one struct (or NULL with an error), converted."""
+    @cb_type
+    def cb(p, errp, ud):
+        _dispatch(ud, convert(p.contents) if p else None, _err(errp))
+    return cb
 
 
-@_ffi.BoxMetricsCb
-def _box_metrics_cb(m, errp, ud):
-    _dispatch(ud, _copy_struct(m.contents) if m else None, _err(errp))
+def _list_cb(cb_type, convert):
+    """A callback handing back a {items, count} list (or NULL with an error)."""
+    @cb_type
+    def cb(lst, errp, ud):
+        items = [convert(lst.contents.items[i]) for i in range(lst.contents.count)] if lst else None
+        _dispatch(ud, items, _err(errp))
+    return cb
+
+
+_info_cb = _value_cb(_ffi.InfoCb, _copy_struct)
+_info_list_cb = _list_cb(_ffi.InfoListCb, _copy_struct)
+_box_metrics_cb = _value_cb(_ffi.BoxMetricsCb, _copy_struct)
 
 
 @_ffi.BoxMetricsExCb
@@ -99,31 +113,11 @@ def _box_metrics_ex_cb(m, errp, ud):
     _dispatch(ud, d, _err(errp))
 
 
-@_ffi.RuntimeMetricsCb
-def _rt_metrics_cb(m, errp, ud):
-    _dispatch(ud, _copy_struct(m.contents) if m else None, _err(errp))
-
-
-@_ffi.PullCb
-def _pull_cb(r, errp, ud):
-    _dispatch(ud, _copy_struct(r.contents) if r else None, _err(errp))
-
-
-@_ffi.ImageListCb
-def _image_list_cb(lst, errp, ud):
-    items = [_copy_struct(lst.contents.items[i]) for i in range(lst.contents.count)] if lst else None
-    _dispatch(ud, items, _err(errp))
-
-
-@_ffi.SnapshotInfoCb
-def _snapshot_info_cb(info, errp, ud):
-    _dispatch(ud, _copy_struct(info.contents) if info else None, _err(errp))
-
-
-@_ffi.SnapshotInfoListCb
-def _snapshot_list_cb(lst, errp, ud):
-    items = [_copy_struct(lst.contents.items[i]) for i in range(lst.contents.count)] if lst else None
-    _dispatch(ud, items, _err(errp))
+_rt_metrics_cb = _value_cb(_ffi.RuntimeMetricsCb, _copy_struct)
+_pull_cb = _value_cb(_ffi.PullCb, _copy_struct)
+_image_list_cb = _list_cb(_ffi.ImageListCb, _copy_struct)
+_snapshot_info_cb = _value_cb(_ffi.SnapshotInfoCb, _copy_struct)
+_snapshot_list_cb = _list_cb(_ffi.SnapshotInfoListCb, _copy_struct)
 
 
 @_ffi.ExportCb
@@ -148,18 +142,6 @@ CALLBACKS = {"box": _box_cb, "get_or_create": _goc_cb, "done": _done_cb, "wait":
              "info_list": _info_list_cb, "box_metrics": _box_metrics_cb, "box_metrics_ex": _box_metrics_ex_cb, "runtime_metrics": _rt_metrics_cb,
              "pull": _pull_cb, "image_list": _image_list_cb, "snapshot_info": _snapshot_info_cb,
              "snapshot_list": _snapshot_list_cb, "export": _export_cb}
-
-
-def _copy_struct(s):
-    out = {}
-    for name, _ in s._fields_:
-        v = getattr(s, name)
-        out[name] = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
-    return out
-
-
-def _copy_info(s):
-    return _copy_struct(s)
 
 
 class Drainer:
