@@ -6,13 +6,12 @@ port 3000, cdp_port 9222).
 Both endpoints start a server inside the box with an exec and wait until it
 listens. In a box without it (another image), the error names what is missing."""
 import asyncio
-import shlex
 import time
 from dataclasses import dataclass
 from typing import Optional
 
-from .errors import ExecError, TimeoutError
-from .simplebox import SimpleBox
+from .errors import TimeoutError
+from .simplebox import SimpleBox, require_tool_script
 
 BROWSERBOX_IMAGE = "mcr.microsoft.com/playwright:v1.58.0-jammy"
 BROWSERBOX_PLAYWRIGHT_PORT = 3000
@@ -72,12 +71,9 @@ class BrowserBox(SimpleBox):
     async def _serve(self, what, tool, test, start, port, timeout):
         """Starts `start` in the background in the box and waits for `port`; `test`
         (a shell test) must pass first, else ExecError naming the missing `tool`."""
-        msg = f"{tool} not found in the box: BrowserBox {what} needs the image {BROWSERBOX_IMAGE}"
-        check = f"{test} || {{ echo {shlex.quote(msg)} >&2; exit 127; }}"
-        r = await self.exec("sh", "-c", f"{check}; {_listening(port)} && exit 0; "
-                            f"nohup {start} >/tmp/boxlite-browser.log 2>&1 </dev/null & exit 0")
-        if r.exit_code != 0:
-            raise ExecError(start, r.exit_code, r.stderr)
+        check = require_tool_script(test, f"{tool} not found in the box: BrowserBox {what} needs the image {BROWSERBOX_IMAGE}")
+        await self._sh(start, f"{check}{_listening(port)} && exit 0; "
+                       f"nohup {start} >/tmp/boxlite-browser.log 2>&1 </dev/null & exit 0")
         deadline = time.monotonic() + timeout
         while True:
             if (await self.exec("sh", "-c", _listening(port))).exit_code == 0:

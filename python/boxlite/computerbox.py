@@ -12,7 +12,7 @@ import struct
 import time
 
 from .errors import ExecError, ParseError, TimeoutError
-from .simplebox import SimpleBox
+from .simplebox import SimpleBox, require_tool_script
 
 COMPUTERBOX_IMAGE = "lscr.io/linuxserver/webtop:ubuntu-xfce"
 COMPUTERBOX_CPUS = 2
@@ -30,7 +30,7 @@ def _need(tool, why):
     """A shell prefix that fails with exit 127 and a message naming the missing tool."""
     msg = (f"{tool} not found in the box: ComputerBox {why} needs the desktop image {COMPUTERBOX_IMAGE} "
            f"({tool} and an X display on {COMPUTERBOX_DISPLAY})")
-    return f"command -v {tool} >/dev/null 2>&1 || {{ echo {shlex.quote(msg)} >&2; exit 127; }}; "
+    return require_tool_script(f"command -v {tool} >/dev/null 2>&1", msg)
 
 
 class ComputerBox(SimpleBox):
@@ -59,10 +59,7 @@ class ComputerBox(SimpleBox):
         self.gui_http_port, self.gui_https_port = gui_http_port, gui_https_port
 
     async def _run(self, what, script, check=True):
-        r = await self.exec("sh", "-c", script, env={"DISPLAY": COMPUTERBOX_DISPLAY})
-        if check and r.exit_code != 0:
-            raise ExecError(what, r.exit_code, r.stderr)
-        return r
+        return await self._sh(what, script, env={"DISPLAY": COMPUTERBOX_DISPLAY}, check=check)
 
     async def _xdotool(self, *args):
         cmd = "xdotool " + " ".join(shlex.quote(str(a)) for a in args)

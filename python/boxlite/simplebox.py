@@ -1,10 +1,12 @@
 """SimpleBox (buffered exec), CodeBox (Python code) and InteractiveBox (a PTY shell)."""
 import asyncio
 import os
+import shlex
 import sys
 from dataclasses import dataclass
 from typing import Optional
 
+from .errors import ExecError
 from .options import BoxOptions
 from .runtime import AsyncStartStop, Boxlite
 
@@ -17,6 +19,13 @@ class ExecResult:
     stdout: str
     stderr: str
     error_message: Optional[str] = None
+
+
+def require_tool_script(test, message):
+    """A shell prefix for the image-specific boxes (ComputerBox, BrowserBox,
+    SkillBox): when `test` fails, it prints `message` and exits 127, so the
+    ExecError names what the box is missing."""
+    return f"{test} || {{ echo {shlex.quote(message)} >&2; exit 127; }}; "
 
 
 class SimpleBox(AsyncStartStop):
@@ -51,6 +60,13 @@ class SimpleBox(AsyncStartStop):
         if self._box is None:
             raise RuntimeError("Box not started: use 'async with' or await start() first")
         return self._box
+
+    async def _sh(self, what, script, *, env=None, timeout=None, check=True):
+        """Runs a shell script in the box; with check, a non-zero exit is ExecError(what)."""
+        r = await self.exec("sh", "-c", script, env=env, timeout=timeout)
+        if check and r.exit_code != 0:
+            raise ExecError(what, r.exit_code, r.stderr)
+        return r
 
     async def exec(self, cmd: str, *args: str, env: Optional[dict] = None, user: Optional[str] = None,
                    timeout: Optional[float] = None, cwd: Optional[str] = None) -> ExecResult:

@@ -15,7 +15,7 @@ import time
 from typing import Iterable, Optional
 
 from .errors import ExecError, TimeoutError
-from .simplebox import SimpleBox
+from .simplebox import SimpleBox, require_tool_script
 
 SKILLBOX_IMAGE = "ghcr.io/boxlite-ai/boxlite-skillbox:0.1.0"
 SKILLBOX_MEMORY_MIB = 4096
@@ -34,8 +34,8 @@ def _free_port() -> int:
 
 
 def _need(tool, why):
-    msg = f"{tool} not found in the box: SkillBox {why} needs the image {SKILLBOX_IMAGE}"
-    return f"command -v {tool} >/dev/null 2>&1 || {{ echo {shlex.quote(msg)} >&2; exit 127; }}; "
+    return require_tool_script(f"command -v {tool} >/dev/null 2>&1",
+                               f"{tool} not found in the box: SkillBox {why} needs the image {SKILLBOX_IMAGE}")
 
 
 class SkillBox(SimpleBox):
@@ -73,10 +73,7 @@ class SkillBox(SimpleBox):
         return self
 
     async def _run(self, what, script, timeout=None):
-        r = await self.exec("sh", "-c", script, env={SKILLBOX_TOKEN_ENV: self._token}, timeout=timeout)
-        if r.exit_code != 0:
-            raise ExecError(what, r.exit_code, r.stderr)
-        return r
+        return await self._sh(what, script, env={SKILLBOX_TOKEN_ENV: self._token}, timeout=timeout)
 
     async def wait_until_ready(self, timeout: float = 60) -> None:
         """Polls until the claude CLI answers; TimeoutError after `timeout` seconds. A
