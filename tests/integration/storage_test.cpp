@@ -298,18 +298,19 @@ std::string error_of(const std::function<void()>& fn, ErrorCode want) {
   return "";
 }
 
-// Snapshots, clones, export/import: disks, so the vm engine (the jail gives Unsupported).
-class SnapshotTest : public BoxliteTest {
+// A runtime of the test's home and the boxes a test made (gone before the home is),
+// with the helpers the snapshot tests share.
+template <class Base>
+class WithBoxes : public Base {
  protected:
   void SetUp() override {
-    BoxliteTest::SetUp();
-    ::setenv("BOXLITE_ENGINE", "vm", 1);
+    Base::SetUp();
     rt_ = std::make_unique<Runtime>();
   }
   void TearDown() override {
     boxes_.clear();
     rt_.reset();
-    BoxliteTest::TearDown();
+    Base::TearDown();
   }
   std::shared_ptr<Box> new_box(const std::string& name = "") {
     BoxOptions o;
@@ -319,9 +320,7 @@ class SnapshotTest : public BoxliteTest {
     return boxes_.back();
   }
   static std::string sh(Box& b, const std::string& script) {
-    ExecOptions e;
-    e.argv = {"sh", "-c", script};
-    BufferedResult r = b.run(e);
+    BufferedResult r = b.run(ExecOptions{.argv = {"sh", "-c", script}});
     EXPECT_EQ(r.exit_code, 0) << script << ": " << r.stderr_text;
     return r.stdout_text;
   }
@@ -334,6 +333,15 @@ class SnapshotTest : public BoxliteTest {
   }
   std::unique_ptr<Runtime> rt_;
   std::vector<std::shared_ptr<Box>> boxes_;
+};
+
+// Snapshots, clones, export/import: disks, so the vm engine (the jail gives Unsupported).
+class SnapshotTest : public WithBoxes<BoxliteTest> {
+ protected:
+  void SetUp() override {
+    ::setenv("BOXLITE_ENGINE", "vm", 1);
+    WithBoxes::SetUp();
+  }
 };
 
 TEST_F(SnapshotTest, CreateListGetRestoreRemoveWithTheDocumentedErrors) {
@@ -606,35 +614,8 @@ with tarfile.open(dst, "w") as t:
 // Snapshot, clone and export of a RUNNING box (the documented "quiesces and resumes
 // the source"): vm through QMP (stop, blockdev-snapshot-sync, cont) after the agent
 // syncs; jail with its processes frozen while its upper layer is copied.
-class LiveStorageTest : public PerEngineTest {
+class LiveStorageTest : public WithBoxes<PerEngineTest> {
  protected:
-  void SetUp() override {
-    PerEngineTest::SetUp();
-    rt_ = std::make_unique<Runtime>();
-  }
-  void TearDown() override {
-    boxes_.clear();
-    rt_.reset();
-    PerEngineTest::TearDown();
-  }
-  std::shared_ptr<Box> new_box(const std::string& name) {
-    BoxOptions o;
-    o.rootfs_path = image("busybox");
-    o.auto_remove = false;
-    boxes_.push_back(rt_->create(o, name));
-    return boxes_.back();
-  }
-  static std::string sh(Box& b, const std::string& script) {
-    BufferedResult r = b.run(ExecOptions{.argv = {"sh", "-c", script}});
-    EXPECT_EQ(r.exit_code, 0) << script << ": " << r.stderr_text;
-    return r.stdout_text;
-  }
-  void stop(std::shared_ptr<Box>& b) {
-    b->stop();
-    b = rt_->get(b->id());
-    ASSERT_TRUE(b);
-    boxes_.push_back(b);
-  }
   // Files written, then a writer still busy in the background while the disk freezes.
   std::string write_files(Box& b) {
     return sh(b, "set -e; echo v1 > /root/data; dd if=/dev/urandom of=/root/r bs=64k count=16 2>/dev/null; "
@@ -642,8 +623,6 @@ class LiveStorageTest : public PerEngineTest {
                  "(i=0; while [ $i -lt 2000 ]; do echo $i >> /root/busy; i=$((i+1)); done) >/dev/null 2>&1 </dev/null & "
                  "cat /root/r.md5");
   }
-  std::unique_ptr<Runtime> rt_;
-  std::vector<std::shared_ptr<Box>> boxes_;
 };
 
 TEST_P(LiveStorageTest, SnapshotOfARunningBoxKeepsItsFilesAndTheBoxRunsOn) {
