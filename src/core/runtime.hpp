@@ -139,6 +139,7 @@ class Runtime {
   // force: then each clone is made independent first (storage.cpp).
   void release_clones(const std::string& id, bool force);
   std::shared_ptr<Box> clone_jail(Box& source, const std::string& name);
+  engine::ShimSpec clone_spec(const Box& source);
   std::string export_jail(Box& box, const std::string& dest_dir);
   std::string write_export(Box& box, const std::string& dest, const std::string& data_name, const std::string& data_file);
   std::shared_ptr<Box> import_jail(engine::ShimSpec spec, const nlohmann::json& manifest, const std::string& name,

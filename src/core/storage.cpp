@@ -301,6 +301,16 @@ static std::string clone_name_for(store::Store& store, const Box& source) {
   }
 }
 
+// The source's spec under a new id and directory, kept until removed (auto_remove off).
+engine::ShimSpec Runtime::clone_spec(const Box& source) {
+  engine::ShimSpec spec = source.spec();
+  spec.ephemeral = false;
+  spec.box_id = make_box_id();
+  spec.box_dir = layout_.box_dir(spec.box_id);
+  spec.hostname = spec.box_id;
+  return spec;
+}
+
 std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& requested_name) {
   std::string name = requested_name.empty() ? clone_name_for(*store_, source) : requested_name;
   validate_new_name(*store_, name);
@@ -309,11 +319,7 @@ std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& requeste
   auto rec = store_->find(source.id());
   if (!rec) throw Error(ErrorCode::NotFound, "No such box: " + source.id());
 
-  engine::ShimSpec spec = source.spec();
-  spec.ephemeral = false;  // a clone is kept until removed (auto_remove off)
-  spec.box_id = make_box_id();
-  spec.box_dir = layout_.box_dir(spec.box_id);
-  spec.hostname = spec.box_id;
+  engine::ShimSpec spec = clone_spec(source);
   spec.disk = spec.box_dir + "/" + kDiskName;
   PathGuard guard{spec.box_dir};
   if (::mkdir(spec.box_dir.c_str(), 0700) != 0) throw_errno(ErrorCode::Storage, "create box directory " + spec.box_dir);
@@ -344,11 +350,7 @@ std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& requeste
 std::shared_ptr<Box> Runtime::clone_jail(Box& source, const std::string& name) {
   auto rec = store_->find(source.id());
   if (!rec) throw Error(ErrorCode::NotFound, "No such box: " + source.id());
-  engine::ShimSpec spec = source.spec();
-  spec.ephemeral = false;  // a clone is kept until removed (auto_remove off)
-  spec.box_id = make_box_id();
-  spec.box_dir = layout_.box_dir(spec.box_id);
-  spec.hostname = spec.box_id;
+  engine::ShimSpec spec = clone_spec(source);
   PathGuard guard{spec.box_dir};
   if (::mkdir(spec.box_dir.c_str(), 0700) != 0) throw_errno(ErrorCode::Storage, "create box directory " + spec.box_dir);
   copy_jail_upper(source, spec.box_dir + "/upper");  // a running source is frozen meanwhile
