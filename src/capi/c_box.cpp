@@ -158,6 +158,15 @@ void deliver_list(const std::vector<Item>& src, Fill fill, Free free_fields, Cb 
   for (size_t i = 0; i < filled; ++i) free_fields(items[i]);
 }
 
+// Frees a malloc'ed {items, count} list the library handed out (NULL-safe).
+template <class List, class FreeFields>
+void free_list(List* list, FreeFields free_fields) {
+  if (!list) return;
+  for (int i = 0; i < list->count; ++i) free_fields(list->items[i]);
+  std::free(list->items);
+  std::free(list);
+}
+
 CBoxMetrics to_c_metrics(const BoxMetrics& m) {
   CBoxMetrics c{};
   c.cpu_percent = m.cpu_percent;
@@ -464,12 +473,7 @@ void boxlite_free_box_info(CBoxInfo* info) {
   std::free(info);
 }
 
-void boxlite_free_box_info_list(CBoxInfoList* list) {
-  if (!list) return;
-  for (int i = 0; i < list->count; ++i) free_info_fields(list->items[i]);
-  std::free(list->items);
-  std::free(list);
-}
+void boxlite_free_box_info_list(CBoxInfoList* list) { free_list(list, free_info_fields); }
 
 }  // extern "C"
 
@@ -641,11 +645,6 @@ void boxlite_free_snapshot_info(CSnapshotInfo* info) {
   std::free(info);
 }
 
-void boxlite_free_snapshot_info_list(CSnapshotInfoList* list) {
-  if (!list) return;
-  for (int i = 0; i < list->count; ++i) free_snapshot_fields(list->items[i]);
-  std::free(list->items);
-  std::free(list);
-}
+void boxlite_free_snapshot_info_list(CSnapshotInfoList* list) { free_list(list, free_snapshot_fields); }
 
 }  // extern "C"
