@@ -4,6 +4,7 @@ BrowserBox, Boxlite.rest / rt.volumes refusals, the Stopped message format,
 finalisers off the caller's thread, and bounded unread output."""
 import asyncio
 import gc
+import socket
 import time
 import warnings
 
@@ -12,6 +13,14 @@ import pytest
 import boxlite
 from boxlite import BoxOptions, SimpleBox
 from boxlite import runtime as rtmod
+
+
+def free_port():
+    """A host port nobody listens on now. Fixed ports in the kernel's ephemeral range
+    (32768-60999 here) collide now and then with some connection's local port."""
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
 
 
 def run(coro):
@@ -119,7 +128,7 @@ def test_computerbox_defaults_and_errors(image, monkeypatch, tmp_path):
 
     async def main():
         with boxlite.Boxlite(boxlite.Options()) as rt:
-            async with boxlite.ComputerBox(runtime=rt, gui_http_port=39300, gui_https_port=39301) as desk:
+            async with boxlite.ComputerBox(runtime=rt, gui_http_port=free_port(), gui_https_port=free_port()) as desk:
                 info = desk.info()
                 assert (info.cpus, info.memory_mib) == (2, 2048)
                 # No xdotool in the box: a clear error naming what is missing.
@@ -187,13 +196,13 @@ def test_browserbox_options_and_missing_browser(image, monkeypatch):
 
     async def main():
         with boxlite.Boxlite(boxlite.Options()) as rt:
-            opts = boxlite.BrowserBoxOptions(port=39310, cdp_port=39311)
+            opts = boxlite.BrowserBoxOptions(port=free_port(), cdp_port=free_port())
             async with boxlite.BrowserBox(opts, runtime=rt) as bb:
                 with pytest.raises(boxlite.ExecError, match="npx not found in the box.*playwright:v1.58.0-jammy"):
                     await bb.playwright_endpoint(timeout=5)
                 with pytest.raises(RuntimeError, match="mutually exclusive"):
                     await bb.endpoint(timeout=5)
-            async with boxlite.BrowserBox(boxlite.BrowserBoxOptions(port=39312, cdp_port=39313),
+            async with boxlite.BrowserBox(boxlite.BrowserBoxOptions(port=free_port(), cdp_port=free_port()),
                                           runtime=rt) as bb:
                 with pytest.raises(boxlite.ExecError, match="chromium binary .* not found in the box"):
                     await bb.endpoint(timeout=5)
