@@ -102,8 +102,10 @@ Child spawn(const SpawnOptions& opts) {
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &all);
   if (opts.stdin_null) posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  if (!opts.stdout_path.empty()) posix_spawn_file_actions_addopen(&fa, 1, opts.stdout_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  if (!opts.stderr_path.empty()) posix_spawn_file_actions_addopen(&fa, 2, opts.stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (!opts.stdout_path.empty())
+    posix_spawn_file_actions_addopen(&fa, 1, opts.stdout_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (!opts.stderr_path.empty())
+    posix_spawn_file_actions_addopen(&fa, 2, opts.stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   for (auto [from, to] : opts.fds) {
     if (from == to) {
       // dup2 onto itself does not clear CLOEXEC; bounce through a spare number.

@@ -12,10 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/trace.hpp"
 #include "common/error.hpp"
 #include "common/file_lock.hpp"
 #include "common/io.hpp"
+#include "common/trace.hpp"
 #include "core/client.hpp"
 #include "core/network.hpp"
 #include "core/paths.hpp"
@@ -34,7 +34,10 @@ const char* box_state_name(BoxState s) {
 }
 
 Box::Box(engine::ShimSpec spec, std::string name, std::vector<std::string> default_argv, bool auto_remove)
-    : spec_(std::move(spec)), name_(std::move(name)), default_argv_(std::move(default_argv)), auto_remove_(auto_remove) {}
+    : spec_(std::move(spec)),
+      name_(std::move(name)),
+      default_argv_(std::move(default_argv)),
+      auto_remove_(auto_remove) {}
 
 Box::Box(engine::ShimSpec spec, store::BoxRecord record, std::vector<std::string> default_argv,
          std::shared_ptr<store::Store> store)
@@ -44,7 +47,7 @@ Box::Box(engine::ShimSpec spec, store::BoxRecord record, std::vector<std::string
       auto_remove_(record.auto_remove),
       record_(std::move(record)),
       store_(std::move(store)) {
-  state_ = record_.state == "running" ? BoxState::Running
+  state_ = record_.state == "running"   ? BoxState::Running
            : record_.state == "stopped" ? BoxState::Stopped
                                         : BoxState::Created;
 }
@@ -68,7 +71,8 @@ void Box::persist() {
 }
 
 static int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 // The shim leaves exit.json saying why the box stopped.
@@ -142,7 +146,8 @@ void Box::refresh_locked() {
 std::vector<OutputChunk> Box::main_log(size_t tail_lines) {
   std::vector<OutputChunk> out;
   for (auto& f : protocol::tail_lines(protocol::read_main_log(spec_.box_dir), tail_lines)) {
-    out.push_back(OutputChunk{f.type == protocol::FrameType::Stdout ? StreamKind::Stdout : StreamKind::Stderr, std::move(f.payload)});
+    out.push_back(OutputChunk{f.type == protocol::FrameType::Stdout ? StreamKind::Stdout : StreamKind::Stderr,
+                              std::move(f.payload)});
   }
   return out;
 }
@@ -164,7 +169,8 @@ void Box::logs(size_t tail_lines, bool follow, const std::function<void(const Ou
     history.push_back(protocol::Frame{0, type, std::move(c->data)});
   }
   for (auto& h : protocol::tail_lines(std::move(history), tail_lines)) {
-    sink(OutputChunk{h.type == protocol::FrameType::Stdout ? StreamKind::Stdout : StreamKind::Stderr, std::move(h.payload)});
+    sink(OutputChunk{h.type == protocol::FrameType::Stdout ? StreamKind::Stdout : StreamKind::Stderr,
+                     std::move(h.payload)});
   }
   try {
     while (auto c = e.next_output()) sink(*c);
@@ -289,7 +295,8 @@ bool Box::invalidated() {
 }
 
 void Box::check_valid_locked() const {
-  if (invalidated_) throw Error(ErrorCode::Stopped, "Handle invalidated after stop(). Use runtime.get() to get a new handle.");
+  if (invalidated_)
+    throw Error(ErrorCode::Stopped, "Handle invalidated after stop(). Use runtime.get() to get a new handle.");
 }
 
 void Box::start() {
@@ -346,7 +353,8 @@ void Box::start() {
   }
   record_timings(report, now_ms() - spawn_started_ms);
   for (const auto& line : split(report, '\n')) {
-    if (line.rfind("WARN ", 0) == 0) std::fprintf(stderr, "boxlite: warning: box %s: %s\n", id().c_str(), line.c_str() + 5);
+    if (line.rfind("WARN ", 0) == 0)
+      std::fprintf(stderr, "boxlite: warning: box %s: %s\n", id().c_str(), line.c_str() + 5);
   }
   record_.started_at_ms = wall_ms();
   try {
@@ -378,14 +386,16 @@ Execution Box::exec(const ExecOptions& o) {
   if (o.argv.empty() || o.argv[0].empty()) throw Error(ErrorCode::InvalidArgument, "exec: the command is empty");
   if (o.timeout_secs < 0) throw Error(ErrorCode::InvalidArgument, "exec: timeout must be >= 0 seconds (0 = none)");
   for (const auto& [k, v] : o.env) {
-    if (k.empty() || k.find('=') != std::string::npos) throw Error(ErrorCode::InvalidArgument, "exec: invalid environment variable name '" + k + "'");
+    if (k.empty() || k.find('=') != std::string::npos)
+      throw Error(ErrorCode::InvalidArgument, "exec: invalid environment variable name '" + k + "'");
   }
   {
     std::lock_guard lk(mu_);
     check_valid_locked();
     refresh_locked();
     if (state_ == BoxState::Stopped && record_.main_exit_code) {
-      throw Error(ErrorCode::InvalidState, "Cannot exec box " + id() + ": it is stopped, and its main command has already exited");
+      throw Error(ErrorCode::InvalidState,
+                  "Cannot exec box " + id() + ": it is stopped, and its main command has already exited");
     }
   }
   proto::ExecRequest req;

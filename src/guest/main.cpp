@@ -47,7 +47,8 @@ int run_jail(int channel_fd) {
   ::prctl(PR_SET_NAME, "boxlite-guest");
   try {
     guest::Agent agent(
-        UniqueFd(channel_fd), [](const proto::BoxConfig& cfg) {
+        UniqueFd(channel_fd),
+        [](const proto::BoxConfig& cfg) {
           guest::apply_box_identity(cfg);
           guest::configure_network(cfg, false);
         },

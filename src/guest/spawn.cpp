@@ -45,7 +45,8 @@ struct Pty {
 Pty open_pty(unsigned rows, unsigned cols) {
   UniqueFd master(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
   if (!master) throw_errno(ErrorCode::Execution, "spawn_failed: open /dev/ptmx");
-  if (::grantpt(master.get()) != 0 || ::unlockpt(master.get()) != 0) throw_errno(ErrorCode::Execution, "spawn_failed: unlockpt");
+  if (::grantpt(master.get()) != 0 || ::unlockpt(master.get()) != 0)
+    throw_errno(ErrorCode::Execution, "spawn_failed: unlockpt");
   char name[128];
   if (::ptsname_r(master.get(), name, sizeof name) != 0) throw_errno(ErrorCode::Execution, "spawn_failed: ptsname");
   UniqueFd slave(::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC));

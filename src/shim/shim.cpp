@@ -14,13 +14,13 @@
 
 #include <chrono>
 
-#include <nlohmann/json.hpp>
 #include <cstdio>
 #include <cstring>
+#include <nlohmann/json.hpp>
 
-#include "common/trace.hpp"
 #include "common/error.hpp"
 #include "common/io.hpp"
+#include "common/trace.hpp"
 #include "engine/jail/jail.hpp"
 #include "engine/vm/qemu.hpp"
 #include "protocol/main_log.hpp"
@@ -32,8 +32,8 @@ using protocol::Frame;
 using protocol::FrameType;
 
 namespace {
-constexpr uint64_t kGuestKey = 1, kListenKey = 2, kSignalKey = 3, kLifelineKey = 4, kConsoleKey = 5, kEngineLogKey = 6, kNetLogKey = 7,
-                   kFirstClient = 16;
+constexpr uint64_t kGuestKey = 1, kListenKey = 2, kSignalKey = 3, kLifelineKey = 4, kConsoleKey = 5, kEngineLogKey = 6,
+                   kNetLogKey = 7, kFirstClient = 16;
 // What the guest's console (and QEMU's own messages) may keep on disk: twice this.
 constexpr uint64_t kEngineLogBytes = 1u << 20;
 constexpr int kMaxGuestErrorsLogged = 20;
@@ -90,7 +90,8 @@ Child spawn_engine(const std::vector<std::string>& argv, int stdout_fd, int stde
 }
 
 int64_t wall_clock_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 }  // namespace
 
@@ -129,7 +130,8 @@ void Shim::boot_failed(const std::string& stage, const std::string& why) {
   std::string qemu_tail = tail_lines(spec_.box_dir + "/qemu.log", 10);
   if (!qemu_tail.empty()) msg += "\n--- qemu ---\n" + qemu_tail;
   std::string console = tail_lines(engine::console_log_path(spec_.box_dir), 20);
-  msg += "\n--- console tail (" + engine::console_log_path(spec_.box_dir) + ") ---\n" + (console.empty() ? "(empty)" : console);
+  msg += "\n--- console tail (" + engine::console_log_path(spec_.box_dir) + ") ---\n" +
+         (console.empty() ? "(empty)" : console);
   throw Error(ErrorCode::Engine, msg);
 }
 
@@ -137,8 +139,11 @@ Frame Shim::read_guest_frame_blocking(double deadline_ms, const std::string& sta
   for (;;) {
     if (auto f = guest_decoder_.next()) return std::move(*f);
     if (auto st = engine_.try_wait()) boot_failed(stage, "QEMU exited (" + describe_status(*st) + ")");
-    if (now_ms() > deadline_ms) boot_failed(stage, "timed out after " + std::to_string(static_cast<int>(spec_.boot_timeout_secs)) + " s");
-    pollfd p[4] = {{guest_.get(), POLLIN, 0}, {console_log_.fd(), POLLIN, 0}, {engine_log_.fd(), POLLIN, 0},
+    if (now_ms() > deadline_ms)
+      boot_failed(stage, "timed out after " + std::to_string(static_cast<int>(spec_.boot_timeout_secs)) + " s");
+    pollfd p[4] = {{guest_.get(), POLLIN, 0},
+                   {console_log_.fd(), POLLIN, 0},
+                   {engine_log_.fd(), POLLIN, 0},
                    {net_log_.fd(), POLLIN, 0}};
     int n = ::poll(p, 4, 50);
     drain_engine_logs();
@@ -224,8 +229,9 @@ void Shim::boot() {
   }
   auto hello = protocol::parse_message<proto::Hello>(hello_frame);
   if (hello.version() != protocol::kProtocolVersion) {
-    boot_failed("handshake", "guest agent speaks protocol version " + std::to_string(hello.version()) + ", this host speaks " +
-                                 std::to_string(protocol::kProtocolVersion) + " (rebuild the initramfs: remove the cached one)");
+    boot_failed("handshake", "guest agent speaks protocol version " + std::to_string(hello.version()) +
+                                 ", this host speaks " + std::to_string(protocol::kProtocolVersion) +
+                                 " (rebuild the initramfs: remove the cached one)");
   }
   proto::Hello ours;
   ours.set_version(protocol::kProtocolVersion);
@@ -249,9 +255,10 @@ void Shim::boot() {
     m->set_cols(spec_.main_cols);
     main_.present = true;
     main_.out_credit = main_.err_credit = protocol::kInitialWindow;
-    main_.log = UniqueFd(::open(protocol::main_log_path(spec_.box_dir).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+    main_.log = UniqueFd(
+        ::open(protocol::main_log_path(spec_.box_dir).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
     if (!main_.log) throw_errno(ErrorCode::Storage, "open " + protocol::main_log_path(spec_.box_dir));
-    struct stat st{};
+    struct stat st {};
     if (::fstat(main_.log.get(), &st) == 0) main_.log_bytes = static_cast<uint64_t>(st.st_size);
   }
   if (spec_.net.enabled) {
@@ -404,10 +411,12 @@ void Shim::drop_client(uint64_t id) {
     r->second.client = 0;
     if (r->second.detached) {
       // It runs on unread: give back the credit its unread output took.
-      for (auto [ch, credit] : {std::pair{proto::STDOUT, &r->second.out_credit}, std::pair{proto::STDERR, &r->second.err_credit}}) {
+      for (auto [ch, credit] :
+           {std::pair{proto::STDOUT, &r->second.out_credit}, std::pair{proto::STDERR, &r->second.err_credit}}) {
         proto::Credit c;
         c.set_channel(ch);
-        c.set_bytes(static_cast<uint32_t>(protocol::kInitialWindow - std::min<uint64_t>(*credit, protocol::kInitialWindow)));
+        c.set_bytes(
+            static_cast<uint32_t>(protocol::kInitialWindow - std::min<uint64_t>(*credit, protocol::kInitialWindow)));
         *credit += c.bytes();
         if (c.bytes() > 0) send_guest(gs, FrameType::Credit, c.SerializeAsString());
       }
@@ -462,11 +471,14 @@ void Shim::on_guest_frame(Frame& f) {
   }
   if (f.stream == protocol::kMainStream && main_.present) return on_main_frame(f);
   auto r = routes_.find(f.stream);
-  if (r == routes_.end()) throw Error(ErrorCode::Rpc, "guest sent " + std::string(protocol::frame_type_name(f.type)) + " on unknown stream " + std::to_string(f.stream));
+  if (r == routes_.end())
+    throw Error(ErrorCode::Rpc, "guest sent " + std::string(protocol::frame_type_name(f.type)) + " on unknown stream " +
+                                    std::to_string(f.stream));
   Route& route = r->second;
   if (f.type == FrameType::Stdout || f.type == FrameType::Stderr) {
     uint64_t& credit = f.type == FrameType::Stdout ? route.out_credit : route.err_credit;
-    if (f.payload.size() > credit) throw Error(ErrorCode::Rpc, "guest sent output beyond its credit on stream " + std::to_string(f.stream));
+    if (f.payload.size() > credit)
+      throw Error(ErrorCode::Rpc, "guest sent output beyond its credit on stream " + std::to_string(f.stream));
     credit -= f.payload.size();
   }
   bool closes = f.type == FrameType::Exit || f.type == FrameType::Error;
@@ -520,8 +532,8 @@ void Shim::on_client_frame(Client& c, Frame& f) {
     if (f.type != FrameType::Hello) throw Error(ErrorCode::Rpc, "expected Hello first");
     auto h = protocol::parse_message<proto::Hello>(f);
     if (h.version() != protocol::kProtocolVersion) {
-      throw Error(ErrorCode::Rpc, "protocol version mismatch: client speaks " + std::to_string(h.version()) + ", shim speaks " +
-                                      std::to_string(protocol::kProtocolVersion));
+      throw Error(ErrorCode::Rpc, "protocol version mismatch: client speaks " + std::to_string(h.version()) +
+                                      ", shim speaks " + std::to_string(protocol::kProtocolVersion));
     }
     c.hello = true;
     proto::Hello ours;
@@ -535,12 +547,14 @@ void Shim::on_client_frame(Client& c, Frame& f) {
       case FrameType::Ping: send_client(c, 0, FrameType::Pong, {}); return;
       case FrameType::Shutdown: begin_stop("stop requested"); return;
       case FrameType::Metrics: send_client(c, 0, FrameType::Metrics, stats().SerializeAsString()); return;
-      default: throw Error(ErrorCode::Rpc, std::string("unexpected ") + protocol::frame_type_name(f.type) + " on stream 0");
+      default:
+        throw Error(ErrorCode::Rpc, std::string("unexpected ") + protocol::frame_type_name(f.type) + " on stream 0");
     }
   }
   if (f.type == FrameType::Attach) return attach_main(c, f);
   if (f.type == FrameType::Exec) {
-    if (c.streams.count(f.stream)) throw Error(ErrorCode::Rpc, "stream " + std::to_string(f.stream) + " already in use");
+    if (c.streams.count(f.stream))
+      throw Error(ErrorCode::Rpc, "stream " + std::to_string(f.stream) + " already in use");
     if (main_.exit) {
       proto::ErrorReply err;
       err.set_code(static_cast<uint32_t>(ErrorCode::InvalidState));
@@ -579,7 +593,8 @@ void Shim::on_client_frame(Client& c, Frame& f) {
     case FrameType::Credit:
     case FrameType::Signal:
     case FrameType::Resize: send_guest(s->second, f.type, f.payload); return;
-    default: throw Error(ErrorCode::Rpc, std::string("unexpected ") + protocol::frame_type_name(f.type) + " from client");
+    default:
+      throw Error(ErrorCode::Rpc, std::string("unexpected ") + protocol::frame_type_name(f.type) + " from client");
   }
 }
 
@@ -677,7 +692,9 @@ void Shim::on_main_frame(Frame& f) {
       begin_stop("main command exited with code " + std::to_string(ex.exit_code()));
       return;
     }
-    default: throw Error(ErrorCode::Rpc, std::string("unexpected ") + protocol::frame_type_name(f.type) + " on the main command's stream");
+    default:
+      throw Error(ErrorCode::Rpc,
+                  std::string("unexpected ") + protocol::frame_type_name(f.type) + " on the main command's stream");
   }
 }
 
@@ -692,7 +709,8 @@ void Shim::attach_main(Client& c, Frame& f) {
   auto req = protocol::parse_message<proto::AttachRequest>(f);
   if (!main_.present) return fail(ErrorCode::NotFound, "box " + spec_.box_id + " has no main command to attach to");
   if (req.stdin() && main_.stdin_client != 0) {
-    return fail(ErrorCode::InvalidState, "box " + spec_.box_id + ": another client already writes the main command's stdin");
+    return fail(ErrorCode::InvalidState,
+                "box " + spec_.box_id + ": another client already writes the main command's stdin");
   }
   std::vector<Frame> history = protocol::read_main_log(spec_.box_dir);
   uint64_t history_bytes = 0;
@@ -724,7 +742,8 @@ void Shim::on_main_client_frame(Client& c, Frame& f) {
     case FrameType::Credit: return;  // the shim itself grants the main command's output credit
     case FrameType::Signal:
     case FrameType::Resize: send_guest(protocol::kMainStream, f.type, f.payload); return;
-    default: throw Error(ErrorCode::Rpc, std::string("unexpected ") + protocol::frame_type_name(f.type) + " from client");
+    default:
+      throw Error(ErrorCode::Rpc, std::string("unexpected ") + protocol::frame_type_name(f.type) + " from client");
   }
 }
 
@@ -809,7 +828,8 @@ void Shim::serve(int lifeline_fd) {
       } else if (k == kSignalKey) {
         signalfd_siginfo si;
         while (::read(sigfd_.get(), &si, sizeof si) == sizeof si) {
-          if (si.ssi_signo != SIGCHLD) begin_stop(std::string("shim received ") + strsignal(static_cast<int>(si.ssi_signo)));
+          if (si.ssi_signo != SIGCHLD)
+            begin_stop(std::string("shim received ") + strsignal(static_cast<int>(si.ssi_signo)));
         }
         if (auto st = engine_.try_wait()) {
           engine_status_ = st;

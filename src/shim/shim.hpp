@@ -41,7 +41,7 @@ class Shim {
  private:
   struct Client;
   struct Route {
-    uint64_t client = 0;       // 0: the client is gone, frames are dropped
+    uint64_t client = 0;  // 0: the client is gone, frames are dropped
     uint32_t client_stream = 0;
     uint64_t out_credit = 0, err_credit = 0;  // what the guest may still send
     bool detached = false;                    // outlives its client (exec -d)

@@ -52,8 +52,11 @@ TEST_F(JailEscapeTest, HostFilesAreNotReachableThroughProcOrDotDot) {
   auto box = jail();
   const std::string& p = secret_path_;
   auto r = sh(box, "cat /proc/1/root" + p + " /proc/self/root" + p + " /proc/*/root" + p + " /proc/*/cwd" + p +
-                       " ../../../../../.." + p + " /proc/self/cwd/../../../.." + p + " 2>&1; "
-                       "for f in /proc/self/fd/* /proc/1/fd/*; do cat $f" + p + " 2>/dev/null; done; "
+                       " ../../../../../.." + p + " /proc/self/cwd/../../../.." + p +
+                       " 2>&1; "
+                       "for f in /proc/self/fd/* /proc/1/fd/*; do cat $f" +
+                       p +
+                       " 2>/dev/null; done; "
                        "ls -la /proc/1/fd/ 2>&1; true");
   expect_no_secret(r);
   // The agent's fds (the channel, the guest binary) do not lead out either.
@@ -77,11 +80,15 @@ TEST_F(JailEscapeTest, PtraceOfAnyProcessFails) {
   std::string py =
       "import ctypes, os\n"
       "libc = ctypes.CDLL(None, use_errno=True)\n"
-      "for pid in (1, " + std::to_string(::getpid()) + ", os.getppid()):\n"
+      "for pid in (1, " +
+      std::to_string(::getpid()) +
+      ", os.getppid()):\n"
       "    r = libc.ptrace(16, pid, 0, 0)\n"  // PTRACE_ATTACH
       "    print('attach', pid, r, ctypes.get_errno())\n"
       "try:\n"
-      "    os.kill(" + std::to_string(::getpid()) + ", 0); print('host pid visible')\n"
+      "    os.kill(" +
+      std::to_string(::getpid()) +
+      ", 0); print('host pid visible')\n"
       "except OSError as e:\n"
       "    print('kill', e.errno)\n";
   auto r = box->run(ExecOptions{{"python3", "-c", py}});
@@ -189,7 +196,8 @@ TEST_F(JailEscapeTest, AForkBombIsStoppedByThePidsLimit) {
 
 TEST_F(JailEscapeTest, AMemoryHogIsOomKilledInsideTheBox) {
   auto box = jail("debian-python", 128);
-  auto r = box->run(ExecOptions{{"python3", "-c", "b = bytearray(512 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]); print('survived')"}});
+  auto r = box->run(ExecOptions{
+      {"python3", "-c", "b = bytearray(512 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]); print('survived')"}});
   EXPECT_EQ(r.exit_code, -9) << r.stdout_text << r.stderr_text;
   EXPECT_EQ(r.stdout_text.find("survived"), std::string::npos);
   EXPECT_EQ(box->run(ExecOptions{{"echo", "alive"}}).stdout_text, "alive\n");
@@ -207,8 +215,8 @@ TEST_F(JailEscapeTest, ExitCodeAndNothingLeftBehind) {
   std::string id = trim(d.out);
   auto cgroups_of_box = [&] {
     size_t n = 0;
-    for (const char* dir : {"/sys/fs/cgroup/memory/boxlite", "/sys/fs/cgroup/pids/boxlite", "/sys/fs/cgroup/cpu/boxlite",
-                            "/sys/fs/cgroup/boxlite"}) {
+    for (const char* dir : {"/sys/fs/cgroup/memory/boxlite", "/sys/fs/cgroup/pids/boxlite",
+                            "/sys/fs/cgroup/cpu/boxlite", "/sys/fs/cgroup/boxlite"}) {
       n += path_exists(std::string(dir) + "/" + id);
     }
     return n;
@@ -218,7 +226,6 @@ TEST_F(JailEscapeTest, ExitCodeAndNothingLeftBehind) {
   EXPECT_EQ(cgroups_of_box(), 0u) << "a cgroup of the box remains";
   expect_no_leftovers();
 }
-
 
 std::string memory_limit_of(const std::string& box_id) {
   for (const std::string& f : {"/sys/fs/cgroup/memory/boxlite/" + box_id + "/memory.limit_in_bytes",

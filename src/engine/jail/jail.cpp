@@ -15,17 +15,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <atomic>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <set>
 #include <thread>
 
-#include "common/trace.hpp"
 #include "common/error.hpp"
 #include "common/in_root.hpp"
 #include "common/io.hpp"
+#include "common/trace.hpp"
 #include "engine/jail/seccomp.hpp"
 
 namespace boxlite::engine::jail {
@@ -75,8 +75,8 @@ void mount_root(const ShimSpec& spec, const std::string& root) {
     opts += ",volatile";
   }
   if (opts.size() > 4000) {
-    throw Error(ErrorCode::Engine, "jail: the image has too many layers (" + std::to_string(lowers.size()) +
-                                       ") for one overlay mount");
+    throw Error(ErrorCode::Engine,
+                "jail: the image has too many layers (" + std::to_string(lowers.size()) + ") for one overlay mount");
   }
   UniqueFd saved_cwd(::open(".", O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (shared_parent && ::chdir(parent.c_str()) != 0) throw_errno(ErrorCode::Engine, "chdir " + parent);
@@ -145,7 +145,8 @@ void mount_tmp(const ShimSpec& spec, const std::string& root) {
   UniqueFd tmp = make_dirs_in_root(root_fd.get(), "/tmp", ErrorCode::Engine);
   std::string at = "/proc/self/fd/" + std::to_string(tmp.get());
   std::string opts = "mode=1777,uid=" + std::to_string(spec.uid_offset) + ",gid=" + std::to_string(spec.uid_offset);
-  if (::mount("tmpfs", at.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0) throw_errno(ErrorCode::Engine, "mount the box's /tmp");
+  if (::mount("tmpfs", at.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
+    throw_errno(ErrorCode::Engine, "mount the box's /tmp");
 }
 
 // Binds each volume onto its mount point in the box root, before the box's
@@ -167,7 +168,8 @@ void mount_volumes(const ShimSpec& spec, const std::string& root, std::vector<st
     }
     struct stat st;
     if (::stat(v.host_path.c_str(), &st) != 0) throw_errno(ErrorCode::Engine, "stat volume " + v.host_path);
-    UniqueFd ns = make_idmap_userns(volume_id_map(spec.uid_offset, st.st_uid), volume_id_map(spec.uid_offset, st.st_gid));
+    UniqueFd ns =
+        make_idmap_userns(volume_id_map(spec.uid_offset, st.st_uid), volume_id_map(spec.uid_offset, st.st_gid));
     mount_attr idmap{};
     idmap.attr_set = MOUNT_ATTR_IDMAP;
     idmap.userns_fd = static_cast<uint64_t>(ns.get());
@@ -197,7 +199,9 @@ struct CgroupPlan {
 
 bool is_cgroup2() { return path_exists("/sys/fs/cgroup/cgroup.controllers"); }
 
-std::string v1_dir(const std::string& ctl, const std::string& box_id) { return "/sys/fs/cgroup/" + ctl + "/boxlite/" + box_id; }
+std::string v1_dir(const std::string& ctl, const std::string& box_id) {
+  return "/sys/fs/cgroup/" + ctl + "/boxlite/" + box_id;
+}
 std::string v2_dir(const std::string& box_id) { return "/sys/fs/cgroup/boxlite/" + box_id; }
 
 // A fresh memory cgroup costs ~13 ms on its first attach here (cgroup v1), more
@@ -267,7 +271,8 @@ CgroupPlan prepare_cgroups(const ShimSpec& spec) {
   }
   auto v1 = [&](const std::string& ctl, const std::vector<std::pair<std::string, std::string>>& files) {
     try_limit(ctl, [&] {
-      if (!path_exists("/sys/fs/cgroup/" + ctl)) throw Error(ErrorCode::Unsupported, "no cgroup v1 " + ctl + " hierarchy");
+      if (!path_exists("/sys/fs/cgroup/" + ctl))
+        throw Error(ErrorCode::Unsupported, "no cgroup v1 " + ctl + " hierarchy");
       std::string dir = v1_dir(ctl, spec.box_id);
       take_or_make_cgroup("/sys/fs/cgroup/" + ctl + "/boxlite", dir);
       plan.dirs.push_back(dir);
@@ -301,10 +306,10 @@ struct ChildArgs {
   // directory above is 0700 host root, which the box's root cannot traverse, and
   // an fd opened before clone would point into the parent's namespace.
   std::string root = ".";
-  int sync_read;    // parent writes a byte when the id maps are set, and another when the cgroups are
-  int report;       // child writes "step: errno" here on failure (CLOEXEC)
-  int channel;      // box end of the agent channel
-  int guest_fd;     // the boxlite-guest binary
+  int sync_read;                     // parent writes a byte when the id maps are set, and another when the cgroups are
+  int report;                        // child writes "step: errno" here on failure (CLOEXEC)
+  int channel;                       // box end of the agent channel
+  int guest_fd;                      // the boxlite-guest binary
   std::vector<int> cgroup_join_fds;  // v1 `tasks` files to write "0" into (CgroupPlan)
 };
 
@@ -316,7 +321,8 @@ struct ChildArgs {
 
 void child_mount(const ChildArgs& a, const char* src, const std::string& target, const char* type, unsigned long flags,
                  const char* data = nullptr) {
-  if (::mount(src, target.c_str(), type, flags, data) != 0) child_fail(a, std::string("mount ") + (type ? type : src) + " on " + target);
+  if (::mount(src, target.c_str(), type, flags, data) != 0)
+    child_fail(a, std::string("mount ") + (type ? type : src) + " on " + target);
 }
 
 void make_node_by_bind(const ChildArgs& a, const std::string& dev_dir, const char* name) {
@@ -347,9 +353,21 @@ void setup_dev(const ChildArgs& a) {
 // What Docker masks (bind /dev/null over files, empty read-only tmpfs over dirs)
 // and makes read-only.
 const char* const kMaskedPaths[] = {
-    "/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
-    "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap",
-    "/proc/sysrq-trigger", "/proc/kallsyms", "/proc/interrupts", "/proc/kmsg",
+    "/proc/asound",
+    "/proc/acpi",
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/proc/sched_debug",
+    "/proc/scsi",
+    "/sys/firmware",
+    "/sys/devices/virtual/powercap",
+    "/proc/sysrq-trigger",
+    "/proc/kallsyms",
+    "/proc/interrupts",
+    "/proc/kmsg",
 };
 const char* const kReadonlyPaths[] = {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys"};
 
@@ -383,9 +401,9 @@ void bring_up_loopback(const ChildArgs& a) {
 }
 
 // Docker's default capability set.
-constexpr int kKeptCaps[] = {CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FSETID, CAP_FOWNER, CAP_MKNOD, CAP_NET_RAW,
-                             CAP_SETGID, CAP_SETUID, CAP_SETFCAP, CAP_SETPCAP, CAP_NET_BIND_SERVICE,
-                             CAP_SYS_CHROOT, CAP_KILL, CAP_AUDIT_WRITE};
+constexpr int kKeptCaps[] = {
+    CAP_CHOWN,  CAP_DAC_OVERRIDE, CAP_FSETID,  CAP_FOWNER,           CAP_MKNOD,      CAP_NET_RAW, CAP_SETGID,
+    CAP_SETUID, CAP_SETFCAP,      CAP_SETPCAP, CAP_NET_BIND_SERVICE, CAP_SYS_CHROOT, CAP_KILL,    CAP_AUDIT_WRITE};
 
 void drop_capabilities(const ChildArgs& a) {
   uint64_t keep = 0;
@@ -423,8 +441,10 @@ void set_rlimits(const ChildArgs& a) {
     if (::setrlimit(l.resource, &r) != 0 && l.resource != RLIMIT_NOFILE) child_fail(a, "setrlimit");
   }
   // SecurityOptions: these must hold, or the box does not start.
-  const Limit requested[] = {{RLIMIT_NOFILE, s.rlimit_nofile}, {RLIMIT_FSIZE, s.rlimit_fsize},
-                             {RLIMIT_NPROC, s.rlimit_nproc},   {RLIMIT_AS, s.rlimit_as},
+  const Limit requested[] = {{RLIMIT_NOFILE, s.rlimit_nofile},
+                             {RLIMIT_FSIZE, s.rlimit_fsize},
+                             {RLIMIT_NPROC, s.rlimit_nproc},
+                             {RLIMIT_AS, s.rlimit_as},
                              {RLIMIT_CPU, s.rlimit_cpu}};
   for (const auto& l : requested) {
     if (l.value == 0) continue;
@@ -497,7 +517,8 @@ int child_main(void* arg) {
 
 void enter_private_mount_namespace() {
   if (::unshare(CLONE_NEWNS) != 0) throw_errno(ErrorCode::Engine, "unshare mount namespace");
-  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) throw_errno(ErrorCode::Engine, "make / private");
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+    throw_errno(ErrorCode::Engine, "make / private");
 }
 
 Jail start(const ShimSpec& spec, const std::function<void(pid_t)>& once_cloned) {
@@ -573,7 +594,7 @@ Jail start(const ShimSpec& spec, const std::function<void(pid_t)>& once_cloned) 
     why.append(buf, static_cast<size_t>(n));
   }
   if (!why.empty()) {
-  trace("jail: agent exec'd");
+    trace("jail: agent exec'd");
     j.init.wait();
     throw Error(ErrorCode::Engine, "jail setup failed: " + why);
   }
@@ -591,7 +612,8 @@ void prime_cgroup_attach() {
       std::string procs;
       for (const auto& line : split(read_file("/proc/self/cgroup"), '\n')) {
         auto parts = split(line, ':');
-        if (parts.size() >= 3 && parts[0] == "0" && parts[1].empty()) procs = "/sys/fs/cgroup" + parts[2] + "/cgroup.procs";
+        if (parts.size() >= 3 && parts[0] == "0" && parts[1].empty())
+          procs = "/sys/fs/cgroup" + parts[2] + "/cgroup.procs";
       }
       if (!procs.empty() && path_exists(procs)) write_proc(procs, std::to_string(::getpid()));
     } catch (const Error&) {
@@ -683,7 +705,8 @@ bool wait_until(const std::function<bool()>& done) {
 void freeze(const std::string& box_id) {
   if (is_cgroup2()) {
     std::string dir = v2_dir(box_id);
-    if (!path_exists(dir + "/cgroup.freeze")) throw Error(ErrorCode::Unsupported, "box " + box_id + " has no cgroup to freeze");
+    if (!path_exists(dir + "/cgroup.freeze"))
+      throw Error(ErrorCode::Unsupported, "box " + box_id + " has no cgroup to freeze");
     write_proc(dir + "/cgroup.freeze", "1");
     if (!wait_until([&] { return read_file(dir + "/cgroup.events").find("frozen 1") != std::string::npos; })) {
       write_proc(dir + "/cgroup.freeze", "0");
@@ -696,8 +719,10 @@ void freeze(const std::string& box_id) {
   // moved is caught by the next round; one forked inside the frozen group is frozen.
   std::string members = v1_dir("memory", box_id) + "/cgroup.procs";
   if (!path_exists(members)) members = v1_dir("pids", box_id) + "/cgroup.procs";
-  if (!path_exists(members)) throw Error(ErrorCode::Unsupported, "box " + box_id + " has no cgroup listing its processes");
-  if (!path_exists("/sys/fs/cgroup/freezer")) throw Error(ErrorCode::Unsupported, "no cgroup v1 freezer hierarchy on this host");
+  if (!path_exists(members))
+    throw Error(ErrorCode::Unsupported, "box " + box_id + " has no cgroup listing its processes");
+  if (!path_exists("/sys/fs/cgroup/freezer"))
+    throw Error(ErrorCode::Unsupported, "no cgroup v1 freezer hierarchy on this host");
   std::string dir = v1_dir("freezer", box_id);
   make_dirs("/sys/fs/cgroup/freezer/boxlite");
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorCode::Engine, "mkdir " + dir);
