@@ -94,7 +94,12 @@ Child spawn(const SpawnOptions& opts) {
   posix_spawn_file_actions_init(&fa);
   posix_spawnattr_init(&attr);
   short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
-  if (opts.new_session) flags |= POSIX_SPAWN_SETSID;
+  if (opts.new_session) {
+    flags |= POSIX_SPAWN_SETSID;
+  } else if (opts.new_process_group) {
+    flags |= POSIX_SPAWN_SETPGROUP;
+    posix_spawnattr_setpgroup(&attr, 0);
+  }
   posix_spawnattr_setflags(&attr, flags);
   sigset_t none, all;
   sigemptyset(&none);
@@ -116,6 +121,9 @@ Child spawn(const SpawnOptions& opts) {
       posix_spawn_file_actions_adddup2(&fa, from, to);
     }
   }
+  int first_unmapped = 3;
+  for (auto [from, to] : opts.fds) first_unmapped = std::max(first_unmapped, to + 1);
+  posix_spawn_file_actions_addclosefrom_np(&fa, first_unmapped);
   std::vector<char*> argv;
   for (const auto& a : opts.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);

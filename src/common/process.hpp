@@ -14,12 +14,18 @@ namespace boxlite {
 
 struct SpawnOptions {
   std::vector<std::string> argv;
-  // fd in this process -> fd number in the child (all others are closed by CLOEXEC).
+  // fd in this process -> fd number in the child. Every other descriptor above
+  // stderr is closed, including ones this process inherited without CLOEXEC
+  // from whoever started it: none of them may reach a box.
   std::vector<std::pair<int, int>> fds;
   std::string stdout_path;  // "" = inherit
   std::string stderr_path;  // "" = inherit
   bool stdin_null = true;
+  // A session of its own (outlives the terminal: detached boxes), or only a
+  // process group of its own (out of reach of the terminal's ^C). setsid() also
+  // makes a scheduler autogroup, which can cost a few ms (an RCU grace period).
   bool new_session = false;
+  bool new_process_group = false;
 };
 
 class Child {

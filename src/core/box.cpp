@@ -326,7 +326,10 @@ void Box::start() {
   }
   ::unlink((spec_.box_dir + "/exit.json").c_str());
   so.stdout_path = so.stderr_path = engine::shim_log_path(spec_.box_dir);
-  so.new_session = true;
+  // A detached box outlives this terminal; one that dies with its owner needs no
+  // session of its own.
+  so.new_session = record_.detach;
+  so.new_process_group = !record_.detach;
   double spawn_started_ms = now_ms();
   Child shim = spawn(so);
   trace("core: shim spawned");

@@ -45,6 +45,12 @@ int run_vm() {
 int run_jail(int channel_fd) {
   // Exec'ed from an fd, the kernel named us after it ("3"): say who we are.
   ::prctl(PR_SET_NAME, "boxlite-guest");
+  // Inherited without CLOEXEC: the box's commands must not get the host's
+  // channel (they could forge the agent's frames).
+  if (::fcntl(channel_fd, F_SETFD, FD_CLOEXEC) != 0) {
+    std::perror("boxlite-guest: channel fd");
+    return 1;
+  }
   try {
     guest::Agent agent(
         UniqueFd(channel_fd),

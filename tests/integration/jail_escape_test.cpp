@@ -1,5 +1,6 @@
 // The jail engine against a hostile guest: each test runs an attack inside a jail
 // box and checks it fails and the host is unchanged.
+#include <fcntl.h>
 #include <sys/utsname.h>
 
 #include "support.hpp"
@@ -62,6 +63,26 @@ TEST_F(JailEscapeTest, HostFilesAreNotReachableThroughProcOrDotDot) {
   // The agent's fds (the channel, the guest binary) do not lead out either.
   auto fds = sh(box, "for f in /proc/1/fd/*; do readlink $f; done 2>&1; true");
   EXPECT_EQ(fds.stdout_text.find(home_), std::string::npos) << fds.stdout_text;
+}
+
+// Descriptors the host side holds, or was handed without CLOEXEC (here: one the
+// CLI's caller leaks into it, one this test process leaks into the runtime),
+// never reach a box's commands; nor does the agent's channel to the host.
+TEST_F(JailEscapeTest, NoHostDescriptorReachesTheBox) {
+  const std::string list = "for f in /proc/self/fd/*; do readlink $f; done; true";
+  RunResult via_cli = run_capture({"sh", "-c", "exec \"$0\" \"$@\" 9<" + secret_path_, cli(), "run", "--rm", "--engine",
+                                   "jail", image("busybox"), "sh", "-c", list});
+  int leaked = ::open(secret_path_.c_str(), O_RDONLY);  // deliberately without O_CLOEXEC
+  ASSERT_GE(leaked, 0);
+  auto via_api = sh(jail(), list);
+  ::close(leaked);
+  EXPECT_EQ(via_cli.status, 0) << via_cli.err;
+  EXPECT_EQ(via_api.exit_code, 0) << via_api.stderr_text;
+  for (const std::string* out : {&via_cli.out, &via_api.stdout_text}) {
+    EXPECT_NE(out->find("pipe:"), std::string::npos) << "the listing ran: " << *out;
+    EXPECT_EQ(out->find(secret_path_), std::string::npos) << "a host file's descriptor reached the box: " << *out;
+    EXPECT_EQ(out->find("socket:"), std::string::npos) << "the agent's channel reached a command: " << *out;
+  }
 }
 
 TEST_F(JailEscapeTest, MountAndUmountFail) {

@@ -479,11 +479,14 @@ int child_main(void* arg) {
   if (::chdir("/") != 0) child_fail(a, "chdir /");
   set_rlimits(a);
   if (::dup2(a.channel, 3) < 0) child_fail(a, "dup2 channel");
-  int null = ::open("/dev/null", O_RDWR);
+  int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null < 0) child_fail(a, "open /dev/null");
   ::dup2(null, 0);
   ::dup2(null, 1);
   ::dup2(null, 2);
+  // Nothing else of the host's goes into the box: whatever the shim holds or was
+  // given without CLOEXEC closes at the exec (the agent's own fd is exec'd from).
+  if (::close_range(4, ~0u, CLOSE_RANGE_CLOEXEC) != 0) child_fail(a, "mark descriptors close-on-exec");
   // Into the box's cgroups (v1: we move ourselves; v2: the parent moved us) before
   // anything forks and before the cgroup namespace is made.
   for (int fd : a.cgroup_join_fds) {
@@ -593,8 +596,8 @@ Jail start(const ShimSpec& spec, const std::function<void(pid_t)>& once_cloned) 
     if (n <= 0) break;
     why.append(buf, static_cast<size_t>(n));
   }
+  trace("jail: agent exec'd");
   if (!why.empty()) {
-    trace("jail: agent exec'd");
     j.init.wait();
     throw Error(ErrorCode::Engine, "jail setup failed: " + why);
   }
