@@ -33,7 +33,7 @@ using protocol::FrameType;
 
 namespace {
 constexpr uint64_t kGuestKey = 1, kListenKey = 2, kSignalKey = 3, kLifelineKey = 4, kConsoleKey = 5, kEngineLogKey = 6,
-                   kNetLogKey = 7, kFirstClient = 16;
+                   kNetLogKey = 7, kNetReadyKey = 8, kFirstClient = 16;
 // What the guest's console (and QEMU's own messages) may keep on disk: twice this.
 constexpr uint64_t kEngineLogBytes = 1u << 20;
 constexpr int kMaxGuestErrorsLogged = 20;
@@ -312,8 +312,13 @@ void Shim::boot() {
   stages_.container_init_ms = static_cast<int64_t>(now_ms() - t_hello);
   trace("shim: configured");
   cpu_sampled_ms_ = t0;
-  // boxlite-net came up alongside the boot; a port it could not publish fails the start.
-  if (net_.ready) {
+  // boxlite-net came up alongside the boot; a port it could not publish fails
+  // the start, so with ports (and always for a VM, whose link it accepts) the
+  // start waits for it. A jail box without ports need not: until boxlite-net
+  // reads the TAP, the box's packets wait in the kernel's queue, and nothing
+  // leaves without passing its checks. A later failure stops the box (serve).
+  bool net_later = spec_.engine == "jail" && spec_.net.ports.empty();
+  if (net_.ready && !net_later) {
     try {
       wait_ready(net_, spec_, deadline);
       trace("shim: net ready");
@@ -322,6 +327,25 @@ void Shim::boot() {
       throw Error(e.code(), "box " + spec_.box_id + " failed to start: " + e.what());
     }
   }
+}
+
+void Shim::on_net_ready_readable() {
+  char buf[512];
+  ssize_t n = ::read(net_.ready.get(), buf, sizeof buf);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  if (n > 0) net_said_.append(buf, static_cast<size_t>(n));
+  if (net_said_ == "ok\n") {
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, net_.ready.get(), nullptr);
+    net_.ready.reset();
+    trace("shim: net ready");
+    return;
+  }
+  if (n > 0 && net_said_.size() < 4096) return;  // more of the reason may follow
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, net_.ready.get(), nullptr);
+  net_.ready.reset();
+  std::string why = trim(net_said_);
+  if (why.empty()) why = "boxlite-net exited without a reason (see " + spec_.box_dir + "/net.log)";
+  begin_stop("the box's network failed: " + why);
 }
 
 void Shim::send_guest(uint32_t stream, FrameType type, std::string_view payload) {
@@ -797,6 +821,7 @@ void Shim::serve(int lifeline_fd) {
   if (engine_log_.open()) add(engine_log_.fd(), kEngineLogKey);
   if (net_log_.open()) add(net_log_.fd(), kNetLogKey);
   if (lifeline_fd >= 0) add(lifeline_fd, kLifelineKey);
+  if (net_.ready) add(net_.ready.get(), kNetReadyKey);
 
   while (engine_.valid()) {
     flush_guest();
@@ -840,6 +865,8 @@ void Shim::serve(int lifeline_fd) {
         int fd = log.fd();
         log.drain();
         if (!log.open()) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+      } else if (k == kNetReadyKey) {
+        on_net_ready_readable();
       } else if (k == kLifelineKey) {
         // The process that owns this (non-detached) box died or let go of it.
         ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, lifeline_fd, nullptr);

@@ -66,6 +66,7 @@ class Shim {
   void on_main_client_frame(Client& c, protocol::Frame& f);
   void log_main_output(const protocol::Frame& f);
   void begin_stop(const std::string& why);
+  void on_net_ready_readable();
   void drain_engine_logs();
   proto::BoxStats stats();
   // The engine's CPU time so far, and its memory in use.
@@ -102,6 +103,7 @@ class Shim {
   bool stopping_ = false;
   double stop_deadline_ms_ = 0;
   std::string stop_reason_;
+  std::string net_said_;  // boxlite-net's ready pipe so far, when the boot did not wait for it
   std::vector<std::string> warnings_;
   std::optional<int> engine_status_;
   // The guest's serial console and QEMU's stderr (vm), boxlite-net's output.
