@@ -576,7 +576,7 @@ void Box::destroy() {
   trace("core: destroy: cgroups");
   remove_tree(spec_.box_dir);
   trace("core: destroy: tree removed");
-  if (store_) store_->remove(id());
+  if (store_) store_->remove(id(), /*durable=*/!auto_remove_);
 }
 
 }  // namespace boxlite

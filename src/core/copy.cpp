@@ -1,7 +1,6 @@
 // Box::copy_in and Box::copy_out (core/copy.hpp): the host end of a copy. The box
 // end is the agent's "copy-in"/"copy-out" builtin (src/guest/copy.cpp); both ends
 // use image/copy_archive.hpp.
-#include <archive.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +11,7 @@
 #include "common/io.hpp"
 #include "core/box.hpp"
 #include "image/copy_archive.hpp"
+#include "image/libarchive.hpp"
 
 namespace boxlite {
 namespace {
@@ -58,7 +58,7 @@ std::string host_path_of(const std::string& p, const char* what) {
 }
 
 struct ArchiveReadDeleter {
-  void operator()(archive* a) const { archive_read_free(a); }
+  void operator()(archive* a) const { la::archive_read_free(a); }
 };
 
 // Feeds the builtin's stdout to libarchive; stderr is kept for the error message.
@@ -144,13 +144,13 @@ void Box::copy_out(const std::string& box_path, const std::string& host_path, co
   StdoutSource source{&e, {}, {}, {}};
   std::optional<Error> failure;
   {
-    std::unique_ptr<archive, ArchiveReadDeleter> reader(archive_read_new());
+    std::unique_ptr<archive, ArchiveReadDeleter> reader(la::archive_read_new());
     if (!reader) throw Error(ErrorCode::Internal, context + ": libarchive: out of memory");
-    archive_read_support_format_tar(reader.get());
-    archive_read_support_format_empty(reader.get());
+    la::archive_read_support_format_tar(reader.get());
+    la::archive_read_support_format_empty(reader.get());
     try {
-      if (archive_read_open(reader.get(), &source, nullptr, &StdoutSource::read, nullptr) != ARCHIVE_OK) {
-        const char* msg = archive_error_string(reader.get());
+      if (la::archive_read_open(reader.get(), &source, nullptr, &StdoutSource::read, nullptr) != ARCHIVE_OK) {
+        const char* msg = la::archive_error_string(reader.get());
         throw Error(ErrorCode::Storage, std::string("read the copy archive: ") + (msg ? msg : "unknown libarchive error"));
       }
       image::extract_copy_archive(reader.get(), dst, xo);

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 
+#include "common/dynlib.hpp"
 #include "common/error.hpp"
 #include "common/io.hpp"
 #include "core/paths.hpp"
@@ -81,49 +82,92 @@ std::vector<std::string> secret_env(const net::NetConfig& c) {
 
 namespace {
 
-template <typename T, void (*Free)(T*)>
-struct OsslDeleter {
-  void operator()(T* p) const { Free(p); }
+// libcrypto (and its openssl.cnf and provider start-up) loads only when a home first
+// needs its secrets CA: linked, it costs every `boxlite` command that never uses it.
+// clang-format off
+#define BOXLITE_CRYPTO_FUNCTIONS(X)                                                                               \
+  X(EVP_PKEY_free) X(EVP_PKEY_Q_keygen) X(EVP_sha256) X(X509_new) X(X509_free) X(X509_set_version)               \
+  X(X509_get_serialNumber) X(ASN1_INTEGER_set_uint64) X(X509_gmtime_adj) X(X509_getm_notBefore)                  \
+  X(X509_getm_notAfter) X(X509_set_pubkey) X(X509_get_subject_name) X(X509_NAME_add_entry_by_txt)                \
+  X(X509_set_issuer_name) X(X509V3_set_ctx) X(X509V3_EXT_conf_nid) X(X509_add_ext) X(X509_EXTENSION_free)        \
+  X(X509_sign) X(BIO_new) X(BIO_s_mem) X(BIO_ctrl) X(BIO_free_all) X(PEM_write_bio_PrivateKey) X(PEM_write_bio_X509)
+// clang-format on
+
+struct Crypto {
+#define BOXLITE_DECLARE(name) decltype(&::name) name;
+  BOXLITE_CRYPTO_FUNCTIONS(BOXLITE_DECLARE)
+#undef BOXLITE_DECLARE
 };
-using PkeyPtr = std::unique_ptr<EVP_PKEY, OsslDeleter<EVP_PKEY, EVP_PKEY_free>>;
-using X509Ptr = std::unique_ptr<X509, OsslDeleter<X509, X509_free>>;
-using BioPtr = std::unique_ptr<BIO, OsslDeleter<BIO, BIO_free_all>>;
+
+const Crypto& libcrypto() {
+  static const Crypto api = [] {
+    constexpr const char* kSoname = "libcrypto.so.3";
+    void* lib = open_library(kSoname, "the secrets proxy's CA");
+    Crypto c{};
+#define BOXLITE_BIND(name) bind_symbol(lib, kSoname, #name, c.name);
+    BOXLITE_CRYPTO_FUNCTIONS(BOXLITE_BIND)
+#undef BOXLITE_BIND
+    return c;
+  }();
+  return api;
+}
+
+struct PkeyFree {
+  void operator()(EVP_PKEY* p) const { libcrypto().EVP_PKEY_free(p); }
+};
+struct X509Free {
+  void operator()(X509* p) const { libcrypto().X509_free(p); }
+};
+struct BioFree {
+  void operator()(BIO* p) const { libcrypto().BIO_free_all(p); }
+};
+using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyFree>;
+using X509Ptr = std::unique_ptr<X509, X509Free>;
+using BioPtr = std::unique_ptr<BIO, BioFree>;
 
 std::string pem_of(const std::function<int(BIO*)>& write) {
-  BioPtr bio(BIO_new(BIO_s_mem()));
+  const Crypto& c = libcrypto();
+  BioPtr bio(c.BIO_new(c.BIO_s_mem()));
   if (!bio || write(bio.get()) != 1) throw Error(ErrorCode::Internal, "encode PEM");
   char* data = nullptr;
-  long n = BIO_get_mem_data(bio.get(), &data);
+  long n = c.BIO_ctrl(bio.get(), BIO_CTRL_INFO, 0, &data);  // BIO_get_mem_data, a macro
   return std::string(data, static_cast<size_t>(n));
 }
 
 void make_ca(const std::string& cert_path, const std::string& key_path) {
-  PkeyPtr key(EVP_EC_gen("P-256"));
-  X509Ptr cert(X509_new());
+  const Crypto& c = libcrypto();
+  PkeyPtr key(c.EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256"));  // EVP_EC_gen, a macro
+  X509Ptr cert(c.X509_new());
   if (!key || !cert) throw Error(ErrorCode::Internal, "generate the home's CA key");
-  X509_set_version(cert.get(), 2);
+  c.X509_set_version(cert.get(), 2);
   std::string serial = random_hex(8);
-  ASN1_INTEGER_set_uint64(X509_get_serialNumber(cert.get()), std::stoull(serial, nullptr, 16) >> 1);
-  X509_gmtime_adj(X509_getm_notBefore(cert.get()), -3600);
-  X509_gmtime_adj(X509_getm_notAfter(cert.get()), 10L * 365 * 24 * 3600);
-  X509_set_pubkey(cert.get(), key.get());
-  X509_NAME* name = X509_get_subject_name(cert.get());
-  X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("boxlite"), -1, -1, 0);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("boxlite secrets proxy CA"), -1, -1, 0);
-  X509_set_issuer_name(cert.get(), name);
+  c.ASN1_INTEGER_set_uint64(c.X509_get_serialNumber(cert.get()), std::stoull(serial, nullptr, 16) >> 1);
+  c.X509_gmtime_adj(c.X509_getm_notBefore(cert.get()), -3600);
+  c.X509_gmtime_adj(c.X509_getm_notAfter(cert.get()), 10L * 365 * 24 * 3600);
+  c.X509_set_pubkey(cert.get(), key.get());
+  X509_NAME* name = c.X509_get_subject_name(cert.get());
+  c.X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("boxlite"), -1, -1, 0);
+  c.X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                               reinterpret_cast<const unsigned char*>("boxlite secrets proxy CA"), -1, -1, 0);
+  c.X509_set_issuer_name(cert.get(), name);
   X509V3_CTX ctx;
-  X509V3_set_ctx(&ctx, cert.get(), cert.get(), nullptr, nullptr, 0);
+  c.X509V3_set_ctx(&ctx, cert.get(), cert.get(), nullptr, nullptr, 0);
   for (auto [nid, value] : {std::pair{NID_basic_constraints, "critical,CA:TRUE,pathlen:0"},
                             std::pair{NID_key_usage, "critical,keyCertSign,cRLSign"},
                             std::pair{NID_subject_key_identifier, "hash"}}) {
-    X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
+    X509_EXTENSION* ext = c.X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
     if (!ext) throw Error(ErrorCode::Internal, "CA certificate extension");
-    X509_add_ext(cert.get(), ext, -1);
-    X509_EXTENSION_free(ext);
+    c.X509_add_ext(cert.get(), ext, -1);
+    c.X509_EXTENSION_free(ext);
   }
-  if (X509_sign(cert.get(), key.get(), EVP_sha256()) == 0) throw Error(ErrorCode::Internal, "sign the home's CA certificate");
-  write_file_atomic(key_path, pem_of([&](BIO* b) { return PEM_write_bio_PrivateKey(b, key.get(), nullptr, nullptr, 0, nullptr, nullptr); }), 0600);
-  write_file_atomic(cert_path, pem_of([&](BIO* b) { return PEM_write_bio_X509(b, cert.get()); }), 0644);
+  if (c.X509_sign(cert.get(), key.get(), c.EVP_sha256()) == 0) {
+    throw Error(ErrorCode::Internal, "sign the home's CA certificate");
+  }
+  write_file_atomic(key_path, pem_of([&](BIO* b) {
+                      return c.PEM_write_bio_PrivateKey(b, key.get(), nullptr, nullptr, 0, nullptr, nullptr);
+                    }),
+                    0600);
+  write_file_atomic(cert_path, pem_of([&](BIO* b) { return c.PEM_write_bio_X509(b, cert.get()); }), 0644);
 }
 
 }  // namespace

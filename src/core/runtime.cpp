@@ -302,7 +302,13 @@ std::shared_ptr<Runtime> Runtime::default_runtime() {
 // older than a minute with no record is debris.
 void Runtime::sweep_half_made_boxes() {
   std::set<std::string> known;
-  for (const auto& r : store_->list()) known.insert(r.id);
+  for (const auto& r : store_->list()) {
+    known.insert(r.id);
+    // The removal of an auto_remove box's row is not synced (store.hpp): after a host
+    // crash the row can outlive the directory removed before it. Such a row is debris
+    // too (a box's directory is made before its row, and removed before it).
+    if (r.auto_remove && !path_exists(layout_.box_dir(r.id))) store_->remove(r.id, /*durable=*/false);
+  }
   std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(layout_.boxes().c_str()), ::closedir);
   if (!dir) return;
   time_t now = ::time(nullptr);
@@ -791,7 +797,7 @@ void Runtime::remove(const std::string& id_or_name, bool force) {
   if (r->shim_pid > 0 && process_alive(r->shim_pid)) ::kill(r->shim_pid, SIGKILL);
   if (r->engine == "jail") engine::jail::remove_cgroups(r->id);
   remove_tree(layout_.box_dir(r->id));
-  store_->remove(r->id);
+  store_->remove(r->id, /*durable=*/!r->auto_remove);
 }
 
 std::shared_ptr<Box> Runtime::attach(const std::string& id) {

@@ -1,7 +1,5 @@
 // Runtime's storage operations: clone, export, import, and the clone
 // dependencies a remove checks. docs/storage.md has the design.
-#include <archive.h>
-#include <archive_entry.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -21,6 +19,7 @@
 #include "core/paths.hpp"
 #include "core/runtime.hpp"
 #include "core/snapshots.hpp"
+#include "image/libarchive.hpp"
 #include "image/oci_layout.hpp"
 #include "image/unpack.hpp"
 
@@ -51,10 +50,10 @@ struct PathGuard {
 };
 
 struct ArchiveWriteDeleter {
-  void operator()(archive* a) const { archive_write_free(a); }
+  void operator()(archive* a) const { la::archive_write_free(a); }
 };
 struct ArchiveReadDeleter {
-  void operator()(archive* a) const { archive_read_free(a); }
+  void operator()(archive* a) const { la::archive_read_free(a); }
 };
 using WriteArchive = std::unique_ptr<archive, ArchiveWriteDeleter>;
 using ReadArchive = std::unique_ptr<archive, ArchiveReadDeleter>;
@@ -76,20 +75,21 @@ std::string clone_of(const store::BoxRecord& r) {
 }
 
 struct LinkResolverDeleter {
-  void operator()(archive_entry_linkresolver* r) const { archive_entry_linkresolver_free(r); }
+  void operator()(archive_entry_linkresolver* r) const { la::archive_entry_linkresolver_free(r); }
 };
 using EntryPtr = std::unique_ptr<archive_entry, void (*)(archive_entry*)>;
 
 void write_header(archive* a, archive_entry* e, const std::string& what) {
-  if (archive_write_header(a, e) != ARCHIVE_OK) throw Error(ErrorCode::Storage, "export: " + what + ": " + archive_error_string(a));
+  if (la::archive_write_header(a, e) != ARCHIVE_OK)
+    throw Error(ErrorCode::Storage, "export: " + what + ": " + la::archive_error_string(a));
 }
 
 void add_empty_file(archive* a, const std::string& name) {
-  EntryPtr e(archive_entry_new(), archive_entry_free);
-  archive_entry_set_pathname(e.get(), name.c_str());
-  archive_entry_set_filetype(e.get(), AE_IFREG);
-  archive_entry_set_perm(e.get(), 0644);
-  archive_entry_set_size(e.get(), 0);
+  EntryPtr e(la::archive_entry_new(), la::archive_entry_free);
+  la::archive_entry_set_pathname(e.get(), name.c_str());
+  la::archive_entry_set_filetype(e.get(), AE_IFREG);
+  la::archive_entry_set_perm(e.get(), 0644);
+  la::archive_entry_set_size(e.get(), 0);
   write_header(a, e.get(), name);
 }
 
@@ -102,8 +102,8 @@ void copy_file_data(archive* a, const std::string& path) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw_errno(ErrorCode::Storage, "read " + path);
     if (n == 0) return;
-    if (archive_write_data(a, buf.data(), static_cast<size_t>(n)) != n) {
-      throw Error(ErrorCode::Storage, "export: " + path + ": " + archive_error_string(a));
+    if (la::archive_write_data(a, buf.data(), static_cast<size_t>(n)) != n) {
+      throw Error(ErrorCode::Storage, "export: " + path + ": " + la::archive_error_string(a));
     }
   }
 }
@@ -111,11 +111,11 @@ void copy_file_data(archive* a, const std::string& path) {
 void add_file_entry(archive* a, const std::string& name, const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throw_errno(ErrorCode::Storage, "stat " + path);
-  EntryPtr e(archive_entry_new(), archive_entry_free);
-  archive_entry_set_pathname(e.get(), name.c_str());
-  archive_entry_set_filetype(e.get(), AE_IFREG);
-  archive_entry_set_perm(e.get(), 0600);
-  archive_entry_set_size(e.get(), st.st_size);
+  EntryPtr e(la::archive_entry_new(), la::archive_entry_free);
+  la::archive_entry_set_pathname(e.get(), name.c_str());
+  la::archive_entry_set_filetype(e.get(), AE_IFREG);
+  la::archive_entry_set_perm(e.get(), 0600);
+  la::archive_entry_set_size(e.get(), st.st_size);
   write_header(a, e.get(), name);
   copy_file_data(a, path);
 }
@@ -128,13 +128,13 @@ void add_file_entry(archive* a, const std::string& name, const std::string& path
 // Other xattrs are not carried (the extractor never applies an archive's xattrs),
 // nor fifos and sockets (it skips them too).
 void write_upper_layer(const std::string& upper, const std::string& out, uint32_t uid_offset) {
-  WriteArchive a(archive_write_new());
-  archive_write_set_format_pax_restricted(a.get());
-  if (archive_write_open_filename(a.get(), out.c_str()) != ARCHIVE_OK) {
-    throw Error(ErrorCode::Storage, "export: open " + out + ": " + archive_error_string(a.get()));
+  WriteArchive a(la::archive_write_new());
+  la::archive_write_set_format_pax_restricted(a.get());
+  if (la::archive_write_open_filename(a.get(), out.c_str()) != ARCHIVE_OK) {
+    throw Error(ErrorCode::Storage, "export: open " + out + ": " + la::archive_error_string(a.get()));
   }
-  std::unique_ptr<archive_entry_linkresolver, LinkResolverDeleter> links(archive_entry_linkresolver_new());
-  archive_entry_linkresolver_set_strategy(links.get(), archive_format(a.get()));
+  std::unique_ptr<archive_entry_linkresolver, LinkResolverDeleter> links(la::archive_entry_linkresolver_new());
+  la::archive_entry_linkresolver_set_strategy(links.get(), la::archive_format(a.get()));
   auto box_id = [&](uint32_t host) -> uint32_t { return host >= uid_offset && host - uid_offset <= 65535 ? host - uid_offset : 65534; };
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -152,34 +152,35 @@ void write_upper_layer(const std::string& upper, const std::string& out, uint32_
       continue;
     }
     if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) continue;  // fifos, sockets
-    EntryPtr e(archive_entry_new(), archive_entry_free);
-    archive_entry_copy_stat(e.get(), &st);
-    archive_entry_set_pathname(e.get(), rel.c_str());
-    archive_entry_set_uid(e.get(), box_id(st.st_uid));
-    archive_entry_set_gid(e.get(), box_id(st.st_gid));
+    EntryPtr e(la::archive_entry_new(), la::archive_entry_free);
+    la::archive_entry_copy_stat(e.get(), &st);
+    la::archive_entry_set_pathname(e.get(), rel.c_str());
+    la::archive_entry_set_uid(e.get(), box_id(st.st_uid));
+    la::archive_entry_set_gid(e.get(), box_id(st.st_gid));
     if (S_ISLNK(st.st_mode)) {
       std::string target(static_cast<size_t>(st.st_size) + 1, '\0');
       ssize_t n = ::readlink(path.c_str(), target.data(), target.size());
       if (n < 0) throw_errno(ErrorCode::Storage, "export: readlink " + path);
       target.resize(static_cast<size_t>(n));
-      archive_entry_set_symlink(e.get(), target.c_str());
+      la::archive_entry_set_symlink(e.get(), target.c_str());
     }
-    if (!S_ISREG(st.st_mode)) archive_entry_set_size(e.get(), 0);
+    if (!S_ISREG(st.st_mode)) la::archive_entry_set_size(e.get(), 0);
     if (S_ISREG(st.st_mode) && st.st_nlink > 1) {
       archive_entry* entry = e.release();
       archive_entry* spare = nullptr;
-      archive_entry_linkify(links.get(), &entry, &spare);
+      la::archive_entry_linkify(links.get(), &entry, &spare);
       e.reset(entry);
-      if (spare) archive_entry_free(spare);
+      if (spare) la::archive_entry_free(spare);
     }
     write_header(a.get(), e.get(), rel);
-    if (S_ISREG(st.st_mode) && archive_entry_size(e.get()) > 0) copy_file_data(a.get(), path);
+    if (S_ISREG(st.st_mode) && la::archive_entry_size(e.get()) > 0) copy_file_data(a.get(), path);
     char opaque[2] = {};
     if (S_ISDIR(st.st_mode) && ::lgetxattr(path.c_str(), "trusted.overlay.opaque", opaque, sizeof opaque) == 1 && opaque[0] == 'y') {
       add_empty_file(a.get(), rel + "/.wh..wh..opq");
     }
   }
-  if (archive_write_close(a.get()) != ARCHIVE_OK) throw Error(ErrorCode::Storage, std::string("export: ") + archive_error_string(a.get()));
+  if (la::archive_write_close(a.get()) != ARCHIVE_OK)
+    throw Error(ErrorCode::Storage, std::string("export: ") + la::archive_error_string(a.get()));
 }
 
 // An export's upper layer is only ever what write_upper_layer writes: refuse (with
@@ -189,10 +190,11 @@ void write_upper_layer(const std::string& upper, const std::string& out, uint32_
 // (writing through it). The extractor confines all of these as well; refusing
 // says the archive is hostile instead of importing part of it.
 void check_upper_layer(const std::string& tar_path, const std::string& archive_name) {
-  ReadArchive a(archive_read_new());
-  archive_read_support_format_tar(a.get());
-  if (archive_read_open_filename(a.get(), tar_path.c_str(), 1 << 20) != ARCHIVE_OK) {
-    throw Error(ErrorCode::InvalidArgument, "import: " + archive_name + ": unreadable upper layer: " + archive_error_string(a.get()));
+  ReadArchive a(la::archive_read_new());
+  la::archive_read_support_format_tar(a.get());
+  if (la::archive_read_open_filename(a.get(), tar_path.c_str(), 1 << 20) != ARCHIVE_OK) {
+    throw Error(ErrorCode::InvalidArgument,
+                "import: " + archive_name + ": unreadable upper layer: " + la::archive_error_string(a.get()));
   }
   auto bad_path = [](const std::string& p) {
     if (p.empty() || p[0] == '/') return true;
@@ -209,8 +211,8 @@ void check_upper_layer(const std::string& tar_path, const std::string& archive_n
   std::vector<std::string> symlinks;
   archive_entry* e = nullptr;
   int rc;
-  while ((rc = archive_read_next_header(a.get(), &e)) == ARCHIVE_OK) {
-    std::string name = archive_entry_pathname(e) ? archive_entry_pathname(e) : "";
+  while ((rc = la::archive_read_next_header(a.get(), &e)) == ARCHIVE_OK) {
+    std::string name = la::archive_entry_pathname(e) ? la::archive_entry_pathname(e) : "";
     auto refuse = [&](const std::string& why) {
       throw Error(ErrorCode::InvalidArgument, "import: " + archive_name + ": refused upper layer entry '" + name + "': " + why);
     };
@@ -219,13 +221,15 @@ void check_upper_layer(const std::string& tar_path, const std::string& archive_n
     for (const auto& l : symlinks) {
       if (p.rfind(l + "/", 0) == 0) refuse("it is below the symlink '" + l + "'");
     }
-    const char* hard = archive_entry_hardlink(e);
+    const char* hard = la::archive_entry_hardlink(e);
     if (hard && bad_path(hard)) refuse("a hardlink to outside the layer");
-    auto type = archive_entry_filetype(e);
+    auto type = la::archive_entry_filetype(e);
     if (!hard && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK) refuse("a device node, fifo or socket");
     if (type == AE_IFLNK) symlinks.push_back(p);
   }
-  if (rc != ARCHIVE_EOF) throw Error(ErrorCode::InvalidArgument, "import: " + archive_name + ": bad upper layer: " + archive_error_string(a.get()));
+  if (rc != ARCHIVE_EOF)
+    throw Error(ErrorCode::InvalidArgument,
+                "import: " + archive_name + ": bad upper layer: " + la::archive_error_string(a.get()));
 }
 
 // The image layers a jail box stands on: their names in the layer cache without the
@@ -465,14 +469,15 @@ std::string Runtime::write_export(Box& box, const std::string& dest, const std::
   std::string tmp = dest + ".tmp-" + random_hex(4);
   PathGuard tmp_guard{tmp};
   {
-    WriteArchive a(archive_write_new());
-    archive_write_set_format_pax_restricted(a.get());
-    if (archive_write_open_filename(a.get(), tmp.c_str()) != ARCHIVE_OK) {
-      throw Error(ErrorCode::Storage, "export: open " + tmp + ": " + archive_error_string(a.get()));
+    WriteArchive a(la::archive_write_new());
+    la::archive_write_set_format_pax_restricted(a.get());
+    if (la::archive_write_open_filename(a.get(), tmp.c_str()) != ARCHIVE_OK) {
+      throw Error(ErrorCode::Storage, "export: open " + tmp + ": " + la::archive_error_string(a.get()));
     }
     add_file_entry(a.get(), kManifestName, manifest_file);
     add_file_entry(a.get(), data_name, data_file);
-    if (archive_write_close(a.get()) != ARCHIVE_OK) throw Error(ErrorCode::Storage, std::string("export: ") + archive_error_string(a.get()));
+    if (la::archive_write_close(a.get()) != ARCHIVE_OK)
+      throw Error(ErrorCode::Storage, std::string("export: ") + la::archive_error_string(a.get()));
   }
   if (::rename(tmp.c_str(), dest.c_str()) != 0) throw_errno(ErrorCode::Storage, "rename " + tmp + " to " + dest);
   tmp_guard.committed = true;
@@ -503,10 +508,10 @@ std::string Runtime::export_jail(Box& box, const std::string& dest_dir) {
 
 std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::string& name) {
   validate_new_name(*store_, name);
-  ReadArchive a(archive_read_new());
-  archive_read_support_format_tar(a.get());
-  if (archive_read_open_filename(a.get(), path.c_str(), 1 << 20) != ARCHIVE_OK) {
-    throw Error(ErrorCode::NotFound, "import: cannot open " + path + ": " + archive_error_string(a.get()));
+  ReadArchive a(la::archive_read_new());
+  la::archive_read_support_format_tar(a.get());
+  if (la::archive_read_open_filename(a.get(), path.c_str(), 1 << 20) != ARCHIVE_OK) {
+    throw Error(ErrorCode::NotFound, "import: cannot open " + path + ": " + la::archive_error_string(a.get()));
   }
   engine::ShimSpec spec;
   spec.box_id = make_box_id();
@@ -520,13 +525,15 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
   archive_entry* e = nullptr;
   // Only the two regular files an export writes are taken; nothing is written
   // by an archive-supplied name.
-  while (archive_read_next_header(a.get(), &e) == ARCHIVE_OK) {
-    std::string entry = archive_entry_pathname(e) ? archive_entry_pathname(e) : "";
-    if (archive_entry_filetype(e) != AE_IFREG) throw Error(ErrorCode::InvalidArgument, "import: " + path + ": unexpected entry '" + entry + "'");
+  while (la::archive_read_next_header(a.get(), &e) == ARCHIVE_OK) {
+    std::string entry = la::archive_entry_pathname(e) ? la::archive_entry_pathname(e) : "";
+    if (la::archive_entry_filetype(e) != AE_IFREG)
+      throw Error(ErrorCode::InvalidArgument, "import: " + path + ": unexpected entry '" + entry + "'");
     if (entry == kManifestName) {
-      if (archive_entry_size(e) > (1 << 20)) throw Error(ErrorCode::InvalidArgument, "import: " + path + ": manifest too large");
-      std::string text(static_cast<size_t>(archive_entry_size(e)), '\0');
-      if (archive_read_data(a.get(), text.data(), text.size()) != static_cast<la_ssize_t>(text.size())) {
+      if (la::archive_entry_size(e) > (1 << 20))
+        throw Error(ErrorCode::InvalidArgument, "import: " + path + ": manifest too large");
+      std::string text(static_cast<size_t>(la::archive_entry_size(e)), '\0');
+      if (la::archive_read_data(a.get(), text.data(), text.size()) != static_cast<la_ssize_t>(text.size())) {
         throw Error(ErrorCode::InvalidArgument, "import: " + path + ": truncated manifest");
       }
       try {
@@ -538,8 +545,8 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
       const std::string& out = entry == kDiskName ? disk_path : upper_tar;
       UniqueFd fd(::open(out.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
       if (!fd) throw_errno(ErrorCode::Storage, "create " + out);
-      if (archive_read_data_into_fd(a.get(), fd.get()) != ARCHIVE_OK) {
-        throw Error(ErrorCode::Storage, "import: " + path + ": " + archive_error_string(a.get()));
+      if (la::archive_read_data_into_fd(a.get(), fd.get()) != ARCHIVE_OK) {
+        throw Error(ErrorCode::Storage, "import: " + path + ": " + la::archive_error_string(a.get()));
       }
       (entry == kDiskName ? have_disk : have_upper) = true;
     } else {

@@ -1,7 +1,5 @@
 #include "image/apply.hpp"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -17,6 +15,7 @@
 
 #include "common/error.hpp"
 #include "common/fd.hpp"
+#include "image/libarchive.hpp"
 #include "image/safe_fs.hpp"
 
 namespace boxlite::image::detail {
@@ -35,20 +34,20 @@ constexpr uint32_t kMaxBoxId = 65535;
 
 // Paths may not be convertible to the current locale; the UTF-8 form is then used.
 std::string path_of(archive_entry* e) {
-  const char* p = archive_entry_pathname(e);
-  if (!p) p = archive_entry_pathname_utf8(e);
+  const char* p = la::archive_entry_pathname(e);
+  if (!p) p = la::archive_entry_pathname_utf8(e);
   if (!p) fail("entry without a usable path name");
   return p;
 }
 
 const char* entry_symlink(archive_entry* e) {
-  const char* t = archive_entry_symlink(e);
-  return t ? t : archive_entry_symlink_utf8(e);
+  const char* t = la::archive_entry_symlink(e);
+  return t ? t : la::archive_entry_symlink_utf8(e);
 }
 
 const char* hardlink_of(archive_entry* e) {
-  const char* t = archive_entry_hardlink(e);
-  return t ? t : archive_entry_hardlink_utf8(e);
+  const char* t = la::archive_entry_hardlink(e);
+  return t ? t : la::archive_entry_hardlink_utf8(e);
 }
 
 // Error messages quote entry names; keep hostile 4 KiB names from flooding them.
@@ -69,20 +68,21 @@ struct EntryMeta {
 
 EntryMeta entry_meta(archive_entry* e) {
   EntryMeta m;
-  m.mode = archive_entry_perm(e) & 07777;
-  int64_t uid = archive_entry_uid(e), gid = archive_entry_gid(e);
+  m.mode = la::archive_entry_perm(e) & 07777;
+  int64_t uid = la::archive_entry_uid(e), gid = la::archive_entry_gid(e);
   // -1 would mean "unchanged" to chown; refuse it and anything not a 32-bit id.
   if (uid < 0 || uid >= 0xffffffffLL || gid < 0 || gid >= 0xffffffffLL) {
     fail("owner " + std::to_string(uid) + ":" + std::to_string(gid) + " out of range");
   }
   m.uid = static_cast<uid_t>(uid);
   m.gid = static_cast<gid_t>(gid);
-  if (archive_entry_mtime_is_set(e)) {
-    m.times[1] = {archive_entry_mtime(e), archive_entry_mtime_nsec(e)};
+  if (la::archive_entry_mtime_is_set(e)) {
+    m.times[1] = {la::archive_entry_mtime(e), la::archive_entry_mtime_nsec(e)};
   } else {
     m.times[1].tv_nsec = UTIME_NOW;
   }
-  m.times[0] = archive_entry_atime_is_set(e) ? timespec{archive_entry_atime(e), archive_entry_atime_nsec(e)} : m.times[1];
+  m.times[0] = la::archive_entry_atime_is_set(e) ? timespec{la::archive_entry_atime(e), la::archive_entry_atime_nsec(e)}
+                                                 : m.times[1];
   return m;
 }
 
@@ -120,7 +120,7 @@ class LayerApplier {
     archive_entry* e = first;
     for (;;) {
       if (!e) {
-        int r = archive_read_next_header(reader_, &e);
+        int r = la::archive_read_next_header(reader_, &e);
         if (r == ARCHIVE_EOF) break;
         if (r != ARCHIVE_OK && r != ARCHIVE_WARN) archive_fail("read next entry");
       }
@@ -152,7 +152,7 @@ class LayerApplier {
   }
 
   [[noreturn]] void archive_fail(const std::string& what) const {
-    const char* msg = archive_error_string(reader_);
+    const char* msg = la::archive_error_string(reader_);
     std::string text = label_ + ": " + what + ": " + (msg ? msg : "unknown libarchive error");
     if (copy_) throw Error(ErrorCode::Storage, text);
     fail(text);
@@ -166,7 +166,7 @@ class LayerApplier {
       const std::string& root = copy_->root_display;
       current_ = rel.empty() ? root : root.ends_with('/') ? root + rel : root + "/" + rel;
     }
-    mode_t type = archive_entry_filetype(e);
+    mode_t type = la::archive_entry_filetype(e);
     if (path.empty()) {  // "./" (or a copy's top directory): the root itself; only its metadata matters
       if (copy_ && type != AE_IFDIR) fail("a non-directory entry for the copied directory itself");
       if (type == AE_IFDIR && (!copy_ || copy_->top_meta)) record_dir(path, meta(e));
@@ -241,7 +241,7 @@ class LayerApplier {
   // without setuid/setgid when asked.
   EntryMeta meta(archive_entry* e) const {
     EntryMeta m = entry_meta(e);
-    if (copy_ && copy_->strip_setid && archive_entry_filetype(e) != AE_IFDIR) m.mode &= ~mode_t{S_ISUID | S_ISGID};
+    if (copy_ && copy_->strip_setid && la::archive_entry_filetype(e) != AE_IFDIR) m.mode &= ~mode_t{S_ISUID | S_ISGID};
     if (!overlay_) return m;
     if (m.uid > kMaxBoxId || m.gid > kMaxBoxId) {
       fail("owner " + std::to_string(m.uid) + ":" + std::to_string(m.gid) +
@@ -274,7 +274,7 @@ class LayerApplier {
   }
 
   void write_file(const Components& path, archive_entry* e) {
-    int64_t size = archive_entry_size(e);
+    int64_t size = la::archive_entry_size(e);
     if (size > kMaxEntryBytes) fail("file is " + std::to_string(size) + " bytes, over the 64 GiB limit");
     if (size >= 0 && static_cast<uint64_t>(size) > max_bytes_ - std::min(max_bytes_, stats_.bytes)) {
       fail("unpacked files would exceed the " + std::to_string(max_bytes_) +
@@ -305,10 +305,10 @@ class LayerApplier {
     size_t len = 0;
     la_int64_t off = 0;
     for (;;) {
-      int r = archive_read_data_block(reader_, &buf, &len, &off);
+      int r = la::archive_read_data_block(reader_, &buf, &len, &off);
       if (r == ARCHIVE_EOF) break;
       if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
-        const char* msg = archive_error_string(reader_);
+        const char* msg = la::archive_error_string(reader_);
         fail(std::string("read data: ") + (msg ? msg : "unknown libarchive error"));
       }
       if (off < 0 || off + static_cast<int64_t>(len) > size) fail("data beyond the entry's declared size");

@@ -1,7 +1,5 @@
 #include "image/copy_archive.hpp"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -17,6 +15,7 @@
 #include "common/fd.hpp"
 #include "common/io.hpp"
 #include "image/apply.hpp"
+#include "image/libarchive.hpp"
 #include "image/safe_fs.hpp"
 
 namespace boxlite::image {
@@ -509,17 +508,17 @@ UnpackStats extract_copy_archive(struct archive* reader, const std::string& dest
   std::string label = "copy to " + dest;
   if (dest.empty()) throw Error(ErrorCode::InvalidArgument, "copy: the destination path is empty");
   archive_entry* first = nullptr;
-  int r = archive_read_next_header(reader, &first);
+  int r = la::archive_read_next_header(reader, &first);
   if (r == ARCHIVE_EOF) throw Error(ErrorCode::Storage, label + ": the copy archive is empty");
   if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
-    const char* msg = archive_error_string(reader);
+    const char* msg = la::archive_error_string(reader);
     throw Error(ErrorCode::Storage, label + ": read the copy archive: " + (msg ? msg : "unknown libarchive error"));
   }
   std::string raw = detail::entry_path(first);
   detail::Components top = detail::clean_path(raw);
   if (top.size() != 1) throw Error(ErrorCode::Storage, label + ": the archive's first entry '" + detail::shorten(raw) + "' is not one name");
   if (detail::entry_hardlink(first)) throw Error(ErrorCode::Storage, label + ": the archive's first entry is a hardlink");
-  auto type = archive_entry_filetype(first);
+  auto type = la::archive_entry_filetype(first);
   if (type != AE_IFDIR && type != AE_IFREG && type != AE_IFLNK) {
     throw Error(ErrorCode::Storage, label + ": the archive's first entry has unsupported type " + std::to_string(type));
   }

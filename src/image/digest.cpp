@@ -1,37 +1,17 @@
 #include "image/digest.hpp"
 
 #include <fcntl.h>
-#include <openssl/evp.h>
 
 #include <memory>
 
 #include "common/error.hpp"
 #include "common/fd.hpp"
 #include "common/io.hpp"
+#include "common/sha256.hpp"
 
 namespace boxlite::image::detail {
 
 namespace {
-
-struct MdCtxDeleter {
-  void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
-};
-using MdCtx = std::unique_ptr<EVP_MD_CTX, MdCtxDeleter>;
-
-MdCtx new_sha256() {
-  MdCtx ctx(EVP_MD_CTX_new());
-  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
-    throw Error(ErrorCode::Internal, "OpenSSL: cannot initialise sha256");
-  }
-  return ctx;
-}
-
-std::string finish(EVP_MD_CTX* ctx) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (EVP_DigestFinal_ex(ctx, md, &len) != 1) throw Error(ErrorCode::Internal, "OpenSSL: sha256 final failed");
-  return "sha256:" + hex_encode(md, len);
-}
 
 bool is_lower_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
 
@@ -50,16 +30,10 @@ std::string digest_hex(const std::string& digest, const std::string& where) {
   return hex;
 }
 
-std::string sha256_of(std::string_view data) {
-  MdCtx ctx = new_sha256();
-  EVP_DigestUpdate(ctx.get(), data.data(), data.size());
-  return finish(ctx.get());
-}
-
 std::string sha256_file(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) throw_errno(ErrorCode::Image, "open blob " + path);
-  MdCtx ctx = new_sha256();
+  Sha256 h;
   std::unique_ptr<char[]> buf(new char[1 << 20]);
   for (;;) {
     ssize_t n = ::read(fd.get(), buf.get(), 1 << 20);
@@ -68,9 +42,9 @@ std::string sha256_file(const std::string& path) {
       throw_errno(ErrorCode::Image, "read blob " + path);
     }
     if (n == 0) break;
-    EVP_DigestUpdate(ctx.get(), buf.get(), static_cast<size_t>(n));
+    h.update({buf.get(), static_cast<size_t>(n)});
   }
-  return finish(ctx.get());
+  return h.finish();
 }
 
 }  // namespace boxlite::image::detail

@@ -1,8 +1,7 @@
-// Internal to boxlite_image: sha256 digests of blobs.
+// Internal to boxlite_image: digests of blobs (common/sha256.hpp computes them).
 #pragma once
 
 #include <string>
-#include <string_view>
 
 namespace boxlite::image::detail {
 
@@ -11,8 +10,7 @@ namespace boxlite::image::detail {
 // only ever turned into a path after this check.
 std::string digest_hex(const std::string& digest, const std::string& where);
 
-// "sha256:<hex>" of a byte string / of a file read in chunks.
-std::string sha256_of(std::string_view data);
+// "sha256:<hex>" of a file read in chunks.
 std::string sha256_file(const std::string& path);
 
 }  // namespace boxlite::image::detail

@@ -9,6 +9,7 @@
 
 #include "common/error.hpp"
 #include "common/io.hpp"
+#include "common/sha256.hpp"
 #include "image/digest.hpp"
 
 namespace boxlite::image {
@@ -118,7 +119,7 @@ json read_verified_json_blob(const std::string& dir, const Descriptor& d) {
   std::string path = blob_path(dir, d.digest);
   if (!path_exists(path)) fail("missing blob " + d.digest + " in " + dir);
   std::string data = read_small_file(path, "blob");
-  if (detail::sha256_of(data) != d.digest) fail("corrupt blob " + d.digest + " in " + dir + ": digest mismatch");
+  if (sha256_of(data) != d.digest) fail("corrupt blob " + d.digest + " in " + dir + ": digest mismatch");
   check_blob_size(dir, d, static_cast<int64_t>(data.size()));
   return parse_json(data, "blob " + d.digest + " in " + dir);
 }

@@ -1,6 +1,5 @@
 #include "image/unpack.hpp"
 
-#include <archive.h>
 #include <fcntl.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -15,6 +14,7 @@
 #include "common/error.hpp"
 #include "common/fd.hpp"
 #include "image/apply.hpp"
+#include "image/libarchive.hpp"
 #include "image/safe_fs.hpp"
 
 namespace boxlite::image {
@@ -25,7 +25,7 @@ namespace {
 constexpr uint32_t kMaxBoxId = 65535;
 
 struct ArchiveReadDeleter {
-  void operator()(archive* a) const { archive_read_free(a); }
+  void operator()(archive* a) const { la::archive_read_free(a); }
 };
 
 // Inflates the whole file (every gzip member) to check each member's CRC-32 and
@@ -77,24 +77,24 @@ UnpackStats unpack(const std::string& root_dir, const std::string& layer_path, s
   UniqueFd layer_fd(::open(layer_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!layer_fd) throw_errno(ErrorCode::Image, "open layer " + layer_path);
   // Declared after layer_fd: freed before the fd closes.
-  std::unique_ptr<archive, ArchiveReadDeleter> reader(archive_read_new());
+  std::unique_ptr<archive, ArchiveReadDeleter> reader(la::archive_read_new());
   if (!reader) throw Error(ErrorCode::Image, "libarchive: out of memory");
   // Only the compressions OCI/Docker layers use; filter_all would also enable
   // decoders that run external programs (lrzip, lzop, grzip) on hostile input.
-  archive_read_support_filter_gzip(reader.get());
-  archive_read_support_filter_zstd(reader.get());
-  archive_read_support_filter_xz(reader.get());
-  archive_read_support_format_tar(reader.get());
-  archive_read_support_format_empty(reader.get());
+  la::archive_read_support_filter_gzip(reader.get());
+  la::archive_read_support_filter_zstd(reader.get());
+  la::archive_read_support_filter_xz(reader.get());
+  la::archive_read_support_format_tar(reader.get());
+  la::archive_read_support_format_empty(reader.get());
   std::string label = "layer " + layer_path;
-  if (archive_read_open_fd(reader.get(), layer_fd.get(), 1 << 16) != ARCHIVE_OK) {
-    const char* msg = archive_error_string(reader.get());
+  if (la::archive_read_open_fd(reader.get(), layer_fd.get(), 1 << 16) != ARCHIVE_OK) {
+    const char* msg = la::archive_error_string(reader.get());
     throw Error(ErrorCode::Image, label + ": open: " + (msg ? msg : "unknown libarchive error"));
   }
   UnpackStats stats = detail::apply_archive(std::move(root), reader.get(), label, detail::ApplyMode{overlay, std::nullopt, max_bytes});
   // The tar reader stops at the end-of-archive blocks, before gzip's trailer: a
   // corrupted stream whose deflate data still decodes would pass unnoticed.
-  if (archive_filter_code(reader.get(), 0) == ARCHIVE_FILTER_GZIP) verify_gzip(layer_fd.get(), label);
+  if (la::archive_filter_code(reader.get(), 0) == ARCHIVE_FILTER_GZIP) verify_gzip(layer_fd.get(), label);
   return stats;
 }
 

@@ -1,12 +1,13 @@
 #include "registry/http.hpp"
 
 #include <curl/curl.h>
-#include <dlfcn.h>
 
 #include <cctype>
 #include <cstdlib>
 #include <mutex>
 #include <nlohmann/json.hpp>
+
+#include "common/dynlib.hpp"
 
 namespace boxlite::registry {
 
@@ -28,27 +29,21 @@ struct CurlApi {
   decltype(&::curl_slist_free_all) slist_free_all;
 };
 
-template <typename Fn>
-void bind(void* lib, const char* name, Fn& fn) {
-  fn = reinterpret_cast<Fn>(::dlsym(lib, name));
-  if (!fn) throw Error(ErrorCode::Config, std::string("libcurl.so.4 lacks ") + name + ": install Debian's libcurl4");
-}
-
 const CurlApi& libcurl() {
   static const CurlApi api = [] {
-    void* lib = ::dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) throw Error(ErrorCode::Config, std::string("cannot load libcurl (needed to pull images): ") + ::dlerror());
+    constexpr const char* kSoname = "libcurl.so.4";
+    void* lib = open_library(kSoname, "pulling images");
     CurlApi a{};
-    bind(lib, "curl_global_init", a.global_init);
-    bind(lib, "curl_easy_init", a.easy_init);
-    bind(lib, "curl_easy_cleanup", a.easy_cleanup);
-    bind(lib, "curl_easy_reset", a.easy_reset);
-    bind(lib, "curl_easy_setopt", a.easy_setopt);
-    bind(lib, "curl_easy_perform", a.easy_perform);
-    bind(lib, "curl_easy_getinfo", a.easy_getinfo);
-    bind(lib, "curl_easy_strerror", a.easy_strerror);
-    bind(lib, "curl_slist_append", a.slist_append);
-    bind(lib, "curl_slist_free_all", a.slist_free_all);
+    bind_symbol(lib, kSoname, "curl_global_init", a.global_init);
+    bind_symbol(lib, kSoname, "curl_easy_init", a.easy_init);
+    bind_symbol(lib, kSoname, "curl_easy_cleanup", a.easy_cleanup);
+    bind_symbol(lib, kSoname, "curl_easy_reset", a.easy_reset);
+    bind_symbol(lib, kSoname, "curl_easy_setopt", a.easy_setopt);
+    bind_symbol(lib, kSoname, "curl_easy_perform", a.easy_perform);
+    bind_symbol(lib, kSoname, "curl_easy_getinfo", a.easy_getinfo);
+    bind_symbol(lib, kSoname, "curl_easy_strerror", a.easy_strerror);
+    bind_symbol(lib, kSoname, "curl_slist_append", a.slist_append);
+    bind_symbol(lib, kSoname, "curl_slist_free_all", a.slist_free_all);
     a.global_init(CURL_GLOBAL_DEFAULT);
     return a;
   }();

@@ -2,15 +2,15 @@
 
 #include <algorithm>
 #include <atomic>
-#include <memory>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "common/error.hpp"
 #include "common/io.hpp"
-#include "registry/digest.hpp"
+#include "common/sha256.hpp"
 #include "registry/http.hpp"
 
 namespace boxlite::registry {
@@ -83,7 +83,7 @@ Fetched fetch_manifest(Session& s, const std::string& reference, const std::stri
   }
   Fetched f;
   f.body = std::move(r.body);
-  f.digest = sha256_hex_digest(f.body);
+  f.digest = sha256_of(f.body);
   if (is_sha256_digest(reference) && f.digest != reference) {
     image_error("manifest of " + display + " failed verification: asked for " + reference + ", content hashes to " + f.digest);
   }

@@ -12,7 +12,7 @@
 
 #include "common/error.hpp"
 #include "common/io.hpp"
-#include "registry/digest.hpp"
+#include "common/sha256.hpp"
 #include "registry/reference.hpp"
 
 namespace boxlite::registry {
@@ -123,7 +123,7 @@ void ImageStore::Ingest::commit(const std::string& actual_digest) {
 }
 
 std::string ImageStore::put_blob(const std::string& data) {
-  std::string digest = sha256_hex_digest(data);
+  std::string digest = sha256_of(data);
   std::string path = blob_path(digest);
   if (!path_exists(path)) write_file_atomic(path, data);
   return digest;

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,6 +45,9 @@ class Store {
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
+  // Writes commit durably (on disk when they return) unless the record is
+  // auto_remove: an ephemeral box's rows need not survive a host crash, and not
+  // syncing them is most of what the store costs a `boxlite run --rm`.
   // Throws AlreadyExists when the id or the name is taken.
   void insert(const BoxRecord& r);
   // Every field but id and created_at; throws NotFound.
@@ -51,13 +56,20 @@ class Store {
   std::optional<BoxRecord> find(const std::string& id_or_name);
   // Newest first.
   std::vector<BoxRecord> list();
-  // Returns false when there was no such box.
-  bool remove(const std::string& id);
+  // Returns false when there was no such box. durable=false: the box was
+  // auto_remove (as above).
+  bool remove(const std::string& id, bool durable = true);
 
  private:
   void migrate();
   void enable_wal();
+  // Runs body's statements; durable ones with synchronous=FULL, which syncs the -wal
+  // at each commit (the connection's NORMAL leaves that to the next checkpoint).
+  void write(bool durable, const std::function<void()>& body);
+  void insert_row(const BoxRecord& r);
+  void update_row(const BoxRecord& r);
   sqlite3* db_ = nullptr;
+  std::mutex write_mu_;
 };
 
 }  // namespace boxlite::store

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <thread>
 
@@ -55,6 +56,39 @@ TEST_F(StoreTest, InsertFindUpdateListRemove) {
   EXPECT_TRUE(s.remove("aaaaaaaaaaaa"));
   EXPECT_FALSE(s.remove("aaaaaaaaaaaa"));
   EXPECT_EQ(s.list().size(), 1u);
+}
+
+// The last connection closes without a checkpoint (what must survive a crash was
+// synced when it committed): the rows stay in the -wal for the next process, and the
+// autocheckpoint keeps that -wal small.
+TEST_F(StoreTest, RowsOutliveTheConnectionInTheWalWhichStaysSmall) {
+  {
+    Store s(path_);
+    BoxRecord kept = record("aaaaaaaaaaaa", "kept", 1);
+    kept.auto_remove = false;
+    s.insert(kept);
+    s.insert(record("bbbbbbbbbbbb", "ephemeral", 2));
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat((path_ + "-wal").c_str(), &st), 0);
+  EXPECT_GT(st.st_size, 0) << "closed without a checkpoint";
+  {
+    Store s(path_);
+    EXPECT_TRUE(s.find("kept"));
+    EXPECT_TRUE(s.find("ephemeral"));
+    BoxRecord r = *s.find("ephemeral");
+    for (int i = 0; i < 500; ++i) {
+      r.stop_reason = std::string(2000, static_cast<char>('a' + i % 26));
+      s.update(r);
+    }
+    EXPECT_EQ(s.find("ephemeral")->stop_reason, r.stop_reason);
+    EXPECT_TRUE(s.remove("bbbbbbbbbbbb", /*durable=*/false));
+  }
+  ASSERT_EQ(::stat((path_ + "-wal").c_str(), &st), 0);
+  EXPECT_LT(st.st_size, 1 << 20) << "wal_autocheckpoint bounds the -wal";
+  Store s(path_);
+  EXPECT_TRUE(s.find("kept"));
+  EXPECT_FALSE(s.find("ephemeral"));
 }
 
 TEST_F(StoreTest, NamesAndIdsAreUnique) {

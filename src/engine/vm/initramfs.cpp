@@ -2,7 +2,6 @@
 // it loads. Host-side only (the runtime builds it; the shim never does).
 #include "engine/vm/initramfs.hpp"
 
-#include <openssl/sha.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 
 #include "common/error.hpp"
 #include "common/io.hpp"
+#include "common/sha256.hpp"
 
 namespace boxlite::engine::vm {
 
@@ -65,12 +65,6 @@ class CpioWriter {
   std::string out_;
   unsigned ino_ = 0;
 };
-
-std::string sha256_hex(const std::string& data) {
-  unsigned char md[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), md);
-  return hex_encode(md, sizeof md);
-}
 
 // What the agent needs from a modular (Debian) kernel; dependencies are added.
 // crc32c_generic: ext4 asks the crypto API for crc32c by name, not as a module dependency.
@@ -151,7 +145,7 @@ std::string ensure_initramfs(const std::string& cache_dir, const std::string& gu
   }
   std::string image = cpio.finish();
   make_dirs(cache_dir);
-  std::string path = cache_dir + "/initramfs-" + sha256_hex(image).substr(0, 16) + ".cpio";
+  std::string path = cache_dir + "/initramfs-" + sha256_of(image).substr(7, 16) + ".cpio";
   if (!path_exists(path)) write_file_atomic(path, image);
   return path;
 }
