@@ -14,10 +14,10 @@
 #include <cstdio>
 #include <cstring>
 
-#include "common/trace.hpp"
 #include "common/error.hpp"
 #include "common/io.hpp"
 #include "common/netif.hpp"
+#include "common/trace.hpp"
 
 namespace boxlite::shim {
 namespace {
@@ -28,8 +28,8 @@ constexpr int kLinkFd = 3, kReadyFd = 4;
 Child spawn_netd(const engine::ShimSpec& spec, const char* link_kind, int link_fd, int ready_fd, int log_fd) {
   std::string bin = spec.net.binary, spec_path = spec.box_dir + "/shim.json";
   std::string lfd = std::to_string(kLinkFd), rfd = std::to_string(kReadyFd);
-  const char* argv[] = {bin.c_str(), "--spec", spec_path.c_str(), "--link", link_kind, "--link-fd", lfd.c_str(),
-                        "--ready-fd", rfd.c_str(), nullptr};
+  const char* argv[] = {bin.c_str(), "--spec",    spec_path.c_str(), "--link",    link_kind,
+                        "--link-fd", lfd.c_str(), "--ready-fd",      rfd.c_str(), nullptr};
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) throw_errno(ErrorCode::Network, "fork for boxlite-net");
@@ -66,6 +66,18 @@ NetProcess start_netd(const engine::ShimSpec& spec, const char* link_kind, int l
   net.ready = std::move(ready_r);
   net.log = std::move(log.read);
   return net;
+}
+
+// In the current network namespace (sysctls under /proc/sys/net are the opener's).
+// A kernel without IPv6 has no such file, which is as good.
+void disable_ipv6(const char* ifname) {
+  std::string path = std::string("/proc/sys/net/ipv6/conf/") + ifname + "/disable_ipv6";
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd) {
+    if (errno == ENOENT) return;
+    throw_errno(ErrorCode::Network, "open " + path);
+  }
+  if (::write(fd.get(), "1", 1) != 1) throw_errno(ErrorCode::Network, "turn off IPv6 on " + std::string(ifname));
 }
 
 // Runs fn in the network namespace of `pid`, then returns to ours.
@@ -123,7 +135,7 @@ NetProcess start_vm_network(const engine::ShimSpec& spec) {
   return net;
 }
 
-NetProcess start_jail_network(const engine::ShimSpec& spec, pid_t box_init) {
+UniqueFd make_jail_tap(pid_t box_init) {
   UniqueFd tap;
   in_netns_of(box_init, [&] {
     tap = UniqueFd(::open("/dev/net/tun", O_RDWR | O_CLOEXEC));
@@ -135,13 +147,20 @@ NetProcess start_jail_network(const engine::ShimSpec& spec, pid_t box_init) {
     // Closing the last fd of a non-persistent TAP unregisters it there and then
     // (15-25 ms of RCU waits, which the box's stop would wait for). A persistent one
     // goes with the box's network namespace instead, which the kernel dismantles in
-    // the background once the box's last process is gone. Only boxlite-net holds it
+    // the background once the box's last process is gone. Only the shim, then
+    // boxlite-net, holds it
     // (the box has no /dev/net/tun and no CAP_NET_ADMIN).
-    if (::ioctl(tap.get(), TUNSETPERSIST, 1) != 0) throw_errno(ErrorCode::Network, "make the box's TAP device persistent");
+    if (::ioctl(tap.get(), TUNSETPERSIST, 1) != 0)
+      throw_errno(ErrorCode::Network, "make the box's TAP device persistent");
+    // Left on, IPv6 would send its own frames (DAD, router solicitations) as the
+    // link comes up, which only start boxlite-net early for nothing.
+    disable_ipv6(net::kGuestInterface);
     configure_ipv4_interface(net::kGuestInterface, net::kGuestAddress, net::kPrefixLength, net::kGatewayAddress);
   });
   trace("shim: tap made");
-  return start_netd(spec, "tap", tap.get());
+  return tap;
 }
+
+NetProcess start_jail_netd(const engine::ShimSpec& spec, int tap_fd) { return start_netd(spec, "tap", tap_fd); }
 
 }  // namespace boxlite::shim

@@ -23,6 +23,7 @@
 #include "common/trace.hpp"
 #include "engine/jail/jail.hpp"
 #include "engine/vm/qemu.hpp"
+#include "net/stats.hpp"
 #include "protocol/main_log.hpp"
 #include "shim/network.hpp"
 
@@ -33,7 +34,7 @@ using protocol::FrameType;
 
 namespace {
 constexpr uint64_t kGuestKey = 1, kListenKey = 2, kSignalKey = 3, kLifelineKey = 4, kConsoleKey = 5, kEngineLogKey = 6,
-                   kNetLogKey = 7, kNetReadyKey = 8, kFirstClient = 16;
+                   kNetLogKey = 7, kNetReadyKey = 8, kFirstFrameKey = 9, kFirstClient = 16;
 // What the guest's console (and QEMU's own messages) may keep on disk: twice this.
 constexpr uint64_t kEngineLogBytes = 1u << 20;
 constexpr int kMaxGuestErrorsLogged = 20;
@@ -165,9 +166,17 @@ void Shim::start_jail() {
     // the kernel attaches its cgroups.
     engine::jail::Jail j = engine::jail::start(spec_, [&](pid_t box_init) {
       if (!spec_.net.enabled) return;
-      net_ = start_jail_network(spec_, box_init);
-      net_log_ = CappedLog(std::move(net_.log), spec_.box_dir + "/net.log", kEngineLogBytes);
-      trace("shim: net spawned");
+      tap_ = make_jail_tap(box_init);
+      // A published port must be bound (or fail the start) before the box runs.
+      // Otherwise nothing can reach the box before it sends a frame, which waits
+      // in the TAP's queue until boxlite-net, started then, reads it: a box that
+      // never uses its network never pays for boxlite-net (~3 ms of CPU to start,
+      // ~6 MiB resident).
+      if (!spec_.net.ports.empty()) {
+        start_net_now();
+      } else {
+        ::unlink(net::stats_path(spec_.box_dir).c_str());  // no counters of an earlier run
+      }
     });
     engine_ = std::move(j.init);
     guest_ = std::move(j.channel);
@@ -312,13 +321,8 @@ void Shim::boot() {
   stages_.container_init_ms = static_cast<int64_t>(now_ms() - t_hello);
   trace("shim: configured");
   cpu_sampled_ms_ = t0;
-  // boxlite-net came up alongside the boot; a port it could not publish fails
-  // the start, so with ports (and always for a VM, whose link it accepts) the
-  // start waits for it. A jail box without ports need not: until boxlite-net
-  // reads the TAP, the box's packets wait in the kernel's queue, and nothing
-  // leaves without passing its checks. A later failure stops the box (serve).
-  bool net_later = spec_.engine == "jail" && spec_.net.ports.empty();
-  if (net_.ready && !net_later) {
+  // boxlite-net came up alongside the boot; a port it could not publish fails the start.
+  if (net_.ready) {
     try {
       wait_ready(net_, spec_, deadline);
       trace("shim: net ready");
@@ -327,6 +331,28 @@ void Shim::boot() {
       throw Error(e.code(), "box " + spec_.box_id + " failed to start: " + e.what());
     }
   }
+}
+
+void Shim::start_net_now() {
+  net_ = start_jail_netd(spec_, tap_.get());
+  tap_.reset();  // boxlite-net holds it now
+  net_log_ = CappedLog(std::move(net_.log), spec_.box_dir + "/net.log", kEngineLogBytes);
+  trace("shim: net spawned");
+}
+
+// A box's first frame: boxlite-net starts; the box learns nothing of the wait.
+// If it then fails, the box stops with its reason (on_net_ready_readable).
+void Shim::on_first_frame() {
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, tap_.get(), nullptr);
+  try {
+    start_net_now();
+  } catch (const Error& e) {
+    tap_.reset();
+    begin_stop(std::string("the box's network failed: ") + e.what());
+    return;
+  }
+  add_to_epoll(net_log_.fd(), kNetLogKey);
+  add_to_epoll(net_.ready.get(), kNetReadyKey);
 }
 
 void Shim::on_net_ready_readable() {
@@ -790,6 +816,13 @@ void Shim::listen() {
   set_nonblocking(listen_.get());
 }
 
+void Shim::add_to_epoll(int fd, uint64_t key) {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = key;
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) throw_errno(ErrorCode::Internal, "epoll_ctl");
+}
+
 void Shim::serve(int lifeline_fd) {
   epoll_ = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
   if (!epoll_) throw_errno(ErrorCode::Internal, "epoll_create1");
@@ -800,12 +833,7 @@ void Shim::serve(int lifeline_fd) {
   for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&mask, s);
   ::sigprocmask(SIG_BLOCK, &mask, nullptr);
   sigfd_ = UniqueFd(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
-  auto add = [&](int fd, uint64_t key) {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.u64 = key;
-    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) throw_errno(ErrorCode::Internal, "epoll_ctl");
-  };
+  auto add = [&](int fd, uint64_t key) { add_to_epoll(fd, key); };
   add(guest_.get(), kGuestKey);
   add(listen_.get(), kListenKey);
   // Frames that arrived with the boot handshake (the main command's first output).
@@ -822,6 +850,7 @@ void Shim::serve(int lifeline_fd) {
   if (net_log_.open()) add(net_log_.fd(), kNetLogKey);
   if (lifeline_fd >= 0) add(lifeline_fd, kLifelineKey);
   if (net_.ready) add(net_.ready.get(), kNetReadyKey);
+  if (tap_) add(tap_.get(), kFirstFrameKey);
 
   while (engine_.valid()) {
     flush_guest();
@@ -867,6 +896,8 @@ void Shim::serve(int lifeline_fd) {
         if (!log.open()) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
       } else if (k == kNetReadyKey) {
         on_net_ready_readable();
+      } else if (k == kFirstFrameKey) {
+        if (tap_) on_first_frame();
       } else if (k == kLifelineKey) {
         // The process that owns this (non-detached) box died or let go of it.
         ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, lifeline_fd, nullptr);

@@ -67,6 +67,9 @@ class Shim {
   void log_main_output(const protocol::Frame& f);
   void begin_stop(const std::string& why);
   void on_net_ready_readable();
+  void start_net_now();
+  void on_first_frame();
+  void add_to_epoll(int fd, uint64_t key);
   void drain_engine_logs();
   proto::BoxStats stats();
   // The engine's CPU time so far, and its memory in use.
@@ -77,6 +80,8 @@ class Shim {
   engine::ShimSpec spec_;
   Child engine_;
   NetProcess net_;  // boxlite-net, when the box has a network
+  // A jail box's TAP until its first frame: boxlite-net starts then (start_net_now).
+  UniqueFd tap_;
   UniqueFd agent_listen_;
   UniqueFd guest_;
   UniqueFd listen_;

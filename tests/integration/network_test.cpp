@@ -340,6 +340,29 @@ TEST_P(NetworkTest, DownloadFromTheHostThroughItsAliasMatchesSha256) {
   EXPECT_GE(m->tcp_connections, 1u);
 }
 
+// A jail box without published ports starts boxlite-net with its first frame: one
+// that never uses its network never runs it. A VM's QEMU connects to it at boot.
+TEST_P(NetworkTest, AJailBoxStartsItsNetworkWithItsFirstFrame) {
+  auto box = make_box({});
+  auto netd_running = [&] {
+    for (pid_t p : processes_mentioning(box->dir())) {
+      try {
+        if (read_file("/proc/" + std::to_string(p) + "/cmdline").find("boxlite-net") != std::string::npos) return true;
+      } catch (const Error&) {
+      }
+    }
+    return false;
+  };
+  ASSERT_EQ(sh(*box, "echo quiet").exit_code, 0);
+  EXPECT_EQ(netd_running(), GetParam() == "vm");
+  auto r = sh(*box, "nslookup host.boxlite.internal 2>&1");
+  EXPECT_NE(r.stdout_text.find("Address: 192.168.127.254"), std::string::npos) << r.stdout_text;
+  EXPECT_TRUE(netd_running());
+  auto m = box_network_metrics(box->dir());
+  ASSERT_TRUE(m.has_value());
+  EXPECT_GT(m->bytes_sent, 0u);
+}
+
 TEST_P(NetworkTest, DisabledModeLeavesOnlyLoopback) {
   BoxOptions o;
   o.network.mode = "disabled";
