@@ -573,7 +573,6 @@ Jail start(const ShimSpec& spec, const std::function<void(pid_t)>& once_cloned) 
   write_proc("/proc/" + std::to_string(pid) + "/gid_map", map);
   if (::write(sync_w.get(), "g", 1) != 1) throw_errno(ErrorCode::Engine, "release the box init");
   trace("jail: id maps written");
-  if (once_cloned) once_cloned(pid);
   cg.join_fds.clear();  // the child has its copies
   if (!cg.v2_procs.empty()) {
     try {
@@ -587,6 +586,7 @@ Jail start(const ShimSpec& spec, const std::function<void(pid_t)>& once_cloned) 
   j.warnings.insert(j.warnings.end(), volume_warnings.begin(), volume_warnings.end());
   if (::write(sync_w.get(), "c", 1) != 1) throw_errno(ErrorCode::Engine, "release the box init");
   sync_w.reset();
+  if (once_cloned) once_cloned(pid);
   // Either the exec succeeds (the CLOEXEC report pipe closes empty) or the child says why.
   std::string why;
   char buf[512];

@@ -33,9 +33,10 @@ struct Jail {
 void enter_private_mount_namespace();
 
 // Mounts the box root and starts the agent in its namespaces. Throws Error naming
-// the step that failed. `once_cloned(pid)`, when given, runs as soon as the box's
-// namespaces exist, before its cgroups are attached (which waits ~10 ms on the
-// kernel): the caller's setup that needs only the namespaces overlaps that wait.
+// the step that failed. `once_cloned(pid)`, when given, runs once the box's
+// namespaces exist and its init has been let go: the caller's setup that needs
+// only the namespaces (its network) overlaps the init's own (its root, the agent's
+// exec). The agent cannot run a command before the caller configures it.
 Jail start(const ShimSpec& spec, const std::function<void(pid_t)>& once_cloned = {});
 
 // What the box's cgroups account: CPU time and memory in use. nullopt when the
