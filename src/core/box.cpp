@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <limits>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -569,7 +570,23 @@ void Box::destroy() {
   // Before anything stops: a source its clones still need stays whole (the
   // documented error; auto_remove then leaves the box stopped).
   if (store_) check_no_clone_dependents(*store_, id());
+  // A jail box whose shim has hung up is down: only the shim's own exit is left to
+  // wait for, and its upper layer and overlay workdir (still mounted in the shim's
+  // namespace, but written by nothing) go meanwhile.
+  std::thread early_removal;
+  if (spec_.engine == "jail" && client_ && client_->closed()) {
+    early_removal = std::thread([dir = spec_.box_dir] {
+      for (const char* sub : {"/upper", "/work"}) {
+        try {
+          remove_tree(dir + sub);
+        } catch (const Error&) {
+          // What is left goes with the rest below.
+        }
+      }
+    });
+  }
   stop_locked();
+  if (early_removal.joinable()) early_removal.join();
   trace("core: destroy: stopped");
   // The shim retires them; this covers a shim that was killed first.
   if (spec_.engine == "jail") engine::jail::remove_cgroups(spec_.box_id);

@@ -100,8 +100,8 @@ BoxRecord read_row(Stmt& s) {
 Store::Store(const std::string& db_path) {
   auto slash = db_path.rfind('/');
   if (slash != std::string::npos && slash > 0) make_dirs(db_path.substr(0, slash), 0700);
-  if (sqlite3_open_v2(db_path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr) !=
-      SQLITE_OK) {
+  if (sqlite3_open_v2(db_path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                      nullptr) != SQLITE_OK) {
     std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
     db_ = nullptr;
@@ -128,7 +128,8 @@ Store::Store(const std::string& db_path) {
     exec_sql(db_,
              "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA journal_size_limit=0; "
              "PRAGMA wal_autocheckpoint=100;");
-    write(/*durable=*/true, [&] { migrate(); });
+    // Nearly every open finds the schema current: a plain read, no write lock.
+    if (schema_version() != kSchemaVersion) write(/*durable=*/true, [&] { migrate(); });
   } catch (...) {
     sqlite3_close(db_);
     db_ = nullptr;
@@ -149,20 +150,22 @@ void Store::enable_wal() {
     sqlite3_free(err);
     if (rc == SQLITE_OK) return;
     if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || attempt >= 500) {
-      throw Error(ErrorCode::Database, "database: set WAL journal mode: " + (msg.empty() ? std::string(sqlite3_errstr(rc)) : msg));
+      throw Error(ErrorCode::Database,
+                  "database: set WAL journal mode: " + (msg.empty() ? std::string(sqlite3_errstr(rc)) : msg));
     }
     ::usleep(2000 + static_cast<useconds_t>(attempt % 7) * 1000);  // ~10 s in all
   }
 }
 
+int Store::schema_version() {
+  Stmt s(db_, "PRAGMA user_version");
+  return s.step() ? static_cast<int>(s.integer(0)) : 0;
+}
+
 void Store::migrate() {
   exec_sql(db_, "BEGIN IMMEDIATE");
   try {
-    int version = 0;
-    {
-      Stmt s(db_, "PRAGMA user_version");
-      if (s.step()) version = static_cast<int>(s.integer(0));
-    }
+    int version = schema_version();  // again, under the lock: another process may have migrated
     if (version > kSchemaVersion) {
       throw Error(ErrorCode::Database, "Schema version mismatch: database has v" + std::to_string(version) +
                                            ", process expects v" + std::to_string(kSchemaVersion) +
@@ -218,7 +221,12 @@ void Store::insert(const BoxRecord& r) {
 
 void Store::insert_row(const BoxRecord& r) {
   Stmt s(db_, (std::string("INSERT INTO boxes (") + kColumns + ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)").c_str());
-  s.bind(1, r.id).bind_null_if_empty(2, r.name).bind(3, r.image).bind(4, r.engine).bind(5, r.state).bind(6, r.stop_reason);
+  s.bind(1, r.id)
+      .bind_null_if_empty(2, r.name)
+      .bind(3, r.image)
+      .bind(4, r.engine)
+      .bind(5, r.state)
+      .bind(6, r.stop_reason);
   s.bind(7, r.created_at_ms).bind(8, r.started_at_ms).bind(9, r.stopped_at_ms).bind(10, int64_t{r.shim_pid});
   s.bind(11, int64_t{r.auto_remove}).bind(12, int64_t{r.detach}).bind(13, r.options_json);
   s.bind(14, r.main_exit_code).bind(15, r.timings_json);
@@ -226,7 +234,8 @@ void Store::insert_row(const BoxRecord& r) {
     s.step();
   } catch (const Error& e) {
     if (e.code() != ErrorCode::AlreadyExists) throw;
-    if (!r.name.empty() && find(r.name)) throw Error(ErrorCode::AlreadyExists, "box name '" + r.name + "' is already in use");
+    if (!r.name.empty() && find(r.name))
+      throw Error(ErrorCode::AlreadyExists, "box name '" + r.name + "' is already in use");
     throw Error(ErrorCode::AlreadyExists, "box id " + r.id + " already exists");
   }
 }
@@ -250,7 +259,8 @@ void Store::update_row(const BoxRecord& r) {
 std::optional<BoxRecord> Store::find(const std::string& id_or_name) {
   if (id_or_name.empty()) return std::nullopt;
   {
-    Stmt s(db_, (std::string("SELECT ") + kColumns + " FROM boxes WHERE id=? OR name=? ORDER BY id=? DESC LIMIT 1").c_str());
+    Stmt s(db_,
+           (std::string("SELECT ") + kColumns + " FROM boxes WHERE id=? OR name=? ORDER BY id=? DESC LIMIT 1").c_str());
     s.bind(1, id_or_name).bind(2, id_or_name).bind(3, id_or_name);
     if (s.step()) return read_row(s);
   }

@@ -18,15 +18,15 @@ inline constexpr int kSchemaVersion = 2;
 
 struct BoxRecord {
   std::string id;
-  std::string name;          // "" = unnamed
+  std::string name;  // "" = unnamed
   std::string image;
   std::string engine;
-  std::string state;         // created | running | stopped
-  std::string stop_reason;   // why it last stopped ("" if never)
+  std::string state;        // created | running | stopped
+  std::string stop_reason;  // why it last stopped ("" if never)
   int64_t created_at_ms = 0;
   int64_t started_at_ms = 0;
   int64_t stopped_at_ms = 0;
-  int shim_pid = 0;          // while running
+  int shim_pid = 0;  // while running
   bool auto_remove = true;
   bool detach = false;
   std::string options_json;  // what it was created with
@@ -61,6 +61,7 @@ class Store {
   bool remove(const std::string& id, bool durable = true);
 
  private:
+  int schema_version();
   void migrate();
   void enable_wal();
   // Runs body's statements; durable ones with synchronous=FULL, which syncs the -wal
