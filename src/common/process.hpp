@@ -14,9 +14,10 @@ namespace boxlite {
 
 struct SpawnOptions {
   std::vector<std::string> argv;
-  // fd in this process -> fd number in the child. Every other descriptor above
-  // stderr is closed, including ones this process inherited without CLOEXEC
-  // from whoever started it: none of them may reach a box.
+  // fd in this process -> fd number in the child. Every descriptor above the
+  // highest one mapped is closed, including ones this process inherited without
+  // CLOEXEC from whoever started it: none of them may reach a box. (Map from 3 up,
+  // without gaps: a gap below the highest stays as inherited.)
   std::vector<std::pair<int, int>> fds;
   std::string stdout_path;  // "" = inherit
   std::string stderr_path;  // "" = inherit

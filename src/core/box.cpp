@@ -570,12 +570,12 @@ void Box::destroy() {
   // Before anything stops: a source its clones still need stays whole (the
   // documented error; auto_remove then leaves the box stopped).
   if (store_) check_no_clone_dependents(*store_, id());
-  // A jail box whose shim has hung up is down: only the shim's own exit is left to
-  // wait for, and its upper layer and overlay workdir (still mounted in the shim's
-  // namespace, but written by nothing) go meanwhile.
-  std::thread early_removal;
-  if (spec_.engine == "jail" && client_ && client_->closed()) {
-    early_removal = std::thread([dir = spec_.box_dir] {
+  // A jail box whose shim said it is down (then hung up) has no process left: only
+  // the shim's own exit is, and its upper layer and overlay workdir (still mounted
+  // in the shim's namespace, but written by nothing) go meanwhile.
+  std::jthread early_removal;
+  if (spec_.engine == "jail" && client_ && client_->box_down()) {
+    early_removal = std::jthread([dir = spec_.box_dir] {
       for (const char* sub : {"/upper", "/work"}) {
         try {
           remove_tree(dir + sub);

@@ -22,7 +22,8 @@ Frame read_frame_blocking(int fd, protocol::FrameDecoder& dec, const std::string
     char buf[4096];
     ssize_t n = ::recv(fd, buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw Error(ErrorCode::RpcTransport, "box " + box_id + ": shim closed the connection during the handshake");
+    if (n <= 0)
+      throw Error(ErrorCode::RpcTransport, "box " + box_id + ": shim closed the connection during the handshake");
     dec.feed(buf, static_cast<size_t>(n));
   }
 }
@@ -49,11 +50,14 @@ std::shared_ptr<ShimClient> ShimClient::connect(const std::string& socket_path, 
   protocol::FrameDecoder dec;
   Frame reply = read_frame_blocking(fd.get(), dec, box_id);
   if (reply.type == FrameType::Error) throw error_from_reply(reply);
-  if (reply.type != FrameType::Hello) throw Error(ErrorCode::Rpc, "box " + box_id + ": shim answered the handshake with " + protocol::frame_type_name(reply.type));
+  if (reply.type != FrameType::Hello)
+    throw Error(ErrorCode::Rpc,
+                "box " + box_id + ": shim answered the handshake with " + protocol::frame_type_name(reply.type));
   auto theirs = protocol::parse_message<proto::Hello>(reply);
   if (theirs.version() != protocol::kProtocolVersion) {
-    throw Error(ErrorCode::Rpc, "box " + box_id + ": protocol version mismatch (shim " + std::to_string(theirs.version()) +
-                                    ", client " + std::to_string(protocol::kProtocolVersion) + ")");
+    throw Error(ErrorCode::Rpc, "box " + box_id + ": protocol version mismatch (shim " +
+                                    std::to_string(theirs.version()) + ", client " +
+                                    std::to_string(protocol::kProtocolVersion) + ")");
   }
   timeval none{0, 0};
   ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
@@ -76,6 +80,11 @@ void ShimClient::close() {
 bool ShimClient::closed() {
   std::lock_guard lk(mu_);
   return closed_;
+}
+
+bool ShimClient::box_down() {
+  std::lock_guard lk(mu_);
+  return box_down_;
 }
 
 bool ShimClient::wait_closed(int timeout_ms) {
@@ -162,16 +171,27 @@ void ShimClient::reader_loop() {
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
   protocol::FrameDecoder dec;
   std::optional<Error> last_error;
+  bool said_down = false;
   char buf[65536];
   try {
     for (;;) {
       ssize_t n = ::recv(fd_.get(), buf, sizeof buf, 0);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
+      if (n <= 0) {
+        if (n == 0 && said_down) {
+          std::lock_guard lk(mu_);
+          box_down_ = true;
+        }
+        break;
+      }
       dec.feed(buf, static_cast<size_t>(n));
       while (auto f = dec.next()) {
         if (f->stream == 0) {
-          if (f->type == FrameType::Error) last_error = error_from_reply(*f);
+          if (f->type == FrameType::Error) {
+            last_error = error_from_reply(*f);
+            // Only the shim speaks on stream 0 (it forwards nothing of the guest's there).
+            said_down = last_error->code() == ErrorCode::Stopped;
+          }
           if (f->type == FrameType::Metrics) {
             std::lock_guard lk(mu_);
             stats_reply_ = protocol::parse_message<proto::BoxStats>(*f);
@@ -194,7 +214,8 @@ void ShimClient::reader_loop() {
           }
           case FrameType::Stdout:
           case FrameType::Stderr:
-            s.output.push_back(OutputChunk{f->type == FrameType::Stdout ? StreamKind::Stdout : StreamKind::Stderr, std::move(f->payload)});
+            s.output.push_back(OutputChunk{f->type == FrameType::Stdout ? StreamKind::Stdout : StreamKind::Stderr,
+                                           std::move(f->payload)});
             break;
           case FrameType::Credit: {
             auto c = protocol::parse_message<proto::Credit>(*f);

@@ -56,6 +56,9 @@ class ShimClient {
 
   std::mutex& mutex() { return mu_; }
   bool closed();
+  // The shim said the box stopped and then hung up: its engine is gone, only the
+  // shim's own exit remains. (closed() alone may also mean a broken connection.)
+  bool box_down();
   // Waits until the shim hangs up (it does once the box is down); false on timeout.
   bool wait_closed(int timeout_ms);
 
@@ -76,6 +79,7 @@ class ShimClient {
   std::condition_variable stats_cv_;
   std::optional<proto::BoxStats> stats_reply_;
   bool closed_ = false;
+  bool box_down_ = false;
 };
 
 }  // namespace boxlite::core

@@ -307,7 +307,13 @@ void Runtime::sweep_half_made_boxes() {
     // The removal of an auto_remove box's row is not synced (store.hpp): after a host
     // crash the row can outlive the directory removed before it. Such a row is debris
     // too (a box's directory is made before its row, and removed before it).
-    if (r.auto_remove && !path_exists(layout_.box_dir(r.id))) store_->remove(r.id, /*durable=*/false);
+    struct stat st;
+    if (!r.auto_remove || ::lstat(layout_.box_dir(r.id).c_str(), &st) == 0 || errno != ENOENT) continue;
+    try {
+      store_->remove(r.id, /*durable=*/false);
+    } catch (const Error& err) {
+      warn("could not forget the removed box " + r.id + ": " + err.what());
+    }
   }
   std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(layout_.boxes().c_str()), ::closedir);
   if (!dir) return;

@@ -45,6 +45,11 @@ int run_vm() {
 int run_jail(int channel_fd) {
   // Exec'ed from an fd, the kernel named us after it ("3"): say who we are.
   ::prctl(PR_SET_NAME, "boxlite-guest");
+  // The box's /proc shows the agent (PID 1 of the outer namespace) to its root, who
+  // shares its uid: not dumpable, its memory, descriptors and maps are out of that
+  // root's reach (no CAP_SYS_PTRACE), so the channel cannot be taken over. The
+  // commands it execs are dumpable again.
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   // Inherited without CLOEXEC: the box's commands must not get the host's
   // channel (they could forge the agent's frames).
   if (::fcntl(channel_fd, F_SETFD, FD_CLOEXEC) != 0) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -94,9 +95,11 @@ struct ChildPlan {
     child_fail(p.report, 9);
   }
   if (::dup2(p.in, 0) < 0 || ::dup2(p.out, 1) < 0 || ::dup2(p.err, 2) < 0) child_fail(p.report, 3);
-  if (::setgroups(p.id.groups.size(), p.id.groups.data()) != 0) child_fail(p.report, 4);
-  if (::setgid(p.id.gid) != 0) child_fail(p.report, 5);
-  if (::setuid(p.id.uid) != 0) child_fail(p.report, 6);
+  // Raw syscalls, as glibc's posix_spawn makes them: its wrappers would act for
+  // every thread of the process whose memory this child shares.
+  if (::syscall(SYS_setgroups, p.id.groups.size(), p.id.groups.data()) != 0) child_fail(p.report, 4);
+  if (::syscall(SYS_setresgid, p.id.gid, p.id.gid, p.id.gid) != 0) child_fail(p.report, 5);
+  if (::syscall(SYS_setresuid, p.id.uid, p.id.uid, p.id.uid) != 0) child_fail(p.report, 6);
   if (::chdir(p.cwd.c_str()) != 0) child_fail(p.report, 7);
   if (p.builtin) {
     // No execve closes the agent's descriptors (the channel, other execs' pipes)

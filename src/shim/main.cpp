@@ -3,7 +3,9 @@
 //   boxlite-shim --probe-kvm
 // It reads BOX_DIR/shim.json, boots the box, writes "OK\n" (or "ERR <code>\n<message>")
 // to the ready fd, then serves BOX_DIR/shim.sock until the box stops.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -12,9 +14,9 @@
 #include <cstring>
 #include <string>
 
-#include "common/trace.hpp"
 #include "common/error.hpp"
 #include "common/io.hpp"
+#include "common/trace.hpp"
 #include "engine/jail/jail.hpp"
 #include "engine/vm/qemu.hpp"
 #include "shim/shim.hpp"
@@ -34,8 +36,22 @@ void report(int fd, const std::string& text) {
 
 }  // namespace
 
+namespace {
+// A box that dies with its owner keeps the owner's session (a session of its own
+// costs a scheduler autogroup), so it would inherit the terminal the owner runs in:
+// a box could then print to it, read what the user types, or stop on SIGTTIN. The
+// shim lets go of it before anything of the box exists.
+void drop_controlling_terminal() {
+  int fd = ::open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return;  // none (ENXIO): the usual case
+  ::ioctl(fd, TIOCNOTTY);
+  ::close(fd);
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   boxlite::trace("shim: main");
+  drop_controlling_terminal();
   // A guest or client that hangs up is an error on that channel, not our death.
   ::signal(SIGPIPE, SIG_IGN);
   if (argc >= 2 && std::strcmp(argv[1], "--probe-kvm") == 0) {

@@ -344,6 +344,10 @@ void Shim::start_net_now() {
 // If it then fails, the box stops with its reason (on_net_ready_readable).
 void Shim::on_first_frame() {
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, tap_.get(), nullptr);
+  if (stopping_) {  // a box on its way down needs no network any more
+    tap_.reset();
+    return;
+  }
   try {
     start_net_now();
   } catch (const Error& e) {

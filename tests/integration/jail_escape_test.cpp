@@ -1,7 +1,11 @@
 // The jail engine against a hostile guest: each test runs an attack inside a jail
 // box and checks it fails and the host is unchanged.
 #include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 
 #include "support.hpp"
 
@@ -83,6 +87,74 @@ TEST_F(JailEscapeTest, NoHostDescriptorReachesTheBox) {
     EXPECT_EQ(out->find(secret_path_), std::string::npos) << "a host file's descriptor reached the box: " << *out;
     EXPECT_EQ(out->find("socket:"), std::string::npos) << "the agent's channel reached a command: " << *out;
   }
+}
+
+// The agent is PID 1 of the namespace the box's /proc shows, and runs as the box's
+// root: not dumpable, its memory, descriptors and maps stay out of that root's reach.
+TEST_F(JailEscapeTest, TheAgentIsOutOfReachOfTheBoxsRoot) {
+  auto r = sh(jail(),
+              "cat /proc/1/comm; cat /proc/1/maps 2>&1; readlink /proc/1/exe 2>&1; ls -l /proc/1/fd 2>&1; "
+              "if (exec 3</proc/1/mem) 2>/dev/null; then echo MEM-OPENED; else echo MEM-DENIED; fi");
+  EXPECT_NE(r.stdout_text.find("boxlite-guest"), std::string::npos) << "not the agent: " << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find("MEM-DENIED"), std::string::npos) << r.stdout_text;
+  EXPECT_EQ(r.stdout_text.find(bin_dir()), std::string::npos) << "the agent's maps or exe: " << r.stdout_text;
+  EXPECT_EQ(r.stdout_text.find("socket:"), std::string::npos) << "the agent's descriptors: " << r.stdout_text;
+}
+
+// A box that dies with its owner must not get the owner's terminal: run from a
+// terminal (here a pty made the CLI's controlling terminal), the box has none.
+TEST_F(JailEscapeTest, TheOwnersTerminalIsOutOfReach) {
+  int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  ASSERT_GE(master, 0);
+  ASSERT_EQ(::grantpt(master), 0);
+  ASSERT_EQ(::unlockpt(master), 0);
+  std::string slave_name = ::ptsname(master);
+  std::vector<std::string> args = {
+      cli(),      "run",  "--rm",
+      "--engine", "jail", image("busybox"),
+      "sh",       "-c",   "if (: >/dev/tty) 2>/dev/null; then echo GOT-TTY; else echo NO-TTY; fi"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::setsid();
+    int slave = ::open(slave_name.c_str(), O_RDWR);
+    if (slave < 0 || ::ioctl(slave, TIOCSCTTY, 0) != 0) ::_exit(120);
+    ::dup2(slave, 0);
+    ::dup2(slave, 1);
+    ::dup2(slave, 2);
+    ::execv(argv[0], argv.data());
+    ::_exit(121);
+  }
+  std::string out;
+  int status = 0;
+  bool exited = false;
+  for (int waited_ms = 0; waited_ms < 60000;) {
+    pollfd p{master, POLLIN, 0};
+    if (::poll(&p, 1, 100) > 0) {
+      char buf[4096];
+      ssize_t n = ::read(master, buf, sizeof buf);
+      if (n > 0) {
+        out.append(buf, static_cast<size_t>(n));
+        continue;
+      }
+      if (exited) break;  // EIO: every holder of the terminal is gone
+    } else {
+      waited_ms += 100;
+      if (exited) break;
+    }
+    if (!exited && ::waitpid(pid, &status, WNOHANG) == pid) exited = true;
+  }
+  if (!exited) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  ::close(master);
+  EXPECT_TRUE(exited) << "the CLI did not finish: " << out;
+  EXPECT_NE(out.find("NO-TTY"), std::string::npos) << out;
+  EXPECT_EQ(out.find("GOT-TTY"), std::string::npos) << "the box wrote to its owner's terminal: " << out;
 }
 
 TEST_F(JailEscapeTest, MountAndUmountFail) {

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <functional>
@@ -453,6 +454,17 @@ void set_rlimits(const ChildArgs& a) {
   }
 }
 
+// close_range(CLOSE_RANGE_CLOEXEC) needs Linux 5.11 (and a seccomp profile around
+// us may refuse it): the same, one descriptor at a time.
+void mark_cloexec_from(const ChildArgs& a, int first) {
+  rlimit nofile{};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) != 0) child_fail(a, "getrlimit(RLIMIT_NOFILE)");
+  int last = static_cast<int>(std::min<rlim_t>(nofile.rlim_cur, 1 << 20));
+  for (int fd = first; fd < last; ++fd) {
+    if (::fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 && errno != EBADF) child_fail(a, "mark descriptors close-on-exec");
+  }
+}
+
 int child_main(void* arg) {
   const ChildArgs& a = *static_cast<ChildArgs*>(arg);
   char go;
@@ -486,7 +498,7 @@ int child_main(void* arg) {
   ::dup2(null, 2);
   // Nothing else of the host's goes into the box: whatever the shim holds or was
   // given without CLOEXEC closes at the exec (the agent's own fd is exec'd from).
-  if (::close_range(4, ~0u, CLOSE_RANGE_CLOEXEC) != 0) child_fail(a, "mark descriptors close-on-exec");
+  if (::close_range(4, ~0u, CLOSE_RANGE_CLOEXEC) != 0) mark_cloexec_from(a, 4);
   // Into the box's cgroups (v1: we move ourselves; v2: the parent moved us) before
   // anything forks and before the cgroup namespace is made.
   for (int fd : a.cgroup_join_fds) {
@@ -586,16 +598,28 @@ Jail start(const ShimSpec& spec, const std::function<void(pid_t)>& once_cloned) 
   j.warnings.insert(j.warnings.end(), volume_warnings.begin(), volume_warnings.end());
   if (::write(sync_w.get(), "c", 1) != 1) throw_errno(ErrorCode::Engine, "release the box init");
   sync_w.reset();
-  if (once_cloned) once_cloned(pid);
   // Either the exec succeeds (the CLOEXEC report pipe closes empty) or the child says why.
-  std::string why;
-  char buf[512];
-  for (;;) {
-    ssize_t n = ::read(report_r.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    why.append(buf, static_cast<size_t>(n));
+  auto child_report = [&] {
+    std::string why;
+    char buf[512];
+    for (;;) {
+      ssize_t n = ::read(report_r.get(), buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      why.append(buf, static_cast<size_t>(n));
+    }
+    return why;
+  };
+  try {
+    if (once_cloned) once_cloned(pid);
+  } catch (const Error&) {
+    // A child that failed meanwhile took its namespaces with it: its reason is the
+    // one to give, not the caller's failure to enter them.
+    j.init.kill_now();
+    if (std::string why = child_report(); !why.empty()) throw Error(ErrorCode::Engine, "jail setup failed: " + why);
+    throw;
   }
+  std::string why = child_report();
   trace("jail: agent exec'd");
   if (!why.empty()) {
     j.init.wait();
