@@ -45,6 +45,10 @@ Child spawn_netd(const engine::ShimSpec& spec, const char* link_kind, int link_f
     ::dup2(log_fd, 2);
     ::dup2(l, kLinkFd);
     ::dup2(r, kReadyFd);
+    // The moved copies and /dev/null above; the shim's own are close-on-exec.
+    for (int fd : {l, r, null}) {
+      if (fd > kReadyFd) ::close(fd);
+    }
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
