@@ -574,7 +574,16 @@ void Box::destroy() {
   // the shim's own exit is, and its upper layer and overlay workdir (still mounted
   // in the shim's namespace, but written by nothing) go meanwhile.
   std::jthread early_removal;
+  if (spec_.engine == "jail" && client_) {
+    try {
+      client_->request_shutdown();  // as stop_locked() does; a box already down ignores it
+    } catch (const Error&) {
+    }
+    // The shim hangs up right after it tells its clients the box is down.
+    if (!client_->wait_closed(2000)) trace("core: destroy: the shim did not hang up in 2 s");
+  }
   if (spec_.engine == "jail" && client_ && client_->box_down()) {
+    trace("core: destroy: early removal");
     early_removal = std::jthread([dir = spec_.box_dir] {
       for (const char* sub : {"/upper", "/work"}) {
         try {

@@ -178,7 +178,8 @@ void ShimClient::reader_loop() {
       ssize_t n = ::recv(fd_.get(), buf, sizeof buf, 0);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
-        if (n == 0 && said_down) {
+        // A shim that closes with our unread requests queued resets the connection.
+        if (said_down && (n == 0 || errno == ECONNRESET)) {
           std::lock_guard lk(mu_);
           box_down_ = true;
         }
