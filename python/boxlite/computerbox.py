@@ -5,13 +5,11 @@ The GUI actions are plain execs of xdotool inside the box: a non-zero exit raise
 ExecError (command, exit_code, stderr), and output that does not parse raises
 ParseError, as documented. In a box without the desktop tools (another image, or
 one whose desktop is not up), the error names what is missing."""
-import asyncio
 import base64
 import shlex
 import struct
-import time
 
-from .errors import ExecError, ParseError, TimeoutError
+from .errors import ParseError
 from .simplebox import SimpleBox, require_tool_script
 
 COMPUTERBOX_IMAGE = "lscr.io/linuxserver/webtop:ubuntu-xfce"
@@ -69,17 +67,10 @@ class ComputerBox(SimpleBox):
     async def wait_until_ready(self, timeout: float = DESKTOP_READY_TIMEOUT) -> None:
         """Polls until the X display answers; TimeoutError after `timeout` seconds. A
         box without xdotool fails at once (ExecError naming it)."""
-        deadline = time.monotonic() + timeout
         probe = _need("xdotool", "wait_until_ready") + "xdotool getdisplaygeometry >/dev/null 2>&1"
-        while True:
-            r = await self._run("xdotool getdisplaygeometry", probe, check=False)
-            if r.exit_code == 0:
-                return
-            if r.exit_code == 127:
-                raise ExecError("xdotool getdisplaygeometry", r.exit_code, r.stderr)
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"Desktop did not become ready within {timeout:g} seconds")
-            await asyncio.sleep(0.5)
+        await self._poll_until_ready("xdotool getdisplaygeometry", probe, timeout,
+                                     f"Desktop did not become ready within {timeout:g} seconds",
+                                     env={"DISPLAY": COMPUTERBOX_DISPLAY})
 
     async def screenshot(self) -> dict:
         """{"data": base64 PNG, "width", "height", "format": "png"} of the whole screen."""

@@ -3,10 +3,11 @@ import asyncio
 import os
 import shlex
 import sys
+import time
 from dataclasses import dataclass
 from typing import Optional
 
-from .errors import ExecError
+from .errors import ExecError, TimeoutError
 from .options import BoxOptions
 from .runtime import AsyncStartStop, Boxlite
 
@@ -67,6 +68,21 @@ class SimpleBox(AsyncStartStop):
         if check and r.exit_code != 0:
             raise ExecError(what, r.exit_code, r.stderr)
         return r
+
+    async def _poll_until_ready(self, what, script, timeout, late_message, env=None):
+        """Runs `script` every 0.5 s until it exits 0. Exit 127 (a missing tool, see
+        require_tool_script) is ExecError(what) at once; past `timeout` seconds,
+        TimeoutError(late_message)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            r = await self._sh(what, script, env=env, check=False)
+            if r.exit_code == 0:
+                return
+            if r.exit_code == 127:
+                raise ExecError(what, r.exit_code, r.stderr)
+            if time.monotonic() >= deadline:
+                raise TimeoutError(late_message)
+            await asyncio.sleep(0.5)
 
     async def exec(self, cmd: str, *args: str, env: Optional[dict] = None, user: Optional[str] = None,
                    timeout: Optional[float] = None, cwd: Optional[str] = None) -> ExecResult:

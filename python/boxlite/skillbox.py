@@ -7,14 +7,11 @@ entering the box raises ValueError, as documented. The methods are execs of the
 image's tools: `claude -p` for call(), git for install_skill() (a skill "owner/repo"
 is cloned from GitHub into the box's ~/.claude/skills/). In a box without them
 (another image), the error names what is missing."""
-import asyncio
 import os
 import shlex
 import socket
-import time
 from typing import Iterable, Optional
 
-from .errors import ExecError, TimeoutError
 from .simplebox import SimpleBox, require_tool_script
 
 SKILLBOX_IMAGE = "ghcr.io/boxlite-ai/boxlite-skillbox:0.1.0"
@@ -78,16 +75,9 @@ class SkillBox(SimpleBox):
     async def wait_until_ready(self, timeout: float = 60) -> None:
         """Polls until the claude CLI answers; TimeoutError after `timeout` seconds. A
         box without claude fails at once (ExecError naming it)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            r = await self.exec("sh", "-c", _need("claude", "wait_until_ready") + "claude --version >/dev/null 2>&1")
-            if r.exit_code == 0:
-                return
-            if r.exit_code == 127:
-                raise ExecError("claude --version", r.exit_code, r.stderr)
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"SkillBox: claude did not become ready within {timeout} s")
-            await asyncio.sleep(0.5)
+        await self._poll_until_ready("claude --version",
+                                     _need("claude", "wait_until_ready") + "claude --version >/dev/null 2>&1", timeout,
+                                     f"SkillBox: claude did not become ready within {timeout} s")
 
     async def call(self, prompt: str, timeout: Optional[float] = None) -> str:
         """One non-interactive turn (`claude -p PROMPT`); returns its answer."""
