@@ -540,7 +540,7 @@ void Box::stop(int timeout_ms) {
 }
 
 void Box::stop_locked(int timeout_ms) {
-  if (client_) {
+  if (client_ && !client_->closed()) {  // a shim that hung up is stopping already
     try {
       client_->request_shutdown();
     } catch (const Error&) {
