@@ -1,5 +1,6 @@
 #include "guest/agent.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
@@ -271,12 +272,51 @@ void Agent::handle_configure(const protocol::Frame& f) {
   if (config_.main().argv_size() > 0) {
     start_exec(protocol::kMainStream, config_.main(), /*main=*/true);
   } else {
-    pid_t pid = ::fork();
-    if (pid < 0) throw_errno(ErrorCode::Engine, "fork the box's init");
-    if (pid == 0) run_holder_init();
+    start_holder_init();
   }
   configured_ = true;
   send_msg(0, FrameType::Configured, proto::Configured{});
+}
+
+void Agent::set_proc_swap(ProcSwap swap, UniqueFd gate) {
+  proc_swap_ = swap;
+  proc_gate_ = std::move(gate);
+}
+
+ProcSwap Agent::take_proc_swap() {
+  // The helper is done once the first process exists, or failed to: the gate
+  // closes as the caller returns (the helper sees EOF if it was never asked).
+  return std::exchange(proc_swap_, ProcSwap{});
+}
+
+void Agent::start_holder_init() {
+  ProcSwap swap = take_proc_swap();
+  UniqueFd gate = std::move(proc_gate_);
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno(ErrorCode::Engine, "pipe for the box's init");
+  UniqueFd report_r(fds[0]), report_w(fds[1]);
+  pid_t pid = ::fork();
+  if (pid < 0) throw_errno(ErrorCode::Engine, "fork the box's init");
+  if (pid == 0) {
+    if (int err = put_box_proc_in_place(swap); err != 0) {
+      (void)!::write(report_w.get(), &err, sizeof err);
+      ::_exit(127);
+    }
+    // Nothing of the agent's (its channel, the report pipe) stays open in the box's PID 1.
+    if (::close_range(0, ~0u, 0) != 0) {
+      for (int fd = 0; fd < 1024; ++fd) ::close(fd);
+    }
+    run_holder_init();
+  }
+  report_w.reset();
+  int err = 0;
+  ssize_t n;
+  while ((n = ::read(report_r.get(), &err, sizeof err)) < 0 && errno == EINTR) {
+  }
+  if (n == static_cast<ssize_t>(sizeof err)) {
+    ::waitpid(pid, nullptr, 0);
+    throw_errno(ErrorCode::Engine, "mount the box's /proc", err);
+  }
 }
 
 void Agent::handle_exec(const protocol::Frame& f) {
@@ -298,6 +338,8 @@ void Agent::start_exec(uint32_t stream, const proto::ExecRequest& req, bool main
   sr.rows = req.rows();
   sr.cols = req.cols();
   sr.stdin_open = req.stdin();
+  sr.proc_swap = take_proc_swap();
+  UniqueFd proc_gate = std::move(proc_gate_);
   if (!req.builtin().empty()) {
     // Builtins (copies) act for the host on the whole box, as docker cp does: root,
     // from "/", on plain pipes, whatever the box's default user and directory.

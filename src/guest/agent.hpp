@@ -12,6 +12,7 @@
 
 #include "boxlite.pb.h"
 #include "common/fd.hpp"
+#include "guest/spawn.hpp"
 #include "protocol/frame.hpp"
 
 namespace boxlite::guest {
@@ -26,6 +27,9 @@ class Agent {
   ~Agent();
   // Returns when the host asks for shutdown or the channel closes.
   void run();
+  // How the box's first process gets its /proc (spawn.hpp); `gate` is the jail
+  // helper's, closed once that process exists.
+  void set_proc_swap(ProcSwap swap, UniqueFd gate);
 
  private:
   enum Source : uint32_t { kChannel = 1, kSignal, kStdin, kStdout, kStderr, kTimer };
@@ -70,6 +74,12 @@ class Agent {
   std::string outbuf_;
   bool channel_wants_out_ = false;
   bool hello_done_ = false;
+  // Taken by the first process started, whichever it is.
+  ProcSwap take_proc_swap();
+  void start_holder_init();
+
+  ProcSwap proc_swap_;
+  UniqueFd proc_gate_;
   bool configured_ = false;
   bool main_exited_ = false;
   bool running_ = true;

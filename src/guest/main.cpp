@@ -35,6 +35,7 @@ int run_vm() {
           guest::configure_network(cfg, true);
         },
         [] { guest::vm_power_off(); });
+    agent.set_proc_swap({guest::ProcSwap::Mode::kMountHere, -1}, UniqueFd());
     agent.run();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "boxlite-guest: fatal: %s\n", e.what());
@@ -42,19 +43,21 @@ int run_vm() {
   guest::vm_power_off();
 }
 
-int run_jail(int channel_fd) {
+int run_jail(int channel_fd, int proc_gate_fd) {
   // Exec'ed from an fd, the kernel named us after it ("3"): say who we are.
   ::prctl(PR_SET_NAME, "boxlite-guest");
-  // The box's /proc shows the agent (PID 1 of the outer namespace) to its root, who
-  // shares its uid: not dumpable, its memory, descriptors and maps are out of that
-  // root's reach (no CAP_SYS_PTRACE), so the channel cannot be taken over. The
-  // commands it execs are dumpable again.
+  // The box's root shares the agent's uid: not dumpable, its memory, descriptors
+  // and maps are out of that root's reach (no CAP_SYS_PTRACE) should it ever see
+  // the agent (the box's /proc shows only the box's PID namespace). The commands
+  // it execs are dumpable again.
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   // Inherited without CLOEXEC: the box's commands must not get the host's
-  // channel (they could forge the agent's frames).
-  if (::fcntl(channel_fd, F_SETFD, FD_CLOEXEC) != 0) {
-    std::perror("boxlite-guest: channel fd");
-    return 1;
+  // channel (they could forge the agent's frames), nor the /proc helper's gate.
+  for (int fd : {channel_fd, proc_gate_fd}) {
+    if (fd >= 0 && ::fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
+      std::perror("boxlite-guest: inherited fd");
+      return 1;
+    }
   }
   try {
     guest::Agent agent(
@@ -64,6 +67,7 @@ int run_jail(int channel_fd) {
           guest::configure_network(cfg, false);
         },
         [] { std::_Exit(0); });
+    if (proc_gate_fd >= 0) agent.set_proc_swap({guest::ProcSwap::Mode::kAskHelper, proc_gate_fd}, UniqueFd(proc_gate_fd));
     agent.run();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "boxlite-guest: fatal: %s\n", e.what());
@@ -75,9 +79,12 @@ int run_jail(int channel_fd) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  int channel_fd = -1, proc_gate_fd = -1;
   for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--channel-fd") == 0) return run_jail(std::atoi(argv[i + 1]));
+    if (std::strcmp(argv[i], "--channel-fd") == 0) channel_fd = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--proc-gate-fd") == 0) proc_gate_fd = std::atoi(argv[i + 1]);
   }
+  if (channel_fd >= 0) return run_jail(channel_fd, proc_gate_fd);
   if (argc > 1 && std::strcmp(argv[1], "--version") == 0) {
     std::printf("boxlite-guest %s\n", BOXLITE_VERSION);
     return 0;

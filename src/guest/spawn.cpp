@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -68,6 +69,7 @@ struct ChildPlan {
   Identity id;
   std::string cwd;
   int in = -1, out = -1, err = -1, ctty = -1, report = -1;
+  ProcSwap proc_swap;
   const std::string* builtin = nullptr;  // run this instead of execve
   const std::vector<std::string>* builtin_args = nullptr;
 };
@@ -85,6 +87,10 @@ struct ChildPlan {
   sigset_t all;
   sigemptyset(&all);
   ::sigprocmask(SIG_SETMASK, &all, nullptr);
+  if (int err = put_box_proc_in_place(p.proc_swap); err != 0) {
+    errno = err;
+    child_fail(p.report, 10);
+  }
   // Its own process group, so a kill reaches everything it started. A session
   // only where a terminal needs one: setsid() makes a scheduler autogroup,
   // which costs a host with autogroups ~4 ms per exec (an RCU grace period).
@@ -142,11 +148,31 @@ const char* stage_name(int stage) {
     case 6: return "setuid";
     case 7: return "chdir";
     case 9: return "setpgid";
+    case 10: return "mount the box's /proc for";
     default: return "exec";
   }
 }
 
 }  // namespace
+
+int put_box_proc_in_place(const ProcSwap& swap) noexcept {
+  switch (swap.mode) {
+    case ProcSwap::Mode::kNone: return 0;
+    case ProcSwap::Mode::kMountHere:
+      if (::umount2("/proc", MNT_DETACH) != 0 && errno != EINVAL) return errno;
+      return ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) == 0 ? 0 : errno;
+    case ProcSwap::Mode::kAskHelper: {
+      if (::write(swap.helper_gate, "p", 1) != 1) return errno;
+      int err = 0;
+      ssize_t n;
+      while ((n = ::read(swap.helper_gate, &err, sizeof err)) < 0 && errno == EINTR) {
+      }
+      if (n != static_cast<ssize_t>(sizeof err)) return n < 0 ? errno : EPIPE;  // the helper died
+      return err;
+    }
+  }
+  return EINVAL;
+}
 
 const std::string* env_lookup(const std::vector<std::string>& env, const std::string& key) {
   for (auto it = env.rbegin(); it != env.rend(); ++it) {
@@ -213,6 +239,7 @@ Spawned spawn_process(const SpawnRequest& req) {
     spawn_failed("executable file '" + req.argv[0] + "' not found in $PATH");
   }
   plan.cwd = req.cwd.empty() ? "/" : req.cwd;
+  plan.proc_swap = req.proc_swap;
   struct stat st;
   if (::stat(plan.cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     spawn_failed("working directory '" + plan.cwd + "' does not exist or is not a directory");

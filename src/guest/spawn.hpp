@@ -10,6 +10,24 @@
 
 namespace boxlite::guest {
 
+// How the box's first process gets a /proc of the box's own PID namespace (the
+// one it is PID 1 of) before it runs anything: until a process exists in that
+// namespace there is no such /proc to mount, and whatever the box sees at /proc
+// numbers processes as the agent's namespace does.
+struct ProcSwap {
+  enum class Mode {
+    kNone,       // /proc is in place already
+    kMountHere,  // VM: the child has the agent's capabilities and mounts it itself
+    kAskHelper,  // jail: the init's helper mounts it (the agent has no CAP_SYS_ADMIN)
+  };
+  Mode mode = Mode::kNone;
+  int helper_gate = -1;  // kAskHelper: write a byte, read back an int errno (0: done)
+};
+
+// Does the swap from inside the first process (memory-safe in a CLONE_VM child:
+// syscalls only). 0, or an errno.
+int put_box_proc_in_place(const ProcSwap& swap) noexcept;
+
 struct SpawnRequest {
   std::vector<std::string> argv;
   std::vector<std::string> env;  // final K=V list
@@ -21,6 +39,7 @@ struct SpawnRequest {
   // Non-empty: the child runs this builtin (guest/copy.hpp) instead of argv.
   std::string builtin;
   std::vector<std::string> builtin_args;
+  ProcSwap proc_swap;  // the box's first process only
 };
 
 struct Spawned {

@@ -161,6 +161,39 @@ TEST_P(MainCommandTest, CliRunDetachedAndExecDetached) {
   expect_no_leftovers();
 }
 
+// The box's /proc is its own PID namespace's, where the main command is PID 1:
+// process tools agree with the shell ($!, kill), and nothing of the engine's
+// (the agent, a VM's kernel threads) is listed. An exec sees the same.
+TEST_P(MainCommandTest, TheBoxsProcListsOnlyTheBoxsProcesses) {
+  Runtime rt;
+  const std::string list = "for d in /proc/[0-9]*; do echo \"${d#/proc/} $(cat $d/comm)\"; done";
+  auto box = rt.create(opts({"sh", "-c",
+                             "sleep 30 & s=$!; p=$(pidof sleep); echo \"bang=$s pidof=$p\"; " + list +
+                                 "; kill $p && echo killed; wait; while :; do sleep 1; done"}));
+  Execution a = box->attach();
+  std::string out;
+  while (out.find("killed\n") == std::string::npos) {
+    auto c = a.next_output();
+    if (!c) break;
+    out += c->data;
+  }
+  auto bang = out.find("bang=");
+  ASSERT_NE(bang, std::string::npos) << out;
+  std::string line = out.substr(bang, out.find('\n', bang) - bang);
+  std::string pid = line.substr(5, line.find(' ') - 5);
+  EXPECT_EQ(line, "bang=" + pid + " pidof=" + pid) << "pidof and $! must name the same process";
+  EXPECT_NE(out.find("\n1 sh\n"), std::string::npos) << "the main command is PID 1 of the listed processes: " << out;
+  EXPECT_NE(out.find("killed\n"), std::string::npos) << "kill $(pidof sleep) must reach it: " << out;
+  for (const char* engine_process : {"boxlite-guest", "boxlite-init", "kthreadd", "ksoftirqd"}) {
+    EXPECT_EQ(out.find(engine_process), std::string::npos) << engine_process << " is listed in the box: " << out;
+  }
+  auto seen = box->run(ExecOptions{.argv = {"sh", "-c", "cat /proc/1/comm; " + list}});
+  EXPECT_EQ(seen.stdout_text.rfind("sh\n", 0), 0u) << seen.stdout_text << seen.stderr_text;
+  EXPECT_EQ(seen.stdout_text.find("boxlite-guest"), std::string::npos) << seen.stdout_text;
+  box->destroy();
+  expect_no_leftovers();
+}
+
 BOXLITE_ON_BOTH_ENGINES(MainCommandTest);
 
 class RunSignalTest : public BoxliteTest {};

@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <set>
+#include <string_view>
 #include <thread>
 
 #include "common/error.hpp"
@@ -372,23 +373,114 @@ const char* const kMaskedPaths[] = {
 };
 const char* const kReadonlyPaths[] = {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys"};
 
-void mask_paths(const ChildArgs& a) {
-  for (const char* p : kMaskedPaths) {
-    std::string target = a.root + p;
+// Docker's masks for the entries of kMaskedPaths and kReadonlyPaths under `under`
+// ("/proc/" or "/sys/"), with `at` standing for `under`. 0, or the errno of the
+// first mount that failed (its path in `failed`).
+int mask_paths_under(std::string_view under, const std::string& at, std::string& failed) {
+  auto mount_or_note = [&](const char* src, const std::string& target, const char* type, unsigned long flags,
+                           const char* data) {
+    if (::mount(src, target.c_str(), type, flags, data) == 0) return true;
+    int err = errno;
+    failed = target;
+    errno = err;
+    return false;
+  };
+  for (std::string_view p : kMaskedPaths) {
+    if (!p.starts_with(under)) continue;
+    std::string target = at + std::string(p.substr(under.size()));
     struct stat st;
     if (::lstat(target.c_str(), &st) != 0) continue;
-    if (S_ISDIR(st.st_mode)) {
-      child_mount(a, "tmpfs", target, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0");
-    } else {
-      child_mount(a, (a.root + "/dev/null").c_str(), target, nullptr, MS_BIND);
+    bool ok = S_ISDIR(st.st_mode)
+                  ? mount_or_note("tmpfs", target, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0")
+                  : mount_or_note("/dev/null", target, nullptr, MS_BIND, nullptr);
+    if (!ok) return errno;
+  }
+  for (std::string_view p : kReadonlyPaths) {
+    if (!p.starts_with(under)) continue;
+    std::string target = at + std::string(p.substr(under.size()));
+    if (!path_exists(target)) continue;
+    if (!mount_or_note(target.c_str(), target, nullptr, MS_BIND | MS_REC, nullptr) ||
+        !mount_or_note(nullptr, target, nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                       nullptr)) {
+      return errno;
     }
   }
-  for (const char* p : kReadonlyPaths) {
-    std::string target = a.root + p;
-    if (!path_exists(target)) continue;
-    child_mount(a, target.c_str(), target, nullptr, MS_BIND | MS_REC);
-    child_mount(a, nullptr, target, nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
+  return 0;
+}
+
+// ---- the box's /proc -------------------------------------------------------------
+// The init mounts /proc before the box's PID namespace (the one below the agent's,
+// where the main command is PID 1) has any process, so that /proc numbers
+// processes as the agent's namespace does: `ps` would list the agent as PID 1 and
+// `pidof` would disagree with `$$`. A /proc of the inner namespace needs a process
+// in it, and the first one must be the main command. So the init forks this
+// helper while it still has its capabilities; the agent's first child, before it
+// runs anything, asks it over the gate to put the box's own /proc in place of the
+// agent's (masked, as Docker does), waits for the answer, and the helper exits.
+// Box processes never see the helper: it lives in the agent's PID namespace.
+
+constexpr const char kProcStaging[] = "/dev/.boxlite-proc";
+constexpr unsigned long kProcFlags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+
+// The proc of the namespace the agent's children are in, mounted at `dir`. Linux
+// 6.15 and later mount another namespace's proc by name; before that, only a
+// process inside that namespace can (it gets a PID there, and exits).
+int mount_inner_proc(const char* dir) {
+  const char* inner = "/proc/1/ns/pid_for_children";  // PID 1 here is the agent
+  if (::mount("proc", dir, "proc", kProcFlags, (std::string("pidns=") + inner).c_str()) == 0) return 0;
+  if (errno != EINVAL) return errno;
+  UniqueFd ns(::open(inner, O_RDONLY | O_CLOEXEC));
+  if (!ns || ::setns(ns.get(), CLONE_NEWPID) != 0) return errno;
+  pid_t pid = ::fork();
+  if (pid < 0) return errno;
+  if (pid == 0) ::_exit(::mount("proc", dir, "proc", kProcFlags, nullptr) == 0 ? 0 : errno);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : EIO;
+}
+
+int put_inner_proc_in_place() {
+  if (::mkdir(kProcStaging, 0500) != 0) return errno;
+  int err = mount_inner_proc(kProcStaging);
+  std::string failed;
+  if (err == 0) err = mask_paths_under("/proc/", std::string(kProcStaging) + "/", failed);
+  // Whatever the agent's /proc had mounted on it goes with it.
+  if (err == 0 && ::umount2("/proc", MNT_DETACH) != 0) err = errno;
+  if (err == 0 && ::mount(kProcStaging, "/proc", nullptr, MS_MOVE, nullptr) != 0) err = errno;
+  if (err != 0) ::umount2(kProcStaging, MNT_DETACH);
+  ::rmdir(kProcStaging);
+  return err;
+}
+
+[[noreturn]] void run_proc_helper(int gate) {
+  // Out of the box root's reach, and gone with the agent.
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::dup2(gate, 0) < 0) ::_exit(1);
+  if (::close_range(1, ~0u, 0) != 0) {
+    for (int fd = 1; fd < 1024; ++fd) ::close(fd);
+  }
+  char go;
+  ssize_t n;
+  while ((n = ::read(0, &go, 1)) < 0 && errno == EINTR) {
+  }
+  if (n != 1) ::_exit(0);  // the agent needs no /proc from us (or is gone)
+  int err = put_inner_proc_in_place();
+  (void)!::write(0, &err, sizeof err);
+  ::_exit(0);
+}
+
+// Forks the helper; returns the agent's end of the gate (not close-on-exec).
+int start_proc_helper(const ChildArgs& a) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) child_fail(a, "socketpair for the /proc helper");
+  pid_t pid = ::fork();
+  if (pid < 0) child_fail(a, "fork the /proc helper");
+  if (pid == 0) run_proc_helper(sv[1]);
+  ::close(sv[1]);
+  if (::fcntl(sv[0], F_SETFD, 0) != 0) child_fail(a, "pass the /proc helper's gate to the agent");
+  return sv[0];
 }
 
 void bring_up_loopback(const ChildArgs& a) {
@@ -488,7 +580,9 @@ int child_main(void* arg) {
   child_mount(a, "proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
   child_mount(a, "sysfs", sys, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
   setup_dev(a);
-  mask_paths(a);
+  // /proc's masks go on the box's own /proc (put_inner_proc_in_place).
+  std::string failed;
+  if (mask_paths_under("/sys/", sys + "/", failed) != 0) child_fail(a, "mask " + failed);
   if (::syscall(SYS_pivot_root, ".", ".") != 0) child_fail(a, "pivot_root into the box root");
   if (::umount2(".", MNT_DETACH) != 0) child_fail(a, "detach the host root");
   if (::chdir("/") != 0) child_fail(a, "chdir /");
@@ -510,6 +604,7 @@ int child_main(void* arg) {
   }
   if (::read(a.sync_read, &go, 1) != 1) ::_exit(125);
   if (::unshare(CLONE_NEWCGROUP) != 0) child_fail(a, "unshare cgroup namespace");
+  std::string gate = std::to_string(start_proc_helper(a));
   // The box's processes live one PID namespace down, where the main command is
   // PID 1 (the agent's first child); the agent keeps no capability to make it.
   if (::unshare(CLONE_NEWPID) != 0) child_fail(a, "unshare PID namespace for the box's processes");
@@ -524,8 +619,8 @@ int child_main(void* arg) {
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(a, "set the parent-death signal");
   // (getppid() is 0 here: the parent is outside our PID namespace. The shim is
   // still blocked reading the report pipe, so it cannot have died unnoticed.)
-  char arg0[] = "boxlite-guest", arg1[] = "--channel-fd", arg2[] = "3";
-  char* argv[] = {arg0, arg1, arg2, nullptr};
+  char arg0[] = "boxlite-guest", arg1[] = "--channel-fd", arg2[] = "3", arg3[] = "--proc-gate-fd";
+  char* argv[] = {arg0, arg1, arg2, arg3, gate.data(), nullptr};
   char* envp[] = {nullptr};
   ::syscall(SYS_execveat, a.guest_fd, "", argv, envp, AT_EMPTY_PATH);
   child_fail(a, "exec the guest agent");
