@@ -8,14 +8,16 @@ namespace {
 
 class EngineChoiceTest : public BoxliteTest {
  protected:
-  // PID 1 is the agent in both engines; only the jail's is named boxlite-guest.
+  // A jail shares the host's kernel, so its /proc/cmdline is the host's; a VM
+  // boots its own kernel with a command line of its own.
   std::string engine_of_run(std::vector<std::string> extra = {}) {
     std::vector<std::string> args = {"run", "--rm"};
     args.insert(args.end(), extra.begin(), extra.end());
-    args.insert(args.end(), {image("busybox"), "cat", "/proc/1/comm"});
+    args.insert(args.end(), {image("busybox"), "cat", "/proc/cmdline"});
     auto r = run_cli(args);
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    return r.out == "boxlite-guest\n" ? "jail" : "vm";
+    EXPECT_FALSE(r.out.empty());
+    return r.out == read_file("/proc/cmdline") ? "jail" : "vm";
   }
 };
 
