@@ -1,5 +1,6 @@
 #include "image/oci_layout.hpp"
 
+#include <errno.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -280,7 +281,11 @@ LocalImage open_oci_layout(const LayoutRef& ref) {
   img.tag = ref.tag;
   const std::string& dir = img.layout_dir;
   struct stat st;
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) fail("OCI image layout directory not found: " + dir);
+  if (::stat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) fail("OCI image layout directory not found: " + dir);
+    fail(errno_text("OCI image layout directory " + dir + " cannot be read"));
+  }
+  if (!S_ISDIR(st.st_mode)) fail("OCI image layout directory not found: " + dir + " (not a directory)");
   check_layout_marker(dir);
   std::string index_path = dir + "/index.json";
   if (!path_exists(index_path)) fail("not an OCI image layout: " + dir + " (missing index.json)");
