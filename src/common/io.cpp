@@ -19,13 +19,13 @@
 
 namespace boxlite {
 
-std::string read_file(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) throw_errno(errno == ENOENT ? ErrorCode::NotFound : ErrorCode::Storage, "open " + path);
+namespace {
+
+std::string read_all_of(int fd, const std::string& path) {
   std::string out;
   char buf[65536];
   for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
       throw_errno(ErrorCode::Storage, "read " + path);
@@ -34,6 +34,21 @@ std::string read_file(const std::string& path) {
     out.append(buf, static_cast<size_t>(n));
   }
   return out;
+}
+
+}  // namespace
+
+std::string read_file(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) throw_errno(errno == ENOENT ? ErrorCode::NotFound : ErrorCode::Storage, "open " + path);
+  return read_all_of(fd.get(), path);
+}
+
+std::optional<std::string> read_file_if_present(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd && errno == ENOENT) return std::nullopt;
+  if (!fd) throw_errno(ErrorCode::Storage, "open " + path);
+  return read_all_of(fd.get(), path);
 }
 
 void write_file_atomic(const std::string& path, std::string_view data, mode_t mode, bool durable) {

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +16,10 @@
 namespace boxlite {
 
 std::string read_file(const std::string& path);
+// read_file, or nullopt when there is no such file: for files that are often
+// absent, which should not cost a throw (the first throw in a static binary sorts
+// all of its unwind tables, milliseconds).
+std::optional<std::string> read_file_if_present(const std::string& path);
 // Writes to path.tmp, fsyncs, renames: readers see the old or the new file, never half.
 void write_file_atomic(const std::string& path, std::string_view data, mode_t mode = 0644, bool durable = true);
 void write_all(int fd, const void* data, size_t len);

@@ -106,8 +106,8 @@ std::shared_ptr<Box> Box::attach(engine::ShimSpec spec) {
 }
 
 Box::~Box() {
-  // Not ours to stop (another process's, or detached to outlive us).
-  if (attached_ || record_.detach) return;
+  // Not ours to stop (another process's, or detached to outlive us), or gone.
+  if (attached_ || record_.detach || removed_) return;
   try {
     if (auto_remove_) {
       try {
@@ -575,9 +575,11 @@ void Box::destroy() {
   // in the shim's namespace, but written by nothing) go meanwhile.
   std::jthread early_removal;
   if (spec_.engine == "jail" && client_) {
-    try {
-      client_->request_shutdown();  // as stop_locked() does; a box already down ignores it
-    } catch (const Error&) {
+    if (!client_->closed()) {
+      try {
+        client_->request_shutdown();  // as stop_locked() does; a box already down ignores it
+      } catch (const Error&) {
+      }
     }
     // The shim hangs up right after it tells its clients the box is down.
     if (!client_->wait_closed(2000)) trace("core: destroy: the shim did not hang up in 2 s");
@@ -603,6 +605,7 @@ void Box::destroy() {
   remove_tree(spec_.box_dir);
   trace("core: destroy: tree removed");
   if (store_) store_->remove(id(), /*durable=*/!auto_remove_);
+  removed_ = true;
 }
 
 }  // namespace boxlite

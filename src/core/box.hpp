@@ -124,6 +124,7 @@ class Box {
   bool auto_remove_;
   bool attached_ = false;  // another process owns the box (attach)
   bool invalidated_ = false;  // stop() was called on this handle (and no start() since)
+  bool removed_ = false;      // destroy() finished: nothing is left to stop or remove
   // Throws Stopped when stop() invalidated this handle.
   void check_valid_locked() const;
   store::BoxRecord record_;

@@ -11,14 +11,14 @@ namespace boxlite::protocol {
 namespace {
 
 void read_records(const std::string& path, std::vector<Frame>& out) {
-  std::string text;
+  std::optional<std::string> text;
   try {
-    text = read_file(path);
+    text = read_file_if_present(path);
   } catch (const Error&) {
-    return;  // never written, or removed
   }
+  if (!text) return;  // never written, removed, or unreadable
   FrameDecoder dec;
-  dec.feed(text.data(), text.size());
+  dec.feed(text->data(), text->size());
   try {
     while (auto f = dec.next()) {
       if (f->type == FrameType::Stdout || f->type == FrameType::Stderr) out.push_back(std::move(*f));

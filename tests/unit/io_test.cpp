@@ -1,5 +1,5 @@
 // common/io: remove_tree removes whole trees (by levels, in parallel) without
-// following a symlink out of them.
+// following a symlink out of them; read_file_if_present; send_all.
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -55,6 +55,18 @@ TEST(RemoveTreeTest, AFileOrAMissingPath) {
   remove_tree(file);
   EXPECT_FALSE(path_exists(file));
   EXPECT_NO_THROW(remove_tree(scratch.path() + "/missing"));
+}
+
+// A missing file is an answer, not an error; anything else still is one.
+TEST(ReadFileIfPresentTest, MissingIsNulloptOtherFailuresThrow) {
+  ScratchDir scratch;
+  std::string f = scratch.path() + "/f";
+  EXPECT_FALSE(read_file_if_present(f).has_value());
+  write_file_atomic(f, "hello", 0644, /*durable=*/false);
+  EXPECT_EQ(read_file_if_present(f).value_or(""), "hello");
+  EXPECT_THROW(read_file_if_present(f + "/under-a-file"), Error);  // ENOTDIR
+  make_dirs(scratch.path() + "/d");
+  EXPECT_THROW(read_file_if_present(scratch.path() + "/d"), Error);  // EISDIR on read
 }
 
 TEST(SendAllTest, APeerThatHasGoneIsAnErrorNotSigpipe) {
