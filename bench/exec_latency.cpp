@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/error.hpp"
 #include "core/runtime.hpp"
 
 extern char** environ;
@@ -78,11 +79,26 @@ int main(int argc, char** argv) {
       echo.push_back(ms_since(t));
       if (got != kib.size()) throw std::runtime_error("echo lost bytes");
     }
-    auto b = stats(boxed), n = stats(native), ec = stats(echo);
+    // The same round trip without a process: an exec the agent refuses (no such
+    // file), i.e. what the box adds on top of starting the command itself.
+    std::vector<double> refused;
+    boxlite::ExecOptions missing;
+    missing.argv = {"/nonexistent-command"};
+    for (int i = 0; i < runs; ++i) {
+      auto t = Clock::now();
+      try {
+        box->run(missing);
+        throw std::runtime_error("an exec of a missing file succeeded");
+      } catch (const boxlite::Error&) {
+      }
+      refused.push_back(ms_since(t));
+    }
+    auto b = stats(boxed), n = stats(native), ec = stats(echo), rf = stats(refused);
     std::printf("exec `true` in a running box (%d runs): median %.2f ms, p99 %.2f ms\n", runs, b.median_ms, b.p99_ms);
     std::printf("native fork+exec `true`     (%d runs): median %.2f ms, p99 %.2f ms\n", runs, n.median_ms, n.p99_ms);
     std::printf("ratio (median): %.1fx\n", b.median_ms / n.median_ms);
     std::printf("1 KiB stdin echoed by cat    (%d runs): median %.2f ms, p99 %.2f ms\n", runs, ec.median_ms, ec.p99_ms);
+    std::printf("refused exec (no process)    (%d runs): median %.2f ms, p99 %.2f ms\n", runs, rf.median_ms, rf.p99_ms);
     box->destroy();
   } catch (const std::exception& ex) {
     std::fprintf(stderr, "error: %s\n", ex.what());
