@@ -10,12 +10,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <ctime>
+#include <filesystem>
 #include <memory>
 #include <system_error>
 #include <thread>
 #include <vector>
-#include <ctime>
-#include <filesystem>
 
 namespace boxlite {
 
@@ -262,7 +262,8 @@ UniqueFd unix_listen(const std::string& path, int backlog) {
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) throw_errno(ErrorCode::Internal, "socket");
   ::unlink(path.c_str());
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) throw_errno(ErrorCode::Internal, "bind " + path);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+    throw_errno(ErrorCode::Internal, "bind " + path);
   if (::listen(fd.get(), backlog) != 0) throw_errno(ErrorCode::Internal, "listen " + path);
   return fd;
 }

@@ -35,7 +35,8 @@ class Box {
   // (exec on it once it stopped is a Stopped error); stop() and destroy() still act
   // on it. Throws Stopped when its shim does not answer.
   static std::shared_ptr<Box> attach(engine::ShimSpec spec);
-  static std::shared_ptr<Box> attach(engine::ShimSpec spec, store::BoxRecord record, std::shared_ptr<store::Store> store);
+  static std::shared_ptr<Box> attach(engine::ShimSpec spec, store::BoxRecord record,
+                                     std::shared_ptr<store::Store> store);
   ~Box();
   Box(const Box&) = delete;
   Box& operator=(const Box&) = delete;
@@ -122,7 +123,7 @@ class Box {
   std::string name_;
   std::vector<std::string> default_argv_;
   bool auto_remove_;
-  bool attached_ = false;  // another process owns the box (attach)
+  bool attached_ = false;     // another process owns the box (attach)
   bool invalidated_ = false;  // stop() was called on this handle (and no start() since)
   bool removed_ = false;      // destroy() finished: nothing is left to stop or remove
   // Throws Stopped when stop() invalidated this handle.

@@ -1,10 +1,10 @@
 #include "guest/agent.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
-#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -39,7 +39,8 @@ uint64_t key(uint32_t src, uint32_t stream) { return (uint64_t{src} << 32) | str
 // namespace below the agent's, so the main command is PID 1 there, as in a
 // container. In a jail the host made it already (the agent has no CAP_SYS_ADMIN).
 void ensure_box_pid_namespace() {
-  struct stat self{}, children{};
+  struct stat self {
+  }, children{};
   // A namespace made by unshare() has no link until its first process exists.
   if (::stat("/proc/self/ns/pid_for_children", &children) != 0 && errno == ENOENT) return;
   if (::stat("/proc/self/ns/pid", &self) == 0 && self.st_ino != children.st_ino) return;
@@ -232,7 +233,8 @@ void Agent::dispatch(const protocol::Frame& f) {
           power_off_();
           running_ = false;
           return;
-        default: throw Error(ErrorCode::Rpc, std::string("unexpected ") + protocol::frame_type_name(f.type) + " on stream 0");
+        default:
+          throw Error(ErrorCode::Rpc, std::string("unexpected ") + protocol::frame_type_name(f.type) + " on stream 0");
       }
     }
     if (f.type == FrameType::Exec) return handle_exec(f);
@@ -256,8 +258,8 @@ void Agent::handle_hello(const protocol::Frame& f) {
   auto hello = protocol::parse_message<proto::Hello>(f);
   if (hello.version() != protocol::kProtocolVersion) {
     send_error(0, static_cast<int>(ErrorCode::Rpc),
-               "protocol version mismatch: guest speaks " + std::to_string(protocol::kProtocolVersion) + ", host speaks " +
-                   std::to_string(hello.version()));
+               "protocol version mismatch: guest speaks " + std::to_string(protocol::kProtocolVersion) +
+                   ", host speaks " + std::to_string(hello.version()));
     return;
   }
   hello_done_ = true;
@@ -423,7 +425,9 @@ void Agent::on_output(Exec& e, Source src) {
 
 void Agent::handle_credit(Exec& e, const protocol::Frame& f) {
   auto c = protocol::parse_message<proto::Credit>(f);
-  auto add = [](uint32_t& credit, uint32_t bytes) { credit = std::min<uint64_t>(uint64_t{credit} + bytes, kMaxCredit); };
+  auto add = [](uint32_t& credit, uint32_t bytes) {
+    credit = std::min<uint64_t>(uint64_t{credit} + bytes, kMaxCredit);
+  };
   if (c.channel() == proto::STDOUT) add(e.out_credit, c.bytes());
   if (c.channel() == proto::STDERR) add(e.err_credit, c.bytes());
   update_output_interest(e);
@@ -499,7 +503,8 @@ void Agent::on_stdin_writable(Exec& e) {
 
 void Agent::handle_signal(Exec& e, const protocol::Frame& f) {
   auto s = protocol::parse_message<proto::Signal>(f);
-  if (s.signo() <= 0 || s.signo() >= NSIG) throw Error(ErrorCode::InvalidArgument, "invalid signal " + std::to_string(s.signo()));
+  if (s.signo() <= 0 || s.signo() >= NSIG)
+    throw Error(ErrorCode::InvalidArgument, "invalid signal " + std::to_string(s.signo()));
   if (e.reaped && s.signo() != SIGKILL) return;
   // SIGKILL takes the whole process group, so nothing the exec started survives.
   ::kill(s.signo() == SIGKILL ? -e.pid : e.pid, s.signo());

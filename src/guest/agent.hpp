@@ -22,8 +22,7 @@ struct Exec;
 class Agent {
  public:
   // configure: runs phase 2 for this engine when the host sends BoxConfig.
-  Agent(UniqueFd channel, std::function<void(const proto::BoxConfig&)> configure,
-        std::function<void()> power_off);
+  Agent(UniqueFd channel, std::function<void(const proto::BoxConfig&)> configure, std::function<void()> power_off);
   ~Agent();
   // Returns when the host asks for shutdown or the channel closes.
   void run();

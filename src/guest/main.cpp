@@ -67,7 +67,8 @@ int run_jail(int channel_fd, int proc_gate_fd) {
           guest::configure_network(cfg, false);
         },
         [] { std::_Exit(0); });
-    if (proc_gate_fd >= 0) agent.set_proc_swap({guest::ProcSwap::Mode::kAskHelper, proc_gate_fd}, UniqueFd(proc_gate_fd));
+    if (proc_gate_fd >= 0)
+      agent.set_proc_swap({guest::ProcSwap::Mode::kAskHelper, proc_gate_fd}, UniqueFd(proc_gate_fd));
     agent.run();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "boxlite-guest: fatal: %s\n", e.what());

@@ -32,7 +32,7 @@ struct SpawnRequest {
   std::vector<std::string> argv;
   std::vector<std::string> env;  // final K=V list
   std::string cwd;
-  std::string user;              // "" = root
+  std::string user;  // "" = root
   bool tty = false;
   unsigned rows = 24, cols = 80;
   bool stdin_open = false;

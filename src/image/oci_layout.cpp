@@ -51,8 +51,8 @@ std::string read_small_file(const std::string& path, const std::string& what) {
   if (::stat(path.c_str(), &st) != 0) throw_errno(ErrorCode::Image, "cannot read " + what + " " + path);
   if (!S_ISREG(st.st_mode)) fail(what + " " + path + " is not a regular file");
   if (st.st_size > kMaxJsonBlob) {
-    fail(what + " " + path + " is " + std::to_string(st.st_size) + " bytes, over the " +
-         std::to_string(kMaxJsonBlob) + "-byte limit");
+    fail(what + " " + path + " is " + std::to_string(st.st_size) + " bytes, over the " + std::to_string(kMaxJsonBlob) +
+         "-byte limit");
   }
   return read_file(path);
 }
@@ -84,10 +84,12 @@ Descriptor parse_descriptor(const json& j, const std::string& where) {
   if (d.digest.empty()) fail("descriptor without a digest in " + where);
   detail::digest_hex(d.digest, where);
   if (auto it = j.find("size"); it != j.end()) {
-    if (!it->is_number_integer() || it->get<int64_t>() < 0) fail("descriptor " + d.digest + " in " + where + " has a bad size");
+    if (!it->is_number_integer() || it->get<int64_t>() < 0)
+      fail("descriptor " + d.digest + " in " + where + " has a bad size");
     d.size = it->get<int64_t>();
   }
-  if (auto it = j.find("annotations"); it != j.end() && it->is_object()) d.ref_name = string_field(*it, kRefNameKey, where);
+  if (auto it = j.find("annotations"); it != j.end() && it->is_object())
+    d.ref_name = string_field(*it, kRefNameKey, where);
   if (auto it = j.find("platform"); it != j.end() && it->is_object()) {
     d.os = string_field(*it, "os", where);
     d.arch = string_field(*it, "architecture", where);
@@ -162,7 +164,8 @@ Descriptor pick_platform(const std::vector<Descriptor>& ds, const std::string& w
   for (const auto& d : ds) {
     if (d.os == "linux" && d.arch == "amd64") return d;
   }
-  bool any_platform = std::any_of(ds.begin(), ds.end(), [](const Descriptor& d) { return !d.os.empty() || !d.arch.empty(); });
+  bool any_platform =
+      std::any_of(ds.begin(), ds.end(), [](const Descriptor& d) { return !d.os.empty() || !d.arch.empty(); });
   if (ds.size() == 1 && !any_platform) return ds.front();
   std::set<std::string> seen;
   for (const auto& d : ds) seen.insert(platform_name(d));
@@ -310,7 +313,8 @@ LocalImage open_oci_layout(const LayoutRef& ref) {
 void verify_blob(const std::string& path, const std::string& digest) {
   detail::digest_hex(digest, path);
   std::string actual = detail::sha256_file(path);
-  if (actual != digest) fail("corrupt blob " + digest + " at " + path + ": digest mismatch (content is " + actual + ")");
+  if (actual != digest)
+    fail("corrupt blob " + digest + " at " + path + ": digest mismatch (content is " + actual + ")");
 }
 
 }  // namespace boxlite::image

@@ -96,8 +96,8 @@ TEST_F(JailEscapeTest, TheAgentIsOutOfReachOfTheBoxsRoot) {
               "cat /proc/*/comm; cat /proc/*/maps 2>&1; readlink /proc/*/exe 2>&1; ls -l /proc/*/fd 2>&1; "
               "for p in /proc/[0-9]*; do if (exec 3<$p/mem) 2>/dev/null; then echo MEM-OPENED; fi; done");
   EXPECT_EQ(r.stdout_text.find("boxlite-guest"), std::string::npos) << "the agent is listed: " << r.stdout_text;
-  EXPECT_NE(r.stdout_text.find("MEM-OPENED"), std::string::npos) << "the box's own processes are its root's: "
-                                                                  << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find("MEM-OPENED"), std::string::npos)
+      << "the box's own processes are its root's: " << r.stdout_text;
   EXPECT_EQ(r.stdout_text.find(bin_dir()), std::string::npos) << "the agent's maps or exe: " << r.stdout_text;
   EXPECT_EQ(r.stdout_text.find("socket:"), std::string::npos) << "the agent's descriptors: " << r.stdout_text;
 }

@@ -139,7 +139,8 @@ TEST_P(MainCommandTest, CliRunFollowsTheMainCommandAndLogsKeepItsOutput) {
 }
 
 TEST_P(MainCommandTest, CliRunDetachedAndExecDetached) {
-  auto r = run_cli({"run", "-d", "--name", "bg", image("busybox"), "sh", "-c", "i=0; while true; do echo line$i; i=$((i+1)); sleep 0.1; done"});
+  auto r = run_cli({"run", "-d", "--name", "bg", image("busybox"), "sh", "-c",
+                    "i=0; while true; do echo line$i; i=$((i+1)); sleep 0.1; done"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::string id = trim(r.out);
   EXPECT_EQ(id.size(), 12u);

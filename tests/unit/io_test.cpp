@@ -1,7 +1,7 @@
 // common/io: remove_tree removes whole trees (by levels, in parallel) without
 // following a symlink out of them; read_file_if_present; send_all.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
