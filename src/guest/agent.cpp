@@ -66,7 +66,8 @@ void ensure_box_pid_namespace() {
 
 struct Exec {
   uint32_t stream = 0;
-  pid_t pid = -1;
+  pid_t pid = -1;         // the agent's view (waitpid, kill)
+  pid_t pid_in_box = -1;  // the box's view, reported to the host
   bool tty = false;
   UniqueFd in, out, err, timer;
   uint32_t out_credit = kInitialWindow;
@@ -357,6 +358,7 @@ void Agent::start_exec(uint32_t stream, const proto::ExecRequest& req, bool main
   e->main = main;
   e->stream = stream;
   e->pid = sp.pid;
+  e->pid_in_box = sp.pid_in_box;
   e->tty = sr.tty;
   e->in = std::move(sp.stdin_fd);
   e->out = std::move(sp.stdout_fd);
@@ -382,7 +384,7 @@ void Agent::start_exec(uint32_t stream, const proto::ExecRequest& req, bool main
   Exec& ref = *e;
   execs_[stream] = std::move(e);
   proto::ExecStarted started;
-  started.set_pid(ref.pid);
+  started.set_pid(ref.pid_in_box);
   send_msg(stream, FrameType::Started, started);
   update_output_interest(ref);
 }

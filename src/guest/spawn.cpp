@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -70,6 +71,9 @@ struct ChildPlan {
   std::string cwd;
   int in = -1, out = -1, err = -1, ctty = -1, report = -1;
   ProcSwap proc_swap;
+  // The child's PID in the box's namespace (the agent's differs): it writes it here
+  // when it shares the agent's memory (CLONE_VM), before the agent resumes.
+  mutable pid_t pid_in_box = 0;
   const std::string* builtin = nullptr;  // run this instead of execve
   const std::vector<std::string>* builtin_args = nullptr;
 };
@@ -87,6 +91,7 @@ struct ChildPlan {
   sigset_t all;
   sigemptyset(&all);
   ::sigprocmask(SIG_SETMASK, &all, nullptr);
+  p.pid_in_box = static_cast<pid_t>(::syscall(SYS_getpid));
   if (int err = put_box_proc_in_place(p.proc_swap); err != 0) {
     errno = err;
     child_fail(p.report, 10);
@@ -162,7 +167,8 @@ int put_box_proc_in_place(const ProcSwap& swap) noexcept {
       if (::umount2("/proc", MNT_DETACH) != 0 && errno != EINVAL) return errno;
       return ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) == 0 ? 0 : errno;
     case ProcSwap::Mode::kAskHelper: {
-      if (::write(swap.helper_gate, "p", 1) != 1) return errno;
+      // A helper that is gone is an error here, not a SIGPIPE (dispositions are reset).
+      if (::send(swap.helper_gate, "p", 1, MSG_NOSIGNAL) != 1) return errno;
       int err = 0;
       ssize_t n;
       while ((n = ::read(swap.helper_gate, &err, sizeof err)) < 0 && errno == EINTR) {
@@ -296,6 +302,7 @@ Spawned spawn_process(const SpawnRequest& req) {
     spawn_failed(errno_text(std::string(stage_name(msg[0])) + " " + plan.path, msg[1]));
   }
   out.pid = pid;
+  out.pid_in_box = plan.builtin ? pid : plan.pid_in_box;  // a builtin's fork shares nothing
   if (req.tty) {
     if (req.stdin_open) {
       out.stdin_fd = UniqueFd(::fcntl(pty.master.get(), F_DUPFD_CLOEXEC, 0));

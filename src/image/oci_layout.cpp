@@ -285,8 +285,9 @@ LocalImage open_oci_layout(const LayoutRef& ref) {
   const std::string& dir = img.layout_dir;
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) {
-    if (errno == ENOENT || errno == ENOTDIR) fail("OCI image layout directory not found: " + dir);
-    fail(errno_text("OCI image layout directory " + dir + " cannot be read"));
+    int err = errno;
+    if (err == ENOENT || err == ENOTDIR) fail("OCI image layout directory not found: " + dir);
+    fail(errno_text("OCI image layout directory " + dir + " cannot be read", err));
   }
   if (!S_ISDIR(st.st_mode)) fail("OCI image layout directory not found: " + dir + " (not a directory)");
   check_layout_marker(dir);

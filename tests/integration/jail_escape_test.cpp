@@ -162,11 +162,37 @@ TEST_F(JailEscapeTest, MountAndUmountFail) {
   auto box = jail();
   EXPECT_NE(sh(box, "mkdir -p /mnt && mount -t tmpfs x /mnt").exit_code, 0);
   EXPECT_NE(sh(box, "umount /proc/kcore").exit_code, 0);
+  EXPECT_NE(sh(box, "umount /proc/kallsyms").exit_code, 0);
   EXPECT_NE(sh(box, "umount -l /proc").exit_code, 0);
   EXPECT_NE(sh(box, "mount -o remount,rw /sys").exit_code, 0);
   EXPECT_NE(sh(box, "mount --bind / /mnt").exit_code, 0);
   // The masks are still in place afterwards.
   EXPECT_EQ(sh(box, "cat /proc/kcore | wc -c").stdout_text, "0\n");
+  EXPECT_EQ(sh(box, "cat /proc/kallsyms | wc -c").stdout_text, "0\n");
+}
+
+// Docker's masked /proc paths are masked on the box's /proc (its own PID
+// namespace's, mounted after the box's first process exists): each one this
+// kernel has reads empty, and the read-only ones refuse writes.
+TEST_F(JailEscapeTest, ProcPathsAreMaskedAndReadOnly) {
+  auto box = jail();
+  for (const char* masked : {"/proc/keys", "/proc/kallsyms", "/proc/timer_list", "/proc/interrupts", "/proc/kmsg",
+                             "/proc/kcore", "/proc/sched_debug", "/proc/sysrq-trigger", "/proc/latency_stats"}) {
+    if (!path_exists(masked)) continue;  // not in this host's kernel
+    auto r = sh(box, std::string("wc -c < ") + masked);
+    EXPECT_EQ(r.stdout_text, "0\n") << masked << " is readable in the box: " << r.stdout_text << r.stderr_text;
+  }
+  for (const char* dir : {"/proc/acpi", "/proc/asound", "/proc/scsi"}) {
+    if (!path_exists(dir)) continue;
+    auto r = sh(box, std::string("ls -A ") + dir + " | wc -l; touch " + dir + "/x 2>/dev/null && echo WROTE");
+    EXPECT_EQ(r.stdout_text, "0\n") << dir << ": " << r.stdout_text;
+  }
+  auto mounts = sh(box, "cat /proc/self/mountinfo");
+  for (const char* ro : {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys"}) {
+    auto at = mounts.stdout_text.find(std::string(" ") + ro + " ro,");
+    EXPECT_NE(at, std::string::npos) << ro << " is not mounted read-only: " << mounts.stdout_text;
+  }
+  EXPECT_NE(sh(box, "echo 1 > /proc/sys/kernel/ns_last_pid").exit_code, 0);
 }
 
 TEST_F(JailEscapeTest, PtraceOfAnyProcessFails) {
@@ -286,6 +312,28 @@ TEST_F(JailEscapeTest, AForkBombIsStoppedByThePidsLimit) {
   } else {
     ADD_FAILURE() << "no pids cgroup for the box";
   }
+}
+
+// The tightest process limit that leaves room for the agent and one command still
+// starts the box: nothing of the engine's (the /proc helper) takes a slot of it,
+// on either of the helper's paths (kernels with and without proc's pidns=).
+TEST_F(JailEscapeTest, MaxProcessesOfTwoStillRunsTheMainCommand) {
+  for (const char* setns_path : {"0", "1"}) {
+    ::setenv("BOXLITE_JAIL_PROC_VIA_SETNS", setns_path, 1);
+    BoxOptions o;
+    o.rootfs_path = image("busybox");
+    o.engine = "jail";
+    o.cmd = {"sh", "-c", "echo started; cat /proc/1/comm"};
+    o.security.max_processes = 2;  // the agent and the main command
+    auto box = rt().create(o);
+    boxes_.push_back(box);
+    Execution a = box->attach();
+    std::string out;
+    while (auto c = a.next_output()) out += c->data;
+    EXPECT_EQ(a.wait().exit_code, 0) << "setns path " << setns_path << ": " << out;
+    EXPECT_EQ(out, "started\ncat\n") << "setns path " << setns_path;  // sh execs its last command
+  }
+  ::unsetenv("BOXLITE_JAIL_PROC_VIA_SETNS");
 }
 
 TEST_F(JailEscapeTest, AMemoryHogIsOomKilledInsideTheBox) {

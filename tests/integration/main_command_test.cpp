@@ -170,10 +170,10 @@ TEST_P(MainCommandTest, TheBoxsProcListsOnlyTheBoxsProcesses) {
   const std::string list = "for d in /proc/[0-9]*; do echo \"${d#/proc/} $(cat $d/comm)\"; done";
   auto box = rt.create(opts({"sh", "-c",
                              "sleep 30 & s=$!; p=$(pidof sleep); echo \"bang=$s pidof=$p\"; " + list +
-                                 "; kill $p && echo killed; wait; while :; do sleep 1; done"}));
+                                 "; if kill $p; then echo killed; else echo kill-failed; fi; echo listed; wait; while :; do sleep 1; done"}));
   Execution a = box->attach();
   std::string out;
-  while (out.find("killed\n") == std::string::npos) {
+  while (out.find("listed\n") == std::string::npos) {
     auto c = a.next_output();
     if (!c) break;
     out += c->data;
@@ -184,10 +184,15 @@ TEST_P(MainCommandTest, TheBoxsProcListsOnlyTheBoxsProcesses) {
   std::string pid = line.substr(5, line.find(' ') - 5);
   EXPECT_EQ(line, "bang=" + pid + " pidof=" + pid) << "pidof and $! must name the same process";
   EXPECT_NE(out.find("\n1 sh\n"), std::string::npos) << "the main command is PID 1 of the listed processes: " << out;
-  EXPECT_NE(out.find("killed\n"), std::string::npos) << "kill $(pidof sleep) must reach it: " << out;
+  EXPECT_NE(out.find("\nkilled\n"), std::string::npos) << "kill $(pidof sleep) must reach it: " << out;
   for (const char* engine_process : {"boxlite-guest", "boxlite-init", "kthreadd", "ksoftirqd"}) {
     EXPECT_EQ(out.find(engine_process), std::string::npos) << engine_process << " is listed in the box: " << out;
   }
+  // The PID an exec is reported with is the box's, the one its shell calls $$.
+  Execution self = box->exec(ExecOptions{.argv = {"sh", "-c", "echo $$"}});
+  std::string self_out;
+  while (auto c = self.next_output()) self_out += c->data;
+  EXPECT_EQ(std::to_string(self.pid()) + "\n", self_out);
   auto seen = box->run(ExecOptions{.argv = {"sh", "-c", "cat /proc/1/comm; " + list}});
   EXPECT_EQ(seen.stdout_text.rfind("sh\n", 0), 0u) << seen.stdout_text << seen.stderr_text;
   EXPECT_EQ(seen.stdout_text.find("boxlite-guest"), std::string::npos) << seen.stdout_text;

@@ -13,13 +13,17 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <thread>
@@ -217,11 +221,30 @@ std::vector<std::string> cgroup_parents() {
   return {"/sys/fs/cgroup/memory/boxlite", "/sys/fs/cgroup/pids/boxlite", "/sys/fs/cgroup/cpu/boxlite"};
 }
 
-// Renames a spare to `dir` (atomic: two boxes never get the same one), else mkdir.
+// A spare still holding a process, or a pids charge of one that is exiting (a box
+// that ended in a fork bomb leaves thousands for a while), would count against the
+// next box's limits: such a spare waits for a later box.
+bool spare_is_idle(const std::string& spare) {
+  auto holds = [&](const std::string& file, bool zero_means_idle) {
+    std::optional<std::string> text;
+    try {
+      text = read_file_if_present(spare + "/" + file);
+    } catch (const Error&) {
+      return true;  // unreadable: do not bet on it
+    }
+    if (!text) return false;
+    std::string t = trim(*text);
+    return zero_means_idle ? (t != "0") : !t.empty();
+  };
+  return !holds("cgroup.procs", false) && !holds("pids.current", true);
+}
+
+// Renames an idle spare to `dir` (atomic: two boxes never get the same one), else mkdir.
 void take_or_make_cgroup(const std::string& parent, const std::string& dir) {
   make_dirs(parent);
   for (int i = 0; i < kMaxSpares; ++i) {
     std::string spare = parent + "/spare-" + std::to_string(i);
+    if (!spare_is_idle(spare)) continue;
     if (::rename(spare.c_str(), dir.c_str()) == 0) return;
   }
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorCode::Engine, "mkdir " + dir);
@@ -301,6 +324,9 @@ CgroupPlan prepare_cgroups(const ShimSpec& spec) {
 
 // ---- the child: runs between clone and exec; it reports failures and _exits --
 
+// Where the /proc helper (below) mounts the box's own /proc before moving it over the agent's.
+constexpr const char kProcStaging[] = "/dev/.boxlite-proc";
+
 struct ChildArgs {
   const ShimSpec* spec;
   // The child starts with its cwd in the box root (clone carries the cwd into the
@@ -350,6 +376,9 @@ void setup_dev(const ChildArgs& a) {
   (void)!::symlink("/proc/self/fd/0", (dev + "/stdin").c_str());
   (void)!::symlink("/proc/self/fd/1", (dev + "/stdout").c_str());
   (void)!::symlink("/proc/self/fd/2", (dev + "/stderr").c_str());
+  // Where the /proc helper mounts the box's own /proc (it may not create it: its
+  // host uid has no mapping in the box).
+  if (::mkdir((a.root + kProcStaging).c_str(), 0500) != 0) child_fail(a, "mkdir " + std::string(kProcStaging));
 }
 
 // What Docker masks (bind /dev/null over files, empty read-only tmpfs over dirs)
@@ -374,9 +403,11 @@ const char* const kMaskedPaths[] = {
 const char* const kReadonlyPaths[] = {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys"};
 
 // Docker's masks for the entries of kMaskedPaths and kReadonlyPaths under `under`
-// ("/proc/" or "/sys/"), with `at` standing for `under`. 0, or the errno of the
-// first mount that failed (its path in `failed`).
-int mask_paths_under(std::string_view under, const std::string& at, std::string& failed) {
+// ("/proc/" or "/sys/"), with `at` standing for `under`; files are masked with the
+// box's `dev_null`. 0, or the errno of the first mount that failed (its path in
+// `failed`).
+int mask_paths_under(std::string_view under, const std::string& at, const std::string& dev_null,
+                     std::string& failed) {
   auto mount_or_note = [&](const char* src, const std::string& target, const char* type, unsigned long flags,
                            const char* data) {
     if (::mount(src, target.c_str(), type, flags, data) == 0) return true;
@@ -390,9 +421,10 @@ int mask_paths_under(std::string_view under, const std::string& at, std::string&
     std::string target = at + std::string(p.substr(under.size()));
     struct stat st;
     if (::lstat(target.c_str(), &st) != 0) continue;
-    bool ok = S_ISDIR(st.st_mode)
-                  ? mount_or_note("tmpfs", target, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0")
-                  : mount_or_note("/dev/null", target, nullptr, MS_BIND, nullptr);
+    // uid/gid: the box's root owns the empty directory, whoever mounts it.
+    bool ok = S_ISDIR(st.st_mode) ? mount_or_note("tmpfs", target, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                                                  "size=0,uid=0,gid=0")
+                                  : mount_or_note(dev_null.c_str(), target, nullptr, MS_BIND, nullptr);
     if (!ok) return errno;
   }
   for (std::string_view p : kReadonlyPaths) {
@@ -414,37 +446,55 @@ int mask_paths_under(std::string_view under, const std::string& at, std::string&
 // processes as the agent's namespace does: `ps` would list the agent as PID 1 and
 // `pidof` would disagree with `$$`. A /proc of the inner namespace needs a process
 // in it, and the first one must be the main command. So the init forks this
-// helper while it still has its capabilities; the agent's first child, before it
-// runs anything, asks it over the gate to put the box's own /proc in place of the
-// agent's (masked, as Docker does), waits for the answer, and the helper exits.
-// Box processes never see the helper: it lives in the agent's PID namespace.
+// helper first thing, with its capabilities in the box's user namespace; the
+// agent's first child, before it runs anything, asks it over the gate to put the
+// box's own /proc in place of the agent's (masked, as Docker does), waits for the
+// answer, and the helper exits. Box processes never see the helper: it lives in
+// the agent's PID namespace. Forked before the id maps and the box's cgroups, it
+// keeps the shim's host uid and cgroups: it counts against neither the box's
+// RLIMIT_NPROC nor its pids limit (max_processes=2 still starts a box).
 
-constexpr const char kProcStaging[] = "/dev/.boxlite-proc";
 constexpr unsigned long kProcFlags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
 
-// The proc of the namespace the agent's children are in, mounted at `dir`. Linux
-// 6.15 and later mount another namespace's proc by name; before that, only a
-// process inside that namespace can (it gets a PID there, and exits).
+// proc's `pidns=` option came with Linux 6.15; older kernels log a complaint for
+// every unknown option, so it is not tried there. BOXLITE_JAIL_PROC_VIA_SETNS=1
+// takes the older kernels' path anywhere (for the tests).
+bool kernel_mounts_proc_by_pidns() {
+  if (const char* force = std::getenv("BOXLITE_JAIL_PROC_VIA_SETNS"); force && std::string_view(force) == "1") {
+    return false;
+  }
+  utsname u{};
+  unsigned major = 0, minor = 0;
+  if (::uname(&u) != 0 || std::sscanf(u.release, "%u.%u", &major, &minor) != 2) return false;
+  return major > 6 || (major == 6 && minor >= 15);
+}
+
+// The proc of the namespace the agent's children are in, mounted at `dir`: by name
+// where the kernel can, else from a process of ours inside that namespace (it
+// takes a PID there, and exits).
 int mount_inner_proc(const char* dir) {
   const char* inner = "/proc/1/ns/pid_for_children";  // PID 1 here is the agent
-  if (::mount("proc", dir, "proc", kProcFlags, (std::string("pidns=") + inner).c_str()) == 0) return 0;
-  if (errno != EINVAL) return errno;
+  if (kernel_mounts_proc_by_pidns()) {
+    if (::mount("proc", dir, "proc", kProcFlags, (std::string("pidns=") + inner).c_str()) == 0) return 0;
+    if (errno != EINVAL) return errno;
+  }
   UniqueFd ns(::open(inner, O_RDONLY | O_CLOEXEC));
   if (!ns || ::setns(ns.get(), CLONE_NEWPID) != 0) return errno;
   pid_t pid = ::fork();
   if (pid < 0) return errno;
   if (pid == 0) ::_exit(::mount("proc", dir, "proc", kProcFlags, nullptr) == 0 ? 0 : errno);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  pid_t got;
+  while ((got = ::waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
   }
+  if (got != pid) return errno ? errno : ECHILD;
   return WIFEXITED(status) ? WEXITSTATUS(status) : EIO;
 }
 
 int put_inner_proc_in_place() {
-  if (::mkdir(kProcStaging, 0500) != 0) return errno;
   int err = mount_inner_proc(kProcStaging);
   std::string failed;
-  if (err == 0) err = mask_paths_under("/proc/", std::string(kProcStaging) + "/", failed);
+  if (err == 0) err = mask_paths_under("/proc/", std::string(kProcStaging) + "/", "/dev/null", failed);
   // Whatever the agent's /proc had mounted on it goes with it.
   if (err == 0 && ::umount2("/proc", MNT_DETACH) != 0) err = errno;
   if (err == 0 && ::mount(kProcStaging, "/proc", nullptr, MS_MOVE, nullptr) != 0) err = errno;
@@ -466,12 +516,14 @@ int put_inner_proc_in_place() {
   while ((n = ::read(0, &go, 1)) < 0 && errno == EINTR) {
   }
   if (n != 1) ::_exit(0);  // the agent needs no /proc from us (or is gone)
-  int err = put_inner_proc_in_place();
-  (void)!::write(0, &err, sizeof err);
+  // Forked before the box's root was pivoted into, its cwd is still the old tree.
+  int err = ::chdir("/") == 0 ? put_inner_proc_in_place() : errno;
+  (void)!::send(0, &err, sizeof err, MSG_NOSIGNAL);
   ::_exit(0);
 }
 
-// Forks the helper; returns the agent's end of the gate (not close-on-exec).
+// Forks the helper; returns the agent's end of the gate, close-on-exec until the
+// init passes it on, at a number (>= 10) that the init's own dup2s onto 0-3 leave alone.
 int start_proc_helper(const ChildArgs& a) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) child_fail(a, "socketpair for the /proc helper");
@@ -479,8 +531,10 @@ int start_proc_helper(const ChildArgs& a) {
   if (pid < 0) child_fail(a, "fork the /proc helper");
   if (pid == 0) run_proc_helper(sv[1]);
   ::close(sv[1]);
-  if (::fcntl(sv[0], F_SETFD, 0) != 0) child_fail(a, "pass the /proc helper's gate to the agent");
-  return sv[0];
+  int gate = ::fcntl(sv[0], F_DUPFD_CLOEXEC, 10);
+  if (gate < 0) child_fail(a, "move the /proc helper's gate");
+  ::close(sv[0]);
+  return gate;
 }
 
 void bring_up_loopback(const ChildArgs& a) {
@@ -562,6 +616,7 @@ void mark_cloexec_from(const ChildArgs& a, int first) {
 
 int child_main(void* arg) {
   const ChildArgs& a = *static_cast<ChildArgs*>(arg);
+  int gate_fd = start_proc_helper(a);
   char go;
   if (::read(a.sync_read, &go, 1) != 1) ::_exit(125);  // the parent gave up
   if (::setresgid(0, 0, 0) != 0 || ::setresuid(0, 0, 0) != 0) child_fail(a, "become root of the user namespace");
@@ -582,7 +637,7 @@ int child_main(void* arg) {
   setup_dev(a);
   // /proc's masks go on the box's own /proc (put_inner_proc_in_place).
   std::string failed;
-  if (mask_paths_under("/sys/", sys + "/", failed) != 0) child_fail(a, "mask " + failed);
+  if (mask_paths_under("/sys/", sys + "/", a.root + "/dev/null", failed) != 0) child_fail(a, "mask " + failed);
   if (::syscall(SYS_pivot_root, ".", ".") != 0) child_fail(a, "pivot_root into the box root");
   if (::umount2(".", MNT_DETACH) != 0) child_fail(a, "detach the host root");
   if (::chdir("/") != 0) child_fail(a, "chdir /");
@@ -604,7 +659,9 @@ int child_main(void* arg) {
   }
   if (::read(a.sync_read, &go, 1) != 1) ::_exit(125);
   if (::unshare(CLONE_NEWCGROUP) != 0) child_fail(a, "unshare cgroup namespace");
-  std::string gate = std::to_string(start_proc_helper(a));
+  // The gate is the one descriptor besides the channel that the agent inherits.
+  if (::fcntl(gate_fd, F_SETFD, 0) != 0) child_fail(a, "pass the /proc helper's gate to the agent");
+  std::string gate = std::to_string(gate_fd);
   // The box's processes live one PID namespace down, where the main command is
   // PID 1 (the agent's first child); the agent keeps no capability to make it.
   if (::unshare(CLONE_NEWPID) != 0) child_fail(a, "unshare PID namespace for the box's processes");
