@@ -45,9 +45,9 @@ struct SpawnRequest {
 struct Spawned {
   pid_t pid = -1;         // in the agent's PID namespace (waitpid, kill)
   pid_t pid_in_box = -1;  // what the box itself calls it (reported to the host)
-  UniqueFd stdin_fd;   // write end (or the PTY master), invalid when stdin is closed
-  UniqueFd stdout_fd;  // read end (or the PTY master)
-  UniqueFd stderr_fd;  // read end; invalid with a PTY (merged into stdout)
+  UniqueFd stdin_fd;      // write end (or the PTY master), invalid when stdin is closed
+  UniqueFd stdout_fd;     // read end (or the PTY master)
+  UniqueFd stderr_fd;     // read end; invalid with a PTY (merged into stdout)
 };
 
 // Throws Error(Execution) whose message starts "spawn_failed:" when the process

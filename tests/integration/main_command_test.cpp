@@ -168,9 +168,10 @@ TEST_P(MainCommandTest, CliRunDetachedAndExecDetached) {
 TEST_P(MainCommandTest, TheBoxsProcListsOnlyTheBoxsProcesses) {
   Runtime rt;
   const std::string list = "for d in /proc/[0-9]*; do echo \"${d#/proc/} $(cat $d/comm)\"; done";
-  auto box = rt.create(opts({"sh", "-c",
-                             "sleep 30 & s=$!; p=$(pidof sleep); echo \"bang=$s pidof=$p\"; " + list +
-                                 "; if kill $p; then echo killed; else echo kill-failed; fi; echo listed; wait; while :; do sleep 1; done"}));
+  auto box = rt.create(opts(
+      {"sh", "-c",
+       "sleep 30 & s=$!; p=$(pidof sleep); echo \"bang=$s pidof=$p\"; " + list +
+           "; if kill $p; then echo killed; else echo kill-failed; fi; echo listed; wait; while :; do sleep 1; done"}));
   Execution a = box->attach();
   std::string out;
   while (out.find("listed\n") == std::string::npos) {

@@ -406,8 +406,7 @@ const char* const kReadonlyPaths[] = {"/proc/bus", "/proc/fs", "/proc/irq", "/pr
 // ("/proc/" or "/sys/"), with `at` standing for `under`; files are masked with the
 // box's `dev_null`. 0, or the errno of the first mount that failed (its path in
 // `failed`).
-int mask_paths_under(std::string_view under, const std::string& at, const std::string& dev_null,
-                     std::string& failed) {
+int mask_paths_under(std::string_view under, const std::string& at, const std::string& dev_null, std::string& failed) {
   auto mount_or_note = [&](const char* src, const std::string& target, const char* type, unsigned long flags,
                            const char* data) {
     if (::mount(src, target.c_str(), type, flags, data) == 0) return true;
@@ -422,8 +421,8 @@ int mask_paths_under(std::string_view under, const std::string& at, const std::s
     struct stat st;
     if (::lstat(target.c_str(), &st) != 0) continue;
     // uid/gid: the box's root owns the empty directory, whoever mounts it.
-    bool ok = S_ISDIR(st.st_mode) ? mount_or_note("tmpfs", target, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                                                  "size=0,uid=0,gid=0")
+    bool ok = S_ISDIR(st.st_mode) ? mount_or_note("tmpfs", target, "tmpfs",
+                                                  MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0,uid=0,gid=0")
                                   : mount_or_note(dev_null.c_str(), target, nullptr, MS_BIND, nullptr);
     if (!ok) return errno;
   }
