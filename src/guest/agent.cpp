@@ -39,8 +39,8 @@ uint64_t key(uint32_t src, uint32_t stream) { return (uint64_t{src} << 32) | str
 // namespace below the agent's, so the main command is PID 1 there, as in a
 // container. In a jail the host made it already (the agent has no CAP_SYS_ADMIN).
 void ensure_box_pid_namespace() {
-  struct stat self {
-  }, children{};
+  struct stat self = {};
+  struct stat children = {};
   // A namespace made by unshare() has no link until its first process exists.
   if (::stat("/proc/self/ns/pid_for_children", &children) != 0 && errno == ENOENT) return;
   if (::stat("/proc/self/ns/pid", &self) == 0 && self.st_ino != children.st_ino) return;
@@ -281,27 +281,19 @@ void Agent::handle_configure(const protocol::Frame& f) {
   send_msg(0, FrameType::Configured, proto::Configured{});
 }
 
-void Agent::set_proc_swap(ProcSwap swap, UniqueFd gate) {
-  proc_swap_ = swap;
-  proc_gate_ = std::move(gate);
-}
+void Agent::set_proc_swap(ProcSwap swap, UniqueFd gate) { first_proc_ = {swap, std::move(gate)}; }
 
-ProcSwap Agent::take_proc_swap() {
-  // The helper is done once the first process exists, or failed to: the gate
-  // closes as the caller returns (the helper sees EOF if it was never asked).
-  return std::exchange(proc_swap_, ProcSwap{});
-}
+Agent::FirstProcessProc Agent::take_proc_swap() { return std::exchange(first_proc_, FirstProcessProc{}); }
 
 void Agent::start_holder_init() {
-  ProcSwap swap = take_proc_swap();
-  UniqueFd gate = std::move(proc_gate_);
+  FirstProcessProc first = take_proc_swap();
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno(ErrorCode::Engine, "pipe for the box's init");
   UniqueFd report_r(fds[0]), report_w(fds[1]);
   pid_t pid = ::fork();
   if (pid < 0) throw_errno(ErrorCode::Engine, "fork the box's init");
   if (pid == 0) {
-    if (int err = put_box_proc_in_place(swap); err != 0) {
+    if (int err = put_box_proc_in_place(first.swap); err != 0) {
       (void)!::write(report_w.get(), &err, sizeof err);
       ::_exit(127);
     }
@@ -341,8 +333,8 @@ void Agent::start_exec(uint32_t stream, const proto::ExecRequest& req, bool main
   sr.rows = req.rows();
   sr.cols = req.cols();
   sr.stdin_open = req.stdin();
-  sr.proc_swap = take_proc_swap();
-  UniqueFd proc_gate = std::move(proc_gate_);
+  FirstProcessProc first = take_proc_swap();
+  sr.proc_swap = first.swap;
   if (!req.builtin().empty()) {
     // Builtins (copies) act for the host on the whole box, as docker cp does: root,
     // from "/", on plain pipes, whatever the box's default user and directory.

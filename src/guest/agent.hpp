@@ -73,12 +73,16 @@ class Agent {
   std::string outbuf_;
   bool channel_wants_out_ = false;
   bool hello_done_ = false;
-  // Taken by the first process started, whichever it is.
-  ProcSwap take_proc_swap();
+  // How the first process started, whichever it is, gets its /proc; the helper's
+  // gate closes when the caller's copy goes (the helper sees EOF if never asked).
+  struct FirstProcessProc {
+    ProcSwap swap;
+    UniqueFd gate;
+  };
+  FirstProcessProc take_proc_swap();
   void start_holder_init();
 
-  ProcSwap proc_swap_;
-  UniqueFd proc_gate_;
+  FirstProcessProc first_proc_;
   bool configured_ = false;
   bool main_exited_ = false;
   bool running_ = true;
