@@ -9,6 +9,7 @@
 #include "common/error.hpp"
 #include "common/io.hpp"
 #include "core/runtime.hpp"
+#include "core/shim_launch.hpp"
 
 namespace boxlite::cli {
 namespace {
@@ -23,6 +24,7 @@ int run_detached(const GlobalFlags& g, const RunFlags& f) {
   o.auto_remove = false;  // as documented: -d forces auto_remove=false
   o.main_tty = f.tty;
   o.main_stdin = true;  // nobody writes it, but a shell main command keeps the box up
+  core::prestart_shim(/*detached=*/true);  // its start overlaps ours (core/shim_launch.hpp)
   Runtime rt(runtime_options(g));
   PullDisplay progress(rt, stderr);
   auto box = rt.create(o, f.name);
@@ -43,6 +45,7 @@ int run_box(const GlobalFlags& g, const RunFlags& f) {
   o.main_tty = f.tty;
   o.main_stdin = f.interactive;
   if (f.tty) terminal_size(o.main_rows, o.main_cols);
+  core::prestart_shim(/*detached=*/false);  // its start overlaps ours (core/shim_launch.hpp)
 
   Runtime rt(runtime_options(g));
   trace("cli: runtime open");

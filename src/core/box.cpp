@@ -20,6 +20,7 @@
 #include "core/client.hpp"
 #include "core/network.hpp"
 #include "core/paths.hpp"
+#include "core/shim_launch.hpp"
 #include "engine/jail/jail.hpp"
 #include "protocol/main_log.hpp"
 
@@ -189,15 +190,6 @@ std::optional<int> Box::main_exit_code() {
 
 namespace {
 
-struct Pipe {
-  UniqueFd read, write;
-};
-Pipe make_pipe() {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno(ErrorCode::Internal, "pipe");
-  return {UniqueFd(fds[0]), UniqueFd(fds[1])};
-}
-
 std::string read_until_eof(int fd, double timeout_ms) {
   std::string out;
   double deadline = now_ms() + timeout_ms;
@@ -315,28 +307,15 @@ void Box::start() {
   if (attached_) throw Error(ErrorCode::Stopped, "box " + id() + " is not running");
   trace("core: start checks");
   if (spec_.engine == "jail") engine::jail::prime_cgroup_attach();
-  Pipe ready = make_pipe();
-  Pipe lifeline = make_pipe();
-  SpawnOptions so;
-  so.argv = {core::libexec_dir() + "/boxlite-shim", spec_.box_dir, "--ready-fd", "3"};
-  so.fds = {{ready.write.get(), 3}};
-  // A detached box has no lifeline: it outlives this process.
-  if (!record_.detach) {
-    so.argv.insert(so.argv.end(), {"--lifeline-fd", "4"});
-    so.fds.emplace_back(lifeline.read.get(), 4);
-  }
-  ::unlink((spec_.box_dir + "/exit.json").c_str());
-  so.stdout_path = so.stderr_path = engine::shim_log_path(spec_.box_dir);
-  // A detached box outlives this terminal; one that dies with its owner needs no
-  // session of its own.
-  so.new_session = record_.detach;
-  so.new_process_group = !record_.detach;
+  // The CLI's `run` started one already (core/shim_launch.hpp); else start it now.
+  std::optional<core::ShimLaunch> launch = core::take_prestarted_shim(record_.detach);
   double spawn_started_ms = now_ms();
-  Child shim = spawn(so);
-  trace("core: shim spawned");
-  ready.write.reset();
-  lifeline.read.reset();
-  std::string report = read_until_eof(ready.read.get(), spec_.boot_timeout_secs * 1000 + 15000);
+  if (!launch) launch.emplace(core::ShimLaunch::spawn(record_.detach));
+  ::unlink((spec_.box_dir + "/exit.json").c_str());
+  launch->hand_box_dir(spec_.box_dir);
+  trace("core: shim handed its box");
+  Child shim = launch->take_process();
+  std::string report = read_until_eof(launch->ready(), spec_.boot_timeout_secs * 1000 + 15000);
   trace("core: shim ready");
   if (report.rfind("OK", 0) != 0) {
     if (counters_) ++counters_->boxes_failed;
@@ -377,7 +356,7 @@ void Box::start() {
     shim.release();  // nobody may kill it when this process exits
   } else {
     shim_ = std::move(shim);
-    lifeline_ = std::move(lifeline.write);
+    lifeline_ = launch->take_lifeline();
   }
   state_ = BoxState::Running;
   record_.state = "running";

@@ -1,8 +1,12 @@
 // boxlite-shim: one process per box. Usage:
 //   boxlite-shim BOX_DIR [--ready-fd N] [--lifeline-fd N]
+//   boxlite-shim --box-dir-fd N [--ready-fd N] [--lifeline-fd N]
 //   boxlite-shim --probe-kvm
 // It reads BOX_DIR/shim.json, boots the box, writes "OK\n" (or "ERR <code>\n<message>")
-// to the ready fd, then serves BOX_DIR/shim.sock until the box stops.
+// to the ready fd, then serves BOX_DIR/shim.sock until the box stops. With
+// --box-dir-fd it is started before its box exists (core/shim_launch.hpp): it reads
+// the box directory from that descriptor up to EOF (nothing: exit quietly) and
+// then writes its own output to BOX_DIR/shim.log.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -47,6 +51,52 @@ void drop_controlling_terminal() {
   ::ioctl(fd, TIOCNOTTY);
   ::close(fd);
 }
+// stdout and stderr into the box's shim log, as the runtime used to open them.
+bool redirect_output_to(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  bool ok = ::dup2(fd, 1) == 1 && ::dup2(fd, 2) == 2;
+  ::close(fd);
+  return ok;
+}
+
+// A shim started before its box was exec'd without the box directory, which ps
+// and pgrep -f (and our tests' leak checks) look for. The runtime passed an
+// argument of spaces as room for it: the command line becomes one title naming
+// the box, written over the whole argument area as setproctitle(3) does (the
+// kernel then shows it up to its NUL, since the area's last byte is not one).
+// prctl(PR_SET_MM_ARG_START) would need CAP_SYS_RESOURCE, which hosts may not give.
+void name_box_in_cmdline(const std::string& box_dir, int argc, char** argv) {
+  char* area = argv[0];
+  char* last = argv[argc - 1] + std::strlen(argv[argc - 1]);  // the area's final NUL
+  std::string title = std::string(argv[0]) + " " + box_dir;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--box-dir-fd") == 0 || std::strcmp(argv[i], "--cmdline-room") == 0) {
+      ++i;  // neither means anything to a reader any more
+      continue;
+    }
+    title += std::string(" ") + argv[i];
+  }
+  auto room = static_cast<size_t>(last - area);  // bytes before the final NUL
+  if (title.size() > room) title.resize(room);   // cosmetic only
+  std::memcpy(area, title.c_str(), title.size() + 1);
+  if (title.size() < room) std::memset(area + title.size() + 1, ' ', room - title.size());
+}
+
+// The box directory from the runtime, up to EOF; "" when it went away instead.
+std::string receive_box_dir(int fd) {
+  std::string dir;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    dir.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return dir;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -59,16 +109,30 @@ int main(int argc, char** argv) {
     std::printf("%s %.1f %s\n", r.usable ? "usable" : "unusable", r.probe_ms, r.reason.c_str());
     return r.usable ? 0 : 1;
   }
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: boxlite-shim BOX_DIR [--ready-fd N] [--lifeline-fd N]\n");
-    return 2;
-  }
-  std::string box_dir = argv[1];
-  int ready_fd = -1, lifeline_fd = -1;
-  for (int i = 2; i + 1 < argc; i += 2) {
+  std::string box_dir;
+  int box_dir_fd = -1, ready_fd = -1, lifeline_fd = -1;
+  int i = 1;
+  if (argc >= 2 && argv[1][0] != '-') box_dir = argv[i++];
+  for (; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--box-dir-fd") == 0) box_dir_fd = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--ready-fd") == 0) ready_fd = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--lifeline-fd") == 0) lifeline_fd = std::atoi(argv[i + 1]);
+    // --cmdline-room SPACES: see name_box_in_cmdline
   }
+  if (box_dir.empty() == (box_dir_fd < 0)) {
+    std::fprintf(stderr, "usage: boxlite-shim (BOX_DIR | --box-dir-fd N) [--ready-fd N] [--lifeline-fd N]\n");
+    return 2;
+  }
+  if (box_dir_fd >= 0) {
+    box_dir = receive_box_dir(box_dir_fd);
+    if (box_dir.empty()) return 0;  // started early for a box that never came
+    name_box_in_cmdline(box_dir, argc, argv);
+    if (!redirect_output_to(engine::shim_log_path(box_dir))) {
+      report(ready_fd, "ERR 1\n" + errno_text("open the shim log " + engine::shim_log_path(box_dir)));
+      return 1;
+    }
+  }
+  boxlite::trace("shim: has its box");
   try {
     // QEMU must not inherit these: the runtime waits for EOF on the ready pipe.
     if (ready_fd >= 0) set_cloexec(ready_fd);

@@ -2,6 +2,7 @@
 // across stop and start, management from another process, kill -9 recovery.
 #include <nlohmann/json.hpp>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <atomic>
@@ -442,6 +443,60 @@ TEST_F(LockTest, ASecondExclusiveRuntimeOnTheHomeIsRefused) {
   EXPECT_NO_THROW(Runtime(RuntimeOptions{.home_dir = home_}).list_info());
   holder.reset();
   EXPECT_EQ(try_in_child(), 0) << "the lock is released with its runtime";
+}
+
+// The CLI's `run` starts the box's shim before it opens the runtime
+// (core/shim_launch.hpp); the shim learns its box over a socket.
+class ShimLaunchTest : public BoxliteTest {};
+
+TEST_F(ShimLaunchTest, ARunThatFailsBeforeItsBoxStartsLeavesNoProcess) {
+  for (const char* mode : {"--rm", "-d"}) {
+    auto r = run_cli({"run", mode, "--engine", "jail", home_ + "/no-such-image", "true"});
+    EXPECT_EQ(r.exit_code, 125) << mode << ": " << r.err;
+    EXPECT_NE(r.err.find("no-such-image"), std::string::npos) << r.err;
+    // The CLI kills and reaps a shim it did not use; one whose CLI died first
+    // exits at EOF on its socket (AShimWhoseBoxNeverComesExitsQuietly).
+    EXPECT_TRUE(processes_with_env("BOXLITE_HOME=" + home_).empty()) << mode;
+  }
+  expect_no_leftovers();
+}
+
+TEST_F(ShimLaunchTest, AShimNamesItsBoxInItsCommandLine) {
+  ::setenv("BOXLITE_ENGINE", "jail", 1);
+  auto d = run_cli({"run", "-d", image("busybox"), "sleep", "60"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::string box_dir = home_ + "/boxes/" + trim(d.out);
+  int shims = 0;
+  for (pid_t p : processes_mentioning(box_dir + " ")) {
+    shims += trim(read_file("/proc/" + std::to_string(p) + "/comm")) == "boxlite-shim";
+  }
+  EXPECT_EQ(shims, 1) << "no boxlite-shim names " << box_dir;
+  EXPECT_EQ(run_cli({"rm", "-f", trim(d.out)}).exit_code, 0);
+  expect_no_leftovers();
+}
+
+TEST_F(ShimLaunchTest, AShimWhoseBoxNeverComesExitsQuietly) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  UniqueFd ours(sv[0]), theirs(sv[1]);
+  SpawnOptions so;
+  so.argv = {bin_dir() + "/boxlite-shim", "--box-dir-fd", "3"};
+  so.fds = {{theirs.get(), 3}};
+  so.stdout_path = so.stderr_path = home_ + "/shim.out";
+  Child shim = spawn(so);
+  theirs.reset();
+  ours.reset();
+  auto st = shim.wait_for(10000);
+  ASSERT_TRUE(st.has_value()) << "the shim did not exit at EOF";
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << describe_status(*st);
+  EXPECT_EQ(read_file(home_ + "/shim.out"), "");
+  // Neither way of naming the box, or both, is a usage error.
+  for (std::vector<std::string> args : {std::vector<std::string>{}, {home_, "--box-dir-fd", "0"}}) {
+    args.insert(args.begin(), bin_dir() + "/boxlite-shim");
+    RunResult r = run_capture(args);
+    EXPECT_EQ(WEXITSTATUS(r.status), 2);
+    EXPECT_NE(r.err.find("usage: boxlite-shim"), std::string::npos) << r.err;
+  }
 }
 
 // Two processes starting the same box at once boot it once: the box lock

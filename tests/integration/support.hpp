@@ -51,6 +51,32 @@ inline std::vector<pid_t> processes_mentioning(const std::string& needle) {
   return out;
 }
 
+// Pids of processes whose environment holds `entry` (NAME=value): everything the
+// tests start inherits BOXLITE_HOME, even a shim whose command line names no box.
+inline std::vector<pid_t> processes_with_env(const std::string& entry) {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir("/proc");
+  if (!d) return out;
+  while (auto* e = ::readdir(d)) {
+    pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0 || pid == ::getpid()) continue;
+    std::string env;
+    try {
+      env = read_file("/proc/" + std::string(e->d_name) + "/environ");
+    } catch (const Error&) {
+      continue;
+    }
+    for (const auto& kv : split(env, '\0')) {
+      if (kv == entry) {
+        out.push_back(pid);
+        break;
+      }
+    }
+  }
+  ::closedir(d);
+  return out;
+}
+
 inline int count_comm(const std::string& comm) {
   int n = 0;
   DIR* d = ::opendir("/proc");

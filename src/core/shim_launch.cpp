@@ -1,0 +1,99 @@
+#include "core/shim_launch.hpp"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <mutex>
+
+#include "common/error.hpp"
+#include "common/io.hpp"
+#include "core/paths.hpp"
+
+namespace boxlite::core {
+
+namespace {
+
+constexpr size_t kCmdlineRoom = 512;
+
+struct Pipe {
+  UniqueFd read, write;
+};
+Pipe make_pipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno(ErrorCode::Internal, "pipe for the box shim");
+  return {UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
+
+}  // namespace
+
+ShimLaunch ShimLaunch::spawn(bool detached) {
+  // The box directory goes over a socket, not a pipe: a shim that died first is
+  // then an error on send (MSG_NOSIGNAL), not a SIGPIPE in the caller.
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    throw_errno(ErrorCode::Internal, "socketpair for the box shim");
+  UniqueFd box_dir_w(sv[0]), box_dir_r(sv[1]);
+  Pipe ready = make_pipe();
+  Pipe lifeline = make_pipe();
+  SpawnOptions so;
+  so.argv = {libexec_dir() + "/boxlite-shim", "--box-dir-fd", "3", "--ready-fd", "4"};
+  so.fds = {{box_dir_r.get(), 3}, {ready.write.get(), 4}};
+  // A detached box has no lifeline: it outlives this process.
+  if (!detached) {
+    so.argv.insert(so.argv.end(), {"--lifeline-fd", "5"});
+    so.fds.emplace_back(lifeline.read.get(), 5);
+  }
+  // Room for the shim to name its box in its command line once it knows it (ps,
+  // pgrep -f): box directories are far shorter than this.
+  so.argv.insert(so.argv.end(), {"--cmdline-room", std::string(kCmdlineRoom, ' ')});
+  // Until it knows its box (and so its log), the shim has nothing to say.
+  so.stdout_path = so.stderr_path = "/dev/null";
+  // A detached box outlives this terminal; one that dies with its owner needs no
+  // session of its own.
+  so.new_session = detached;
+  so.new_process_group = !detached;
+  ShimLaunch l;
+  l.process_ = boxlite::spawn(so);
+  l.box_dir_ = std::move(box_dir_w);
+  l.ready_ = std::move(ready.read);
+  if (!detached) l.lifeline_ = std::move(lifeline.write);
+  l.detached_ = detached;
+  return l;
+}
+
+void ShimLaunch::hand_box_dir(const std::string& box_dir) {
+  // A shim that is gone says so on ready() (EOF) and in its exit status.
+  size_t off = 0;
+  while (off < box_dir.size()) {
+    ssize_t n = ::send(box_dir_.get(), box_dir.data() + off, box_dir.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    off += static_cast<size_t>(n);
+  }
+  box_dir_.reset();
+}
+
+namespace {
+
+std::mutex prestarted_mu;
+// Destroyed at exit, which kills and reaps a shim nobody took.
+std::optional<ShimLaunch> prestarted;
+
+}  // namespace
+
+void prestart_shim(bool detached) {
+  ShimLaunch l = ShimLaunch::spawn(detached);
+  std::lock_guard lk(prestarted_mu);
+  prestarted = std::move(l);
+}
+
+std::optional<ShimLaunch> take_prestarted_shim(bool detached) {
+  std::lock_guard lk(prestarted_mu);
+  if (!prestarted || prestarted->detached() != detached) return std::nullopt;
+  std::optional<ShimLaunch> l = std::move(prestarted);
+  prestarted.reset();
+  return l;
+}
+
+}  // namespace boxlite::core
