@@ -664,9 +664,20 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   return track(std::make_shared<Box>(spec, rec, argv, store_));
 }
 
-void Runtime::reconcile(store::BoxRecord& r) {
-  if (r.state != "running") return;
+bool Runtime::reconcile(store::BoxRecord& r) {
   std::string dir = layout_.box_dir(r.id);
+  // A box's directory is made before its row and removed before it, so this is a
+  // box on its way out: removed by its shim (boxlite-shim: an auto_remove box whose
+  // owner exited without removing it), or by a destroy that has yet to forget it.
+  if (r.auto_remove && !path_exists(dir)) {
+    try {
+      store_->remove(r.id, /*durable=*/false);
+    } catch (const Error& err) {
+      warn("could not forget the removed box " + r.id + ": " + err.what());
+    }
+    return false;
+  }
+  if (r.state != "running") return true;
   bool alive = process_alive(r.shim_pid);
   if (alive) {
     // A recycled pid is not our shim.
@@ -677,7 +688,7 @@ void Runtime::reconcile(store::BoxRecord& r) {
       alive = false;
     }
   }
-  if (alive) return;
+  if (alive) return true;
   r.state = "stopped";
   r.stop_reason = "the box's shim was killed";
   r.stopped_at_ms = wall_clock_ms();
@@ -698,6 +709,7 @@ void Runtime::reconcile(store::BoxRecord& r) {
   } catch (const Error&) {
     // Removed meanwhile.
   }
+  return true;
 }
 
 std::shared_ptr<Box> Runtime::box_from_record(const store::BoxRecord& r) {
@@ -733,15 +745,14 @@ std::pair<std::shared_ptr<Box>, bool> Runtime::get_or_create(const BoxOptions& o
 
 std::shared_ptr<Box> Runtime::get(const std::string& id_or_name) {
   auto r = store_->find(id_or_name);
-  if (!r) return nullptr;
-  reconcile(*r);
+  if (!r || !reconcile(*r)) return nullptr;
   try {
     return box_from_record(*r);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::Stopped) throw;
     // Its shim stopped answering between the check and the connect.
     r->state = "running";
-    reconcile(*r);
+    if (!reconcile(*r)) return nullptr;
     return box_from_record(*r);
   }
 }
@@ -771,24 +782,21 @@ static BoxInfo info_of(const store::BoxRecord& r) {
 
 BoxInfo Runtime::get_info(const std::string& id_or_name) {
   auto r = store_->find(id_or_name);
-  if (!r) throw Error(ErrorCode::NotFound, "No such box: " + id_or_name);
-  reconcile(*r);
+  if (!r || !reconcile(*r)) throw Error(ErrorCode::NotFound, "No such box: " + id_or_name);
   return info_of(*r);
 }
 
 std::vector<BoxInfo> Runtime::list_info() {
   std::vector<BoxInfo> out;
   for (auto& r : store_->list()) {
-    reconcile(r);
-    out.push_back(info_of(r));
+    if (reconcile(r)) out.push_back(info_of(r));
   }
   return out;
 }
 
 void Runtime::remove(const std::string& id_or_name, bool force) {
   auto r = store_->find(id_or_name);
-  if (!r) throw Error(ErrorCode::NotFound, "No such box: " + id_or_name);
-  reconcile(*r);
+  if (!r || !reconcile(*r)) throw Error(ErrorCode::NotFound, "No such box: " + id_or_name);
   if (r->state == "running" && !force) {
     throw Error(ErrorCode::InvalidState, "box " + r->id + " is running: stop it first, or remove it with force");
   }
@@ -807,8 +815,7 @@ void Runtime::remove(const std::string& id_or_name, bool force) {
 }
 
 std::shared_ptr<Box> Runtime::attach(const std::string& id) {
-  if (auto r = store_->find(id)) {
-    reconcile(*r);
+  if (auto r = store_->find(id); r && reconcile(*r)) {
     if (r->state != "running") throw Error(ErrorCode::Stopped, "box " + r->id + " is not running");
     return box_from_record(*r);
   }

@@ -151,8 +151,10 @@ class Runtime {
   std::string default_engine() const;
   std::string default_accel() const;
 
-  // A "running" record whose shim is gone becomes "stopped", with the reason.
-  void reconcile(store::BoxRecord& r);
+  // A "running" record whose shim is gone becomes "stopped", with the reason. An
+  // auto_remove box whose directory is gone was removed by its shim (its owner
+  // died): its row is forgotten and this returns false.
+  bool reconcile(store::BoxRecord& r);
   std::shared_ptr<Box> box_from_record(const store::BoxRecord& r);
 
   core::HomeLayout layout_;

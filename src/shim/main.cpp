@@ -9,7 +9,9 @@
 // then writes its own output to BOX_DIR/shim.log.
 #include <fcntl.h>
 #include <signal.h>
+#include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -83,6 +85,27 @@ void name_box_in_cmdline(const std::string& box_dir, int argc, char** argv) {
   if (title.size() < room) std::memset(area + title.size() + 1, ' ', room - title.size());
 }
 
+// The lifeline's other end is held by the process that owns an attached box for as
+// long as it does: EOF means it exited (or dropped the box) without removing it.
+bool owner_is_gone(int lifeline_fd) {
+  if (lifeline_fd < 0) return false;
+  pollfd p{lifeline_fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLIN | POLLHUP)) != 0;
+}
+
+// An auto_remove box whose owner is gone has nobody else to remove it: its
+// directory goes here (the jail's overlay, mounted in our namespace, first), and
+// the runtime forgets its row when it next sees it (Runtime::reconcile).
+void remove_abandoned_box(const std::string& box_dir) {
+  boxlite::trace("shim: removing the abandoned box");
+  ::umount2((box_dir + "/rootfs").c_str(), MNT_DETACH);  // none for a VM: EINVAL
+  try {
+    remove_tree(box_dir);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "boxlite-shim: could not remove the abandoned box: %s\n", e.what());
+  }
+}
+
 // The box directory from the runtime, up to EOF; "" when it went away instead.
 std::string receive_box_dir(int fd) {
   std::string dir;
@@ -133,11 +156,14 @@ int main(int argc, char** argv) {
     }
   }
   boxlite::trace("shim: has its box");
+  bool ephemeral = false;
+  int status = 0;
   try {
     // QEMU must not inherit these: the runtime waits for EOF on the ready pipe.
     if (ready_fd >= 0) set_cloexec(ready_fd);
     if (lifeline_fd >= 0) set_cloexec(lifeline_fd);
     engine::ShimSpec spec = engine::spec_from_json(read_file(box_dir + "/shim.json"));
+    ephemeral = spec.ephemeral;
     // The jail's overlay and every mount under it live and die with this process.
     if (spec.engine == "jail") engine::jail::enter_private_mount_namespace();
     shim::Shim s(std::move(spec));
@@ -155,12 +181,13 @@ int main(int argc, char** argv) {
   } catch (const Error& e) {
     std::fprintf(stderr, "boxlite-shim: %s\n", e.what());
     report(ready_fd, "ERR " + std::to_string(static_cast<int>(e.code())) + "\n" + e.what());
-    return 1;
+    status = 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "boxlite-shim: %s\n", e.what());
     report(ready_fd, std::string("ERR 1\n") + e.what());
-    return 1;
+    status = 1;
   }
+  if (ephemeral && owner_is_gone(lifeline_fd)) remove_abandoned_box(box_dir);
   boxlite::trace("shim: exiting");
-  return 0;
+  return status;
 }

@@ -173,6 +173,32 @@ TEST_P(LifecycleTest, RunKeepsTheBoxUnlessRm) {
   EXPECT_EQ(status("kept"), "stopped");
 }
 
+// Nobody is left to remove a --rm box whose CLI is killed: its shim stops it (the
+// lifeline) and removes it, and the runtime forgets its row.
+TEST_P(LifecycleTest, ARunRmWhoseCliIsKilledLeavesNothing) {
+  SpawnOptions so;
+  so.argv = {cli(), "run", "--rm", image("busybox"), "sleep", "300"};
+  so.stdout_path = so.stderr_path = home_ + "/cli.out";
+  Child run = spawn(so);
+  std::string id;
+  for (int i = 0; i < 600 && id.empty(); ++i) {
+    ::usleep(100000);
+    auto ls = run_cli({"list", "-q"});  // running boxes
+    id = trim(ls.out);
+  }
+  ASSERT_FALSE(id.empty()) << "the box never ran: " << read_file(home_ + "/cli.out");
+  run.kill_now();  // SIGKILL, reaped
+  bool gone = false;
+  for (int i = 0; i < 300 && !gone; ++i) {
+    ::usleep(100000);
+    gone = dir_entries(home_ + "/boxes").empty() && processes_mentioning(home_).empty();
+  }
+  EXPECT_TRUE(gone) << "box " << id << " still has a directory or a process";
+  EXPECT_EQ(trim(run_cli({"list", "-a", "-q"}).out), "") << "its row outlived it";
+  EXPECT_NE(run_cli({"inspect", id}).exit_code, 0);
+  expect_no_leftovers();
+}
+
 TEST_P(LifecycleTest, DetachWithAutoRemoveIsTheDocumentedError) {
   Runtime rt;
   BoxOptions o;
