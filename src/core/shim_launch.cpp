@@ -44,8 +44,10 @@ ShimLaunch ShimLaunch::spawn(bool detached) {
     so.argv.insert(so.argv.end(), {"--lifeline-fd", "5"});
     so.fds.emplace_back(lifeline.read.get(), 5);
   }
-  // Room for the shim to name its box in its command line once it knows it (ps,
-  // pgrep -f): box directories are far shorter than this.
+  // Room for the shim to name its box in its command line once it knows it: state
+  // reconciliation (Runtime::reconcile) recognises a box's shim by it, and ps and
+  // pgrep -f show it. Box directories are far shorter (their sockets' paths must
+  // fit in 108 bytes).
   so.argv.insert(so.argv.end(), {"--cmdline-room", std::string(kCmdlineRoom, ' ')});
   // Until it knows its box (and so its log), the shim has nothing to say.
   so.stdout_path = so.stderr_path = "/dev/null";
