@@ -518,7 +518,7 @@ void Box::stop(int timeout_ms) {
   stop_locked(timeout_ms < 0 ? std::numeric_limits<int>::max() : timeout_ms);
 }
 
-void Box::stop_locked(int timeout_ms) {
+void Box::stop_locked(int timeout_ms, bool record) {
   if (client_ && !client_->closed()) {  // a shim that hung up is stopping already
     try {
       client_->request_shutdown();
@@ -540,7 +540,7 @@ void Box::stop_locked(int timeout_ms) {
   }
   lifeline_.reset();
   if (state_ == BoxState::Running) state_ = BoxState::Stopped;
-  if (was_running && store_) record_stopped();
+  if (was_running && store_ && record) record_stopped();
 }
 
 void Box::destroy() {
@@ -575,7 +575,7 @@ void Box::destroy() {
       }
     });
   }
-  stop_locked();
+  stop_locked(kDefaultStopTimeoutMs, /*record=*/false);
   if (early_removal.joinable()) early_removal.join();
   trace("core: destroy: stopped");
   // The shim retires them; this covers a shim that was killed first.

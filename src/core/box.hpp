@@ -102,7 +102,9 @@ class Box {
   bool detach() const { return record_.detach; }
 
  private:
-  void stop_locked(int timeout_ms = kDefaultStopTimeoutMs);
+  // record=false: the caller forgets the box's row next (destroy), so no "stopped"
+  // write goes to the store first.
+  void stop_locked(int timeout_ms = kDefaultStopTimeoutMs, bool record = true);
   static constexpr int kDefaultStopTimeoutMs = 15000;
   void persist();
   void record_stopped();
