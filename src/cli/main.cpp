@@ -89,5 +89,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "Error: %s\n", e.what());
     return kExitRuntimeError;
   }
+  boxlite::trace("cli: exiting");
   return exit_code;
 }

@@ -296,6 +296,43 @@ TEST_F(JailEscapeTest, ASymlinkInTheImagePointingAtAHostPathStaysInside) {
   EXPECT_NE(r.stdout_text.find("evil ->"), std::string::npos) << r.stdout_text;
 }
 
+// /dev, /proc, /sys and /tmp come from a layer of the engine's above the image's
+// (jail.cpp, mountpoint_layer): an image with symlinks there (one to the host's
+// root, one to a host directory, one climbing out, one to itself) still gets the
+// box's own mounts in the right places, and nothing of them lands in the box's
+// upper layer.
+TEST_F(JailEscapeTest, SymlinksWhereTheBoxMountsAreHidden) {
+  std::string layer = home_ + "/layer";
+  ASSERT_EQ(run_capture({"mkdir", "-p", layer + "/bin"}).status, 0);
+  ASSERT_EQ(run_capture({"cp", which("busybox"), layer + "/bin/busybox"}).status, 0);
+  for (const char* applet : {"sh", "cat", "ls", "stat", "grep", "echo"}) {
+    ::symlink("busybox", (layer + "/bin/" + applet).c_str());
+  }
+  ::symlink("/", (layer + "/dev").c_str());
+  ::symlink("/etc", (layer + "/proc").c_str());
+  ::symlink("../../../../../../sys", (layer + "/sys").c_str());
+  ::symlink("/tmp", (layer + "/tmp").c_str());
+  std::string img = home_ + "/symlinked-mountpoints";
+  auto pack = run_capture({"python3", std::string(BOXLITE_SOURCE_DIR) + "/scripts/oci-pack.py", img, "latest",
+                           R"({"Env":["PATH=/bin"],"Cmd":["sh"]})", layer});
+  ASSERT_TRUE(pack.ok()) << pack.err;
+  BoxOptions o;
+  o.rootfs_path = img;
+  o.engine = "jail";
+  auto box = rt().create(o);
+  boxes_.push_back(box);
+  auto r = box->run(ExecOptions{{"sh", "-c",
+                                 "stat -c %F /dev/null; grep -c . /proc/self/status >/dev/null && echo proc; "
+                                 "grep ' /sys ' /proc/self/mountinfo | grep -q sysfs && echo sys; "
+                                 "echo in-box > /tmp/marker && grep ' /tmp ' /proc/self/mountinfo | grep -c tmpfs"}});
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, "character special file\nproc\nsys\n1\n") << r.stderr_text;
+  EXPECT_FALSE(path_exists("/tmp/marker") && read_file("/tmp/marker") == "in-box\n");
+  for (const char* d : {"dev", "proc", "sys", "tmp"}) {
+    EXPECT_FALSE(path_exists(box->dir() + "/upper/" + d)) << d << " was made in the box's upper layer";
+  }
+}
+
 TEST_F(JailEscapeTest, AForkBombIsStoppedByThePidsLimit) {
   auto box = jail();
   auto r = sh(box, "bomb() { bomb | bomb & }; bomb; sleep 3", 8);
