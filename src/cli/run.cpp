@@ -5,9 +5,9 @@
 #include <optional>
 
 #include "cli/commands.hpp"
-#include "common/trace.hpp"
 #include "common/error.hpp"
 #include "common/io.hpp"
+#include "common/trace.hpp"
 #include "core/runtime.hpp"
 #include "core/shim_launch.hpp"
 
@@ -23,7 +23,7 @@ int run_detached(const GlobalFlags& g, const RunFlags& f) {
   o.detach = true;
   o.auto_remove = false;  // as documented: -d forces auto_remove=false
   o.main_tty = f.tty;
-  o.main_stdin = true;  // nobody writes it, but a shell main command keeps the box up
+  o.main_stdin = true;                     // nobody writes it, but a shell main command keeps the box up
   core::prestart_shim(/*detached=*/true);  // its start overlaps ours (core/shim_launch.hpp)
   Runtime rt(runtime_options(g));
   PullDisplay progress(rt, stderr);
@@ -55,7 +55,8 @@ int run_box(const GlobalFlags& g, const RunFlags& f) {
   std::optional<ExecResult> result;
   std::optional<Error> failure;
   try {
-    result = follow(*box, [&] { return box->attach(/*with_stdin=*/f.interactive); }, f.interactive, f.tty);
+    result = follow(
+        *box, [&] { return box->attach(/*with_stdin=*/f.interactive); }, f.interactive, f.tty);
   } catch (const Error& err) {
     failure = err;
   }

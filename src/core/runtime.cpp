@@ -2,17 +2,17 @@
 
 #include <dirent.h>
 #include <poll.h>
-#include <sys/stat.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <filesystem>
+#include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -20,10 +20,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/trace.hpp"
 #include "common/error.hpp"
 #include "common/io.hpp"
 #include "common/process.hpp"
+#include "common/trace.hpp"
 #include "core/network.hpp"
 #include "core/volumes.hpp"
 #include "engine/jail/jail.hpp"
@@ -69,8 +69,12 @@ KernelChoice kernel_from_tree(const std::string& dir) {
       }
     }
   }
-  if (k.kernel.empty()) throw Error(ErrorCode::Config, "kernel directory " + dir + " has no boot/vmlinuz-*: expected a `dpkg -x` tree of a Debian linux-image package");
-  if (!path_exists(k.modules_dir)) throw Error(ErrorCode::Config, "kernel directory " + dir + " has no " + k.modules_dir);
+  if (k.kernel.empty())
+    throw Error(ErrorCode::Config,
+                "kernel directory " + dir +
+                    " has no boot/vmlinuz-*: expected a `dpkg -x` tree of a Debian linux-image package");
+  if (!path_exists(k.modules_dir))
+    throw Error(ErrorCode::Config, "kernel directory " + dir + " has no " + k.modules_dir);
   // Without virtio_mmio command-line devices (Debian's build) the kernel finds
   // the devices through ACPI only.
   std::string config_path = dir + "/boot/config-" + k.kernel.substr(k.kernel.rfind("vmlinuz-") + 8);
@@ -88,12 +92,14 @@ KernelChoice resolve_kernel(const std::string& requested) {
   std::string want = requested.empty() ? env_or("BOXLITE_KERNEL", "") : requested;
   if (want.empty()) {
     std::string k = lib + "/kernel/vmlinux";
-    if (!path_exists(k)) throw Error(ErrorCode::Config, "guest kernel not found at " + k + ": run ./scripts/setup to build it");
+    if (!path_exists(k))
+      throw Error(ErrorCode::Config, "guest kernel not found at " + k + ": run ./scripts/setup to build it");
     return {k, ""};
   }
   if (want == "debian") {
     std::string dir = lib + "/kernel/debian";
-    if (!path_exists(dir)) throw Error(ErrorCode::Config, "the Debian kernel is not installed at " + dir + ": run ./scripts/setup");
+    if (!path_exists(dir))
+      throw Error(ErrorCode::Config, "the Debian kernel is not installed at " + dir + ": run ./scripts/setup");
     return kernel_from_tree(dir);
   }
   struct stat st;
@@ -192,10 +198,11 @@ namespace {
 // The limits of a SecurityOptions that are set, by their documented names.
 std::vector<std::pair<const char*, uint64_t>> security_limits(const SecurityOptions& s) {
   std::vector<std::pair<const char*, uint64_t>> out;
-  const std::pair<const char*, const std::optional<uint64_t>*> all[] = {
-      {"max_open_files", &s.max_open_files}, {"max_file_size", &s.max_file_size},
-      {"max_processes", &s.max_processes},   {"max_memory", &s.max_memory},
-      {"max_cpu_time", &s.max_cpu_time}};
+  const std::pair<const char*, const std::optional<uint64_t>*> all[] = {{"max_open_files", &s.max_open_files},
+                                                                        {"max_file_size", &s.max_file_size},
+                                                                        {"max_processes", &s.max_processes},
+                                                                        {"max_memory", &s.max_memory},
+                                                                        {"max_cpu_time", &s.max_cpu_time}};
   for (const auto& [name, v] : all) {
     if (*v) out.emplace_back(name, **v);
   }
@@ -233,10 +240,13 @@ void apply_security(engine::ShimSpec& spec, const SecurityOptions& s) {
 }  // namespace
 
 void validate_box_options(const BoxOptions& o) {
-  if (o.image.empty() && o.rootfs_path.empty()) throw Error(ErrorCode::InvalidArgument, "Either 'image' or 'rootfs_path' must be provided");
-  if (o.cpus && (*o.cpus < 1 || *o.cpus > 255)) throw Error(ErrorCode::InvalidArgument, "cpus must be between 1 and 255, got " + std::to_string(*o.cpus));
+  if (o.image.empty() && o.rootfs_path.empty())
+    throw Error(ErrorCode::InvalidArgument, "Either 'image' or 'rootfs_path' must be provided");
+  if (o.cpus && (*o.cpus < 1 || *o.cpus > 255))
+    throw Error(ErrorCode::InvalidArgument, "cpus must be between 1 and 255, got " + std::to_string(*o.cpus));
   if (o.memory_mib && (*o.memory_mib < 64 || *o.memory_mib > 1048576)) {
-    throw Error(ErrorCode::InvalidArgument, "memory_mib must be between 64 and 1048576 MiB, got " + std::to_string(*o.memory_mib));
+    throw Error(ErrorCode::InvalidArgument,
+                "memory_mib must be between 64 and 1048576 MiB, got " + std::to_string(*o.memory_mib));
   }
   if (!o.engine.empty() && o.engine != "vm" && o.engine != "jail") {
     throw Error(ErrorCode::InvalidArgument, "unknown engine '" + o.engine + "': expected 'vm' or 'jail'");
@@ -256,8 +266,8 @@ void validate_box_options(const BoxOptions& o) {
   }
   validate_volumes(o.volumes);
   if (o.disk_size_gb && (*o.disk_size_gb < 1 || *o.disk_size_gb > kMaxDiskSizeGb)) {
-    throw Error(ErrorCode::InvalidArgument, "disk_size_gb must be between 1 and " + std::to_string(kMaxDiskSizeGb) + " GiB, got " +
-                                                std::to_string(*o.disk_size_gb));
+    throw Error(ErrorCode::InvalidArgument, "disk_size_gb must be between 1 and " + std::to_string(kMaxDiskSizeGb) +
+                                                " GiB, got " + std::to_string(*o.disk_size_gb));
   }
   for (const auto& [k, v] : o.env) {
     if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos) {
@@ -432,7 +442,8 @@ std::string Runtime::resolve_accel(const std::string& requested) {
     save_probe_verdict(layout_.tmp() + "/kvm-probe", *cached);
   }
   if (cached->first) return "kvm";
-  if (want == "kvm") throw Error(ErrorCode::UnsupportedEngine, "accel=kvm requested but KVM is not usable: " + cached->second);
+  if (want == "kvm")
+    throw Error(ErrorCode::UnsupportedEngine, "accel=kvm requested but KVM is not usable: " + cached->second);
   warn("KVM is not usable (" + cached->second + "); using QEMU TCG software emulation: the same VM isolation, slower");
   return "tcg";
 }
@@ -447,9 +458,12 @@ void Runtime::prepare_vm(engine::ShimSpec& spec, const BoxOptions& opts, const i
 void Runtime::prepare_vm_machine(engine::ShimSpec& spec, const BoxOptions& opts) {
   spec.qemu = which("qemu-system-x86_64");
   if (spec.qemu.empty()) {
-    throw Error(ErrorCode::Engine, "qemu-system-x86_64 not found: install it with `apt-get install qemu-system-x86 qemu-utils` (or run ./scripts/setup)");
+    throw Error(ErrorCode::Engine,
+                "qemu-system-x86_64 not found: install it with `apt-get install qemu-system-x86 qemu-utils` (or run "
+                "./scripts/setup)");
   }
-  if (which("qemu-img").empty()) throw Error(ErrorCode::Engine, "qemu-img not found: install it with `apt-get install qemu-utils`");
+  if (which("qemu-img").empty())
+    throw Error(ErrorCode::Engine, "qemu-img not found: install it with `apt-get install qemu-utils`");
   KernelChoice kernel = resolve_kernel(opts.kernel);
   spec.kernel = kernel.kernel;
   spec.acpi = kernel.acpi;
@@ -476,7 +490,9 @@ void validate_name(const std::string& name) {
   if (name.empty()) return;
   bool ok = name.size() <= 128 && std::isalnum(static_cast<unsigned char>(name[0]));
   for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-');
-  if (!ok) throw Error(ErrorCode::InvalidArgument, "invalid box name '" + name + "': use [a-zA-Z0-9][a-zA-Z0-9_.-]* (at most 128)");
+  if (!ok)
+    throw Error(ErrorCode::InvalidArgument,
+                "invalid box name '" + name + "': use [a-zA-Z0-9][a-zA-Z0-9_.-]* (at most 128)");
 }
 
 // The root disk's size: disk_size_gb GiB, or the default; never below the base
@@ -486,8 +502,10 @@ uint64_t disk_size_bytes(const BoxOptions& opts, const std::string& base) {
   struct stat st;
   if (::stat(base.c_str(), &st) == 0 && bytes < static_cast<uint64_t>(st.st_size)) {
     if (opts.disk_size_gb) {
-      throw Error(ErrorCode::InvalidArgument, "disk_size_gb=" + std::to_string(*opts.disk_size_gb) + " is smaller than the image's root file system (" +
-                                                  std::to_string((static_cast<uint64_t>(st.st_size) >> 20) + 1) + " MiB)");
+      throw Error(ErrorCode::InvalidArgument, "disk_size_gb=" + std::to_string(*opts.disk_size_gb) +
+                                                  " is smaller than the image's root file system (" +
+                                                  std::to_string((static_cast<uint64_t>(st.st_size) >> 20) + 1) +
+                                                  " MiB)");
     }
     return 0;  // the base's own size
   }
@@ -495,7 +513,8 @@ uint64_t disk_size_bytes(const BoxOptions& opts, const std::string& base) {
 }
 
 int64_t wall_clock_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 }  // namespace
@@ -511,7 +530,8 @@ std::shared_ptr<Box> Runtime::track(std::shared_ptr<Box> box) {
 
 void Runtime::shutdown(std::optional<double> timeout_secs) {
   double secs = timeout_secs.value_or(10);
-  if (secs < 0 && secs != -1) throw Error(ErrorCode::InvalidArgument, "shutdown timeout must be >= 0 seconds, or -1 to wait indefinitely");
+  if (secs < 0 && secs != -1)
+    throw Error(ErrorCode::InvalidArgument, "shutdown timeout must be >= 0 seconds, or -1 to wait indefinitely");
   shut_down_ = true;
   int timeout_ms = secs < 0 ? -1 : static_cast<int>(secs * 1000);
   std::vector<std::shared_ptr<Box>> boxes;
@@ -560,10 +580,12 @@ std::shared_ptr<Box> Runtime::create(const BoxOptions& opts, const std::string& 
 std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::string& name) {
   validate_box_options(opts);
   validate_name(name);
-  if (!name.empty() && store_->find(name)) throw Error(ErrorCode::AlreadyExists, "box name '" + name + "' is already in use");
+  if (!name.empty() && store_->find(name))
+    throw Error(ErrorCode::AlreadyExists, "box name '" + name + "' is already in use");
   std::string engine = opts.engine.empty() ? default_engine() : opts.engine;
   if (engine != "vm" && engine != "jail") {
-    throw Error(ErrorCode::InvalidArgument, "unknown engine '" + engine + "' (from BOXLITE_ENGINE or the home config): expected 'vm' or 'jail'");
+    throw Error(ErrorCode::InvalidArgument,
+                "unknown engine '" + engine + "' (from BOXLITE_ENGINE or the home config): expected 'vm' or 'jail'");
   }
   check_security(opts.security, engine);
   if (engine == "jail" && opts.disk_size_gb) {
@@ -579,7 +601,8 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   bool is_layout = source.rfind("oci:", 0) == 0 || ::stat(source.c_str(), &st) == 0 || !opts.rootfs_path.empty() ||
                    source[0] == '/' || source[0] == '.';
   std::string recorded = source;
-  image::LocalImage img = image::open_oci_layout(is_layout ? image::parse_layout_ref(source) : resolve_registry_image(source, recorded));
+  image::LocalImage img =
+      image::open_oci_layout(is_layout ? image::parse_layout_ref(source) : resolve_registry_image(source, recorded));
   nlohmann::json timings;
   trace("core: image opened");
 

@@ -1,11 +1,11 @@
 // The runtime: owns a home directory and creates, finds and removes boxes.
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
+#include <atomic>
 #include <functional>
 #include <memory>
-#include <atomic>
 #include <mutex>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -119,8 +119,9 @@ class Runtime {
   uint64_t prune_images(bool all = false);
   // Progress of pulls (create, pull_image) from this runtime; called from
   // download threads.
-  void set_pull_observer(std::function<void(const std::string&, const std::vector<registry::LayerProgress>&)> on_manifest,
-                         std::function<void(const registry::LayerProgress&)> on_progress) {
+  void set_pull_observer(
+      std::function<void(const std::string&, const std::vector<registry::LayerProgress>&)> on_manifest,
+      std::function<void(const registry::LayerProgress&)> on_progress) {
     pull_on_manifest_ = std::move(on_manifest);
     pull_progress_ = std::move(on_progress);
   }
@@ -141,7 +142,8 @@ class Runtime {
   std::shared_ptr<Box> clone_jail(Box& source, const std::string& name);
   engine::ShimSpec clone_spec(const Box& source);
   std::string export_jail(Box& box, const std::string& dest_dir);
-  std::string write_export(Box& box, const std::string& dest, const std::string& data_name, const std::string& data_file);
+  std::string write_export(Box& box, const std::string& dest, const std::string& data_name,
+                           const std::string& data_file);
   std::shared_ptr<Box> import_jail(engine::ShimSpec spec, const nlohmann::json& manifest, const std::string& name,
                                    const std::string& upper_tar);
   void warn(const std::string& msg) const;
@@ -167,7 +169,7 @@ class Runtime {
   std::shared_ptr<Box> create_box(const BoxOptions& opts, const std::string& name);
   std::shared_ptr<core::RuntimeCounters> counters_ = std::make_shared<core::RuntimeCounters>();
   std::string config_engine_, config_accel_;  // from <home>/config.json
-  std::vector<ImageRegistry> registries_;       // options, else <home>/config.json
+  std::vector<ImageRegistry> registries_;     // options, else <home>/config.json
   std::function<void(const std::string&, const std::vector<registry::LayerProgress>&)> pull_on_manifest_;
   std::function<void(const registry::LayerProgress&)> pull_progress_;
   registry::PullOptions pull_options() const;

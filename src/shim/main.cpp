@@ -8,8 +8,8 @@
 // the box directory from that descriptor up to EOF (nothing: exit quietly) and
 // then writes its own output to BOX_DIR/shim.log.
 #include <fcntl.h>
-#include <signal.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <unistd.h>

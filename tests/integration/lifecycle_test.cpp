@@ -1,9 +1,9 @@
 // Boxes that live (issue 4): ids and names, created/running/stopped, persistence
 // across stop and start, management from another process, kill -9 recovery.
-#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <functional>
@@ -61,7 +61,8 @@ TEST_P(LifecycleTest, CreateIsLazyAndStopKeepsTheDisk) {
 TEST_P(LifecycleTest, AShimKilledWithSigkillLeavesAStoppedBoxThatStartsAgain) {
   std::string id = create("victim");
   ASSERT_EQ(run_cli({"start", id}).exit_code, 0);
-  ASSERT_EQ(run_cli({"exec", id, "--", "sh", "-c", "echo survives > /root/f && sync"}).exit_code, 0);  // synced: a crash keeps what was on disk
+  ASSERT_EQ(run_cli({"exec", id, "--", "sh", "-c", "echo survives > /root/f && sync"}).exit_code,
+            0);  // synced: a crash keeps what was on disk
   for (pid_t p : processes_mentioning(home_ + "/boxes/" + id)) {
     if (trim(read_file("/proc/" + std::to_string(p) + "/comm")) == "boxlite-shim") ::kill(p, SIGKILL);
   }
@@ -71,7 +72,8 @@ TEST_P(LifecycleTest, AShimKilledWithSigkillLeavesAStoppedBoxThatStartsAgain) {
   EXPECT_NE(info["State"]["Error"].get<std::string>().find("killed"), std::string::npos) << info.dump();
   if (!vm()) {
     // The killed shim could not retire the jail's cgroups: noticing its death did.
-    for (const char* parent : {"/sys/fs/cgroup/memory/boxlite/", "/sys/fs/cgroup/pids/boxlite/", "/sys/fs/cgroup/boxlite/"}) {
+    for (const char* parent :
+         {"/sys/fs/cgroup/memory/boxlite/", "/sys/fs/cgroup/pids/boxlite/", "/sys/fs/cgroup/boxlite/"}) {
       EXPECT_FALSE(path_exists(parent + id)) << parent << id;
     }
   }
@@ -87,7 +89,8 @@ TEST_P(LifecycleTest, AnEngineKilledWithSigkillLeavesAStoppedBoxThatStartsAgain)
   bool killed = false;
   if (vm()) {
     for (pid_t p : processes_mentioning(home_ + "/boxes/" + id)) {
-      if (trim(read_file("/proc/" + std::to_string(p) + "/comm")).rfind("qemu", 0) == 0) killed = ::kill(p, SIGKILL) == 0;
+      if (trim(read_file("/proc/" + std::to_string(p) + "/comm")).rfind("qemu", 0) == 0)
+        killed = ::kill(p, SIGKILL) == 0;
     }
   } else {
     // The jail's init is the shim's child named boxlite-guest.
@@ -272,7 +275,6 @@ TEST_P(LifecycleTest, StopInvalidatesTheHandleUntilStartAndGetGivesAFreshOne) {
 
 BOXLITE_ON_BOTH_ENGINES(LifecycleTest);
 
-
 class LifecycleConcurrencyTest : public BoxliteTest {};
 
 // 20 boxes created, started, stopped and removed in parallel from 4 threads of this
@@ -344,7 +346,6 @@ TEST_F(LifecycleConcurrencyTest, HomeFlagWorksBeforeAndAfterTheSubcommand) {
   run_cli({"--home", other, "rm", "-f", "-a"});
 }
 
-
 class CrashSafetyTest : public BoxliteTest {};
 
 // What a create killed with SIGKILL between its steps leaves: a box directory with
@@ -387,7 +388,6 @@ TEST_F(CrashSafetyTest, SigkillDuringCreateLeavesAUsableHome) {
   EXPECT_EQ(r.out, "42\n") << r.err;
 }
 
-
 class ShutdownTest : public BoxliteTest {};
 
 TEST_F(ShutdownTest, ShutdownStopsEveryBoxAndRefusesNewOnes) {
@@ -419,7 +419,6 @@ TEST_F(ShutdownTest, ShutdownStopsEveryBoxAndRefusesNewOnes) {
   EXPECT_THROW(rt.shutdown(-2), Error);
   for (const auto& b : boxes) rt.remove(b->id(), true);
 }
-
 
 class GetOrCreateTest : public BoxliteTest {};
 

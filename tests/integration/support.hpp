@@ -209,7 +209,7 @@ class PerEngineTest : public BoxliteTest, public ::testing::WithParamInterface<s
 };
 
 // Runs every TEST_P of `suite` once per engine, named .../vm and .../jail.
-#define BOXLITE_ON_BOTH_ENGINES(suite)                                        \
+#define BOXLITE_ON_BOTH_ENGINES(suite)                                      \
   INSTANTIATE_TEST_SUITE_P(Engines, suite, ::testing::Values("vm", "jail"), \
                            [](const ::testing::TestParamInfo<std::string>& i) { return i.param; })
 
