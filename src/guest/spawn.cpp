@@ -76,7 +76,40 @@ struct ChildPlan {
   mutable pid_t pid_in_box = 0;
   const std::string* builtin = nullptr;  // run this instead of execve
   const std::vector<std::string>* builtin_args = nullptr;
+  const std::vector<int>* changed_signals = nullptr;  // changed_dispositions()
 };
+
+// The kernel's struct sigaction: glibc's sigaction() refuses to touch signals 32
+// and 33 (its own), which posix_spawn leaves ignored in the processes it starts
+// (so in the shim, and through the exec's in the agent): a box's process must
+// start with every disposition at its default, as in a container.
+struct KernelSigaction {
+  void (*handler)(int);
+  unsigned long flags;
+  void (*restorer)();
+  uint64_t mask;
+};
+
+// The signals whose disposition is not the default in the agent (a handler, or
+// ignored): a child resets these, not all 64 (a syscall each, on every exec). Read
+// once, at the first spawn: the agent sets its dispositions before it serves anything.
+const std::vector<int>& changed_dispositions() {
+  static const std::vector<int> changed = [] {
+    std::vector<int> out;
+    for (int s = 1; s < NSIG; ++s) {
+      KernelSigaction sa = {};
+      if (::syscall(SYS_rt_sigaction, s, nullptr, &sa, sizeof sa.mask) == 0 && sa.handler != SIG_DFL) out.push_back(s);
+    }
+    return out;
+  }();
+  return changed;
+}
+
+void reset_disposition(int sig) {
+  KernelSigaction dfl = {};
+  dfl.handler = SIG_DFL;
+  ::syscall(SYS_rt_sigaction, sig, &dfl, nullptr, sizeof dfl.mask);
+}
 
 [[noreturn]] void child_fail(int report, int stage) {
   int msg[2] = {stage, errno};
@@ -87,7 +120,7 @@ struct ChildPlan {
 [[noreturn]] void run_child(const ChildPlan& p) {
   // Dispositions first, then the mask: a signal let in early must not run one
   // of the agent's handlers in here (the child may share the agent's memory).
-  for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
+  for (int s : *p.changed_signals) reset_disposition(s);
   sigset_t all;
   sigemptyset(&all);
   ::sigprocmask(SIG_SETMASK, &all, nullptr);
@@ -246,6 +279,7 @@ Spawned spawn_process(const SpawnRequest& req) {
   }
   plan.cwd = req.cwd.empty() ? "/" : req.cwd;
   plan.proc_swap = req.proc_swap;
+  plan.changed_signals = &changed_dispositions();
   struct stat st;
   if (::stat(plan.cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     spawn_failed("working directory '" + plan.cwd + "' does not exist or is not a directory");

@@ -100,8 +100,9 @@ TEST_P(ExecTest, StdinWithoutOpenIsEmptyAndClosingStdinEndsCat) {
 
 TEST_P(ExecTest, PtyIsATerminalResizesAndMergesOutput) {
   ExecOptions o;
-  o.argv = {"sh", "-c", "test -t 0 && echo tty-in; test -t 1 && echo tty-out; echo to-stderr >&2; stty size; "
-                        "read go; stty size; printf '\\001\\377\\000end'"};
+  o.argv = {"sh", "-c",
+            "test -t 0 && echo tty-in; test -t 1 && echo tty-out; echo to-stderr >&2; stty size; "
+            "read go; stty size; printf '\\001\\377\\000end'"};
   o.tty = true;
   o.stdin_open = true;
   o.rows = 30;
@@ -145,6 +146,17 @@ TEST_P(ExecTest, SignalIsDeliveredAndKillReapsTheWholeGroup) {
   EXPECT_THROW(e2.signal(0), Error);
 }
 
+// As in a container: nothing ignored, blocked or caught, the agent's SIGPIPE and
+// the two signals posix_spawn leaves ignored (glibc's own, 32 and 33) included.
+TEST_P(ExecTest, ProcessesStartWithEveryDispositionAtItsDefault) {
+  auto r = box().run(ExecOptions{{"grep", "-E", "^Sig(Blk|Ign|Cgt):", "/proc/self/status"}});
+  const std::string defaults = "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\nSigCgt:\t0000000000000000\n";
+  EXPECT_EQ(r.stdout_text, defaults) << r.stderr_text;
+  // The main command is started the other way (the box's PID 1, /proc swapped first).
+  auto main = run_cli({"run", "--rm", image("busybox"), "grep", "-E", "^Sig(Blk|Ign|Cgt):", "/proc/self/status"});
+  EXPECT_EQ(main.out, defaults) << main.err;
+}
+
 TEST_P(ExecTest, TimeoutTermsThenKillsAndLeavesNothing) {
   ExecOptions o;
   o.argv = {"sh", "-c", "sleep 1003 & sleep 1004"};
@@ -181,7 +193,7 @@ TEST_P(ExecTest, UsersByNameOrNumberWithSupplementaryGroups) {
   auto id = box().run(o).stdout_text;
   EXPECT_EQ(id.substr(0, 30), "uid=1000(user) gid=1000(user) ") << id;
   EXPECT_NE(id.find("10(wheel)"), std::string::npos) << "supplementary group missing: " << id;
-  EXPECT_NE(id.find("groups=") , std::string::npos) << id;
+  EXPECT_NE(id.find("groups="), std::string::npos) << id;
   o.user = "1000:10";
   EXPECT_EQ(box().run(o).stdout_text.substr(0, 30), "uid=1000(user) gid=10(wheel) g");
   o.user = "4321";
@@ -211,7 +223,8 @@ TEST_P(ExecTest, BadCwdFailsThatExecOnlyAndEnvHasPrecedence) {
   o.cwd = "/etc";
   EXPECT_EQ(box().run(o).stdout_text, "/etc\n");
   // image env < box env < exec env
-  auto r = sh("echo $IMAGE_VAR $BOX_VAR $EXEC_VAR $PATH", {{"EXEC_VAR", "from-exec"}, {"BOX_VAR", "exec-overrides-box"}});
+  auto r =
+      sh("echo $IMAGE_VAR $BOX_VAR $EXEC_VAR $PATH", {{"EXEC_VAR", "from-exec"}, {"BOX_VAR", "exec-overrides-box"}});
   EXPECT_EQ(r.stdout_text, "box-overrides-image exec-overrides-box from-exec /usr/sbin:/usr/bin:/sbin:/bin\n");
   EXPECT_THROW(box().run(ExecOptions{{"true"}, {{"BAD=NAME", "x"}}}), Error);
 }
@@ -288,7 +301,8 @@ TEST_P(ExecTest, SixtyFourConcurrentMixedExecsKeepTheirOwnOutput) {
 TEST_P(ExecTest, CliRunWithATtyUnderTmux) {
   if (which("tmux").empty()) GTEST_SKIP() << "tmux missing (scripts/setup installs it)";
   std::string cmd = "BOXLITE_HOME=" + home_ + " BOXLITE_ENGINE=" + GetParam() + " BOXLITE_ACCEL=tcg " + cli() +
-                    " run --rm -it " + image("busybox") + " sh -c 'test -t 0 && echo IS-A-TTY; stty size; read x; echo GOT-$x'; sleep 30";
+                    " run --rm -it " + image("busybox") +
+                    " sh -c 'test -t 0 && echo IS-A-TTY; stty size; read x; echo GOT-$x'; sleep 30";
   TmuxSession term(home_ + "/tmux.sock", cmd, 120, 40);
   ASSERT_TRUE(term.started());
   std::string s = term.wait_for("40 120", 30);
@@ -300,7 +314,6 @@ TEST_P(ExecTest, CliRunWithATtyUnderTmux) {
 }
 
 BOXLITE_ON_BOTH_ENGINES(ExecTest);
-
 
 class CliExecTtyTest : public BoxliteTest {};
 
