@@ -7,6 +7,8 @@
 #include <sys/utsname.h>
 #include <sys/wait.h>
 
+#include <functional>
+
 #include "support.hpp"
 
 namespace boxlite::testing {
@@ -36,6 +38,34 @@ class JailEscapeTest : public BoxliteTest {
     e.argv = {"sh", "-c", script};
     e.timeout_secs = timeout;
     return box->run(e);
+  }
+
+  // A jail box of a one-layer image: busybox and its applets in /bin, then
+  // whatever `add` puts in the layer. Null (with a failure) if the image cannot be made.
+  std::shared_ptr<Box> busybox_image_box(const std::string& name, const std::function<void(const std::string&)>& add) {
+    std::string layer = home_ + "/" + name + "-layer";
+    if (run_capture({"mkdir", "-p", layer + "/bin"}).status != 0 ||
+        run_capture({"cp", which("busybox"), layer + "/bin/busybox"}).status != 0) {
+      ADD_FAILURE() << "cannot lay out " << layer;
+      return nullptr;
+    }
+    for (const char* applet : {"sh", "cat", "ls", "stat", "grep", "echo"}) {
+      ::symlink("busybox", (layer + "/bin/" + applet).c_str());
+    }
+    add(layer);
+    std::string img = home_ + "/" + name;
+    auto pack = run_capture({"python3", std::string(BOXLITE_SOURCE_DIR) + "/scripts/oci-pack.py", img, "latest",
+                             R"({"Env":["PATH=/bin"],"Cmd":["sh"]})", layer});
+    if (!pack.ok()) {
+      ADD_FAILURE() << pack.err;
+      return nullptr;
+    }
+    BoxOptions o;
+    o.rootfs_path = img;
+    o.engine = "jail";
+    auto box = rt().create(o);
+    boxes_.push_back(box);
+    return box;
   }
 
   void expect_no_secret(const BufferedResult& r) {
@@ -276,21 +306,12 @@ TEST_F(JailEscapeTest, TheHostHostnameCannotBeChanged) {
 
 TEST_F(JailEscapeTest, ASymlinkInTheImagePointingAtAHostPathStaysInside) {
   // An image whose layer holds an absolute symlink to a host file and a relative one climbing out.
-  std::string layer = home_ + "/layer";
-  ASSERT_EQ(run_capture({"mkdir", "-p", layer + "/bin", layer + "/etc"}).status, 0);
-  ASSERT_EQ(run_capture({"cp", which("busybox"), layer + "/bin/busybox"}).status, 0);
-  for (const char* applet : {"sh", "cat", "ls"}) ::symlink("busybox", (layer + "/bin/" + applet).c_str());
-  ::symlink(secret_path_.c_str(), (layer + "/etc/evil").c_str());
-  ::symlink(("../../../../../../.." + secret_path_).c_str(), (layer + "/etc/evil2").c_str());
-  std::string img = home_ + "/evil-image";
-  auto pack = run_capture({"python3", std::string(BOXLITE_SOURCE_DIR) + "/scripts/oci-pack.py", img, "latest",
-                           R"({"Env":["PATH=/bin"],"Cmd":["sh"]})", layer});
-  ASSERT_TRUE(pack.ok()) << pack.err;
-  BoxOptions o;
-  o.rootfs_path = img;
-  o.engine = "jail";
-  auto box = rt().create(o);
-  boxes_.push_back(box);
+  auto box = busybox_image_box("evil-image", [&](const std::string& layer) {
+    ::mkdir((layer + "/etc").c_str(), 0755);
+    ::symlink(secret_path_.c_str(), (layer + "/etc/evil").c_str());
+    ::symlink(("../../../../../../.." + secret_path_).c_str(), (layer + "/etc/evil2").c_str());
+  });
+  ASSERT_TRUE(box);
   auto r = box->run(ExecOptions{{"sh", "-c", "cat /etc/evil /etc/evil2 2>&1; ls -la /etc"}});
   expect_no_secret(r);
   EXPECT_NE(r.stdout_text.find("evil ->"), std::string::npos) << r.stdout_text;
@@ -302,25 +323,13 @@ TEST_F(JailEscapeTest, ASymlinkInTheImagePointingAtAHostPathStaysInside) {
 // box's own mounts in the right places, and nothing of them lands in the box's
 // upper layer.
 TEST_F(JailEscapeTest, SymlinksWhereTheBoxMountsAreHidden) {
-  std::string layer = home_ + "/layer";
-  ASSERT_EQ(run_capture({"mkdir", "-p", layer + "/bin"}).status, 0);
-  ASSERT_EQ(run_capture({"cp", which("busybox"), layer + "/bin/busybox"}).status, 0);
-  for (const char* applet : {"sh", "cat", "ls", "stat", "grep", "echo"}) {
-    ::symlink("busybox", (layer + "/bin/" + applet).c_str());
-  }
-  ::symlink("/", (layer + "/dev").c_str());
-  ::symlink("/etc", (layer + "/proc").c_str());
-  ::symlink("../../../../../../sys", (layer + "/sys").c_str());
-  ::symlink("/tmp", (layer + "/tmp").c_str());
-  std::string img = home_ + "/symlinked-mountpoints";
-  auto pack = run_capture({"python3", std::string(BOXLITE_SOURCE_DIR) + "/scripts/oci-pack.py", img, "latest",
-                           R"({"Env":["PATH=/bin"],"Cmd":["sh"]})", layer});
-  ASSERT_TRUE(pack.ok()) << pack.err;
-  BoxOptions o;
-  o.rootfs_path = img;
-  o.engine = "jail";
-  auto box = rt().create(o);
-  boxes_.push_back(box);
+  auto box = busybox_image_box("symlinked-mountpoints", [](const std::string& layer) {
+    ::symlink("/", (layer + "/dev").c_str());
+    ::symlink("/etc", (layer + "/proc").c_str());
+    ::symlink("../../../../../../sys", (layer + "/sys").c_str());
+    ::symlink("/tmp", (layer + "/tmp").c_str());
+  });
+  ASSERT_TRUE(box);
   auto r = box->run(ExecOptions{{"sh", "-c",
                                  "stat -c %F /dev/null; grep -c . /proc/self/status >/dev/null && echo proc; "
                                  "grep ' /sys ' /proc/self/mountinfo | grep -q sysfs && echo sys; "

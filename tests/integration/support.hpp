@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,51 +32,41 @@ inline std::string image(const std::string& name) {
   return p;
 }
 
-// Pids of processes whose command line mentions `needle` (QEMU and shims of a home).
-inline std::vector<pid_t> processes_mentioning(const std::string& needle) {
+// Pids of the processes (not this one) whose /proc/PID/<file> satisfies `match`.
+inline std::vector<pid_t> processes_whose(const char* file, const std::function<bool(std::string&)>& match) {
   std::vector<pid_t> out;
   DIR* d = ::opendir("/proc");
   if (!d) return out;
   while (auto* e = ::readdir(d)) {
     pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
     if (pid <= 0 || pid == ::getpid()) continue;
-    std::string cmdline;
+    std::string text;
     try {
-      cmdline = read_file("/proc/" + std::string(e->d_name) + "/cmdline");
+      text = read_file("/proc/" + std::string(e->d_name) + "/" + file);
     } catch (const Error&) {
       continue;
     }
-    for (auto& c : cmdline) c = c == '\0' ? ' ' : c;
-    if (cmdline.find(needle) != std::string::npos) out.push_back(pid);
+    if (match(text)) out.push_back(pid);
   }
   ::closedir(d);
   return out;
 }
 
+// Pids of processes whose command line mentions `needle` (QEMU and shims of a home).
+inline std::vector<pid_t> processes_mentioning(const std::string& needle) {
+  return processes_whose("cmdline", [&](std::string& cmdline) {
+    for (auto& c : cmdline) c = c == '\0' ? ' ' : c;
+    return cmdline.find(needle) != std::string::npos;
+  });
+}
+
 // Pids of processes whose environment holds `entry` (NAME=value): everything the
 // tests start inherits BOXLITE_HOME, even a shim whose command line names no box.
 inline std::vector<pid_t> processes_with_env(const std::string& entry) {
-  std::vector<pid_t> out;
-  DIR* d = ::opendir("/proc");
-  if (!d) return out;
-  while (auto* e = ::readdir(d)) {
-    pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
-    if (pid <= 0 || pid == ::getpid()) continue;
-    std::string env;
-    try {
-      env = read_file("/proc/" + std::string(e->d_name) + "/environ");
-    } catch (const Error&) {
-      continue;
-    }
-    for (const auto& kv : split(env, '\0')) {
-      if (kv == entry) {
-        out.push_back(pid);
-        break;
-      }
-    }
-  }
-  ::closedir(d);
-  return out;
+  return processes_whose("environ", [&](std::string& env) {
+    auto vars = split(env, '\0');
+    return std::find(vars.begin(), vars.end(), entry) != vars.end();
+  });
 }
 
 inline int count_comm(const std::string& comm) {
