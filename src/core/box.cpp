@@ -541,6 +541,10 @@ void Box::stop_locked(int timeout_ms, bool record) {
   lifeline_.reset();
   if (state_ == BoxState::Running) state_ = BoxState::Stopped;
   if (was_running && store_ && record) record_stopped();
+  if (was_running && !record) {  // what the handle knows, if the removal then fails
+    record_.state = "stopped";
+    record_.shim_pid = 0;
+  }
 }
 
 void Box::destroy() {

@@ -692,7 +692,8 @@ bool Runtime::reconcile(store::BoxRecord& r) {
   // A box's directory is made before its row and removed before it, so this is a
   // box on its way out: removed by its shim (boxlite-shim: an auto_remove box whose
   // owner exited without removing it), or by a destroy that has yet to forget it.
-  if (r.auto_remove && !path_exists(dir)) {
+  struct stat st;
+  if (r.auto_remove && ::lstat(dir.c_str(), &st) != 0 && errno == ENOENT) {
     try {
       store_->remove(r.id, /*durable=*/false);
     } catch (const Error& err) {

@@ -18,9 +18,11 @@
 #include <cstdlib>
 
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "common/error.hpp"
+#include "common/file_lock.hpp"
 #include "common/io.hpp"
 #include "common/trace.hpp"
 #include "engine/jail/jail.hpp"
@@ -95,11 +97,24 @@ bool owner_is_gone(int lifeline_fd) {
 
 // An auto_remove box whose owner is gone has nobody else to remove it: its
 // directory goes here (the jail's overlay, mounted in our namespace, first), and
-// the runtime forgets its row when it next sees it (Runtime::reconcile).
+// the runtime forgets its row when it next sees it (Runtime::reconcile). Not while
+// another process works on the box (`rm`, `clone`, `snapshot` hold its lock: they
+// decide), nor, as destroy refuses too, while clones stand on it (a vm box's clone
+// is backed by a frozen disk in the source's snapshots/): it then stays, stopped.
+bool clones_depend_on(const std::string& box_dir) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(box_dir + "/snapshots", ec)) {
+    if (e.path().filename().string().rfind("clone-", 0) == 0) return true;
+  }
+  return false;
+}
+
 void remove_abandoned_box(const std::string& box_dir) {
-  boxlite::trace("shim: removing the abandoned box");
-  ::umount2((box_dir + "/rootfs").c_str(), MNT_DETACH);  // none for a VM: EINVAL
   try {
+    FileLock lock = FileLock::try_acquire(box_dir + "/box.lock");
+    if (!lock.held() || clones_depend_on(box_dir)) return;
+    boxlite::trace("shim: removing the abandoned box");
+    ::umount2((box_dir + "/rootfs").c_str(), MNT_DETACH);  // none for a VM: EINVAL
     remove_tree(box_dir);
   } catch (const Error& e) {
     std::fprintf(stderr, "boxlite-shim: could not remove the abandoned box: %s\n", e.what());

@@ -202,6 +202,34 @@ TEST_P(LifecycleTest, ARunRmWhoseCliIsKilledLeavesNothing) {
   expect_no_leftovers();
 }
 
+// ... unless, as destroy refuses too, a clone stands on it (a vm clone's disk is
+// backed by a frozen one in the source box): then it stays, stopped, and the clone
+// works. A jail clone is independent: its source goes.
+TEST_P(LifecycleTest, AnAbandonedRunRmBoxOutlivesNoCloneOfIt) {
+  SpawnOptions so;
+  so.argv = {cli(), "run", "--rm", image("busybox"), "sleep", "300"};
+  so.stdout_path = so.stderr_path = home_ + "/cli.out";
+  Child run = spawn(so);
+  std::string id;
+  for (int i = 0; i < 600 && id.empty(); ++i) {
+    ::usleep(100000);
+    id = trim(run_cli({"list", "-q"}).out);
+  }
+  ASSERT_FALSE(id.empty()) << "the box never ran: " << read_file(home_ + "/cli.out");
+  auto clone = run_cli({"clone", id, "--name", "c1"});
+  ASSERT_EQ(clone.exit_code, 0) << clone.err;
+  run.kill_now();
+  // The shim has decided once it is gone.
+  for (int i = 0; i < 300 && !processes_mentioning(home_ + "/boxes/" + id).empty(); ++i) ::usleep(100000);
+  EXPECT_EQ(path_exists(home_ + "/boxes/" + id), vm()) << "the source of a clone";
+  // It boots (its disk's backing file is there). The clone is auto_remove like its
+  // source, so the CLI's handle removes it again as the CLI exits.
+  auto start = run_cli({"start", "c1"});
+  EXPECT_EQ(start.exit_code, 0) << start.err;
+  run_cli({"rm", "-f", "-a"});
+  expect_no_leftovers();
+}
+
 TEST_P(LifecycleTest, DetachWithAutoRemoveIsTheDocumentedError) {
   Runtime rt;
   BoxOptions o;

@@ -33,6 +33,14 @@ class MainCommandTest : public PerEngineTest {
   }
 };
 
+// The box's files are made with a container's umask, not the caller's: under
+// `umask 077` a box's "/" would otherwise shut out every user but root.
+TEST_P(MainCommandTest, TheCallersUmaskStaysOutOfTheBox) {
+  auto r = run_capture({"sh", "-c", "umask 077; exec \"$0\" \"$@\"", cli(), "run", "--rm", "-u", "1000",
+                        image("busybox"), "sh", "-c", "umask; ls / >/dev/null && echo listed"});
+  EXPECT_EQ(r.out, "0022\nlisted\n") << r.err;
+}
+
 TEST_P(MainCommandTest, RunsAsPid1AndItsExitStopsTheBox) {
   Runtime rt;
   auto box = rt.create(opts({"sh", "-c", "echo pid=$$; echo oops >&2; exit 7"}));

@@ -67,7 +67,8 @@ std::string mountpoint_layer(const std::string& parent, unsigned uid_offset) {
   remove_tree(tmp);  // a crashed shim's of the same pid
   for (const char* sub : {"", "/dev", "/proc", "/sys", "/tmp"}) {
     std::string d = tmp + sub;
-    if (::mkdir(d.c_str(), 0755) != 0) throw_errno(ErrorCode::Engine, "mkdir " + d);
+    // chmod: the caller's umask (077, say) must not shape a layer every box shares.
+    if (::mkdir(d.c_str(), 0755) != 0 || ::chmod(d.c_str(), 0755) != 0) throw_errno(ErrorCode::Engine, "mkdir " + d);
     // Owned by the box's root, as the image's files are in the layer cache.
     if (::chown(d.c_str(), uid_offset, uid_offset) != 0) throw_errno(ErrorCode::Engine, "chown " + d);
   }
@@ -84,9 +85,11 @@ void mount_root(const ShimSpec& spec, const std::string& root) {
   for (const auto& d : {upper, work, root}) {
     if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorCode::Engine, "mkdir " + d);
   }
-  // The box's root owns its upper layer, so "/" inside is root's.
+  // The box's root owns its upper layer, so "/" inside is root's, and its mode is
+  // 0755 whatever the caller's umask (077 would shut every other user out of "/").
   for (const auto& d : {upper, work}) {
     if (::chown(d.c_str(), spec.uid_offset, spec.uid_offset) != 0) throw_errno(ErrorCode::Engine, "chown " + d);
+    if (::chmod(d.c_str(), 0755) != 0) throw_errno(ErrorCode::Engine, "chmod " + d);
   }
   if (spec.lower_dirs.empty()) throw Error(ErrorCode::Engine, "jail: the image has no layers");
   // The options must fit in a page: with the layers in one directory (the layer
@@ -643,6 +646,9 @@ void mark_cloexec_from(const ChildArgs& a, int first) {
 
 int child_main(void* arg) {
   const ChildArgs& a = *static_cast<ChildArgs*>(arg);
+  // The box's files are made as in a container (and as the VM's are), not with
+  // whatever umask the user who started the box has.
+  ::umask(022);
   int gate_fd = start_proc_helper(a);
   char go;
   if (::read(a.sync_read, &go, 1) != 1) ::_exit(125);  // the parent gave up
