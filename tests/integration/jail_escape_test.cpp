@@ -342,6 +342,25 @@ TEST_F(JailEscapeTest, SymlinksWhereTheBoxMountsAreHidden) {
   }
 }
 
+// A box's own upper layer sits above the mountpoint layer: a symlink it holds at
+// /proc (an imported layer could) is refused, never followed by the init's mounts.
+TEST_F(JailEscapeTest, AnUpperLayerSymlinkWhereTheBoxMountsIsRefused) {
+  auto box = jail();
+  ASSERT_EQ(sh(box, "true").exit_code, 0);
+  box->stop();
+  ASSERT_EQ(::symlink("/", (box->dir() + "/upper/proc").c_str()), 0);
+  auto again = rt().get(box->id());
+  ASSERT_TRUE(again);
+  try {
+    again->start();
+    ADD_FAILURE() << "a box whose /proc is a symlink started";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/proc is not a directory"), std::string::npos) << e.what();
+  }
+  ::unlink((box->dir() + "/upper/proc").c_str());
+  EXPECT_EQ(again->run(ExecOptions{{"true"}}).exit_code, 0) << "the box starts once it is a directory again";
+}
+
 TEST_F(JailEscapeTest, AForkBombIsStoppedByThePidsLimit) {
   auto box = jail();
   auto r = sh(box, "bomb() { bomb | bomb & }; bomb; sleep 3", 8);

@@ -391,15 +391,28 @@ void make_node_by_bind(const ChildArgs& a, const std::string& dev_dir, const cha
   child_mount(a, (std::string("/dev/") + name).c_str(), target, nullptr, MS_BIND);
 }
 
+// A mount point the init makes or finds: a directory, never followed as a symlink.
+// The engine's mountpoint layer provides these above the image's, but a box's own
+// upper layer (an imported one, say) could still hold a symlink there.
+void require_mount_point(const ChildArgs& a, const std::string& path) {
+  ::mkdir(path.c_str(), 0755);
+  struct stat st = {};
+  if (::lstat(path.c_str(), &st) != 0) child_fail(a, "stat " + path);
+  if (!S_ISDIR(st.st_mode)) {
+    errno = ENOTDIR;
+    child_fail(a, "the box's " + path.substr(a.root.size()) + " is not a directory (its upper layer replaced it)");
+  }
+}
+
 void setup_dev(const ChildArgs& a) {
   std::string dev = a.root + "/dev";
-  ::mkdir(dev.c_str(), 0755);
+  require_mount_point(a, dev);
   child_mount(a, "tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=65536k");
   // Device nodes cannot be made in a user namespace: bind the host's harmless ones.
   for (const char* n : {"null", "zero", "full", "random", "urandom", "tty"}) make_node_by_bind(a, dev, n);
   std::string pts = dev + "/pts", shm = dev + "/shm";
   ::mkdir(pts.c_str(), 0755);
-  ::mkdir(shm.c_str(), 1777);
+  ::mkdir(shm.c_str(), 01777);
   child_mount(a, "devpts", pts, "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620");
   child_mount(a, "shm", shm, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=65536k");
   if (::symlink("pts/ptmx", (dev + "/ptmx").c_str()) != 0) child_fail(a, "symlink /dev/ptmx");
@@ -664,7 +677,7 @@ int child_main(void* arg) {
   if (::sethostname(a.spec->hostname.data(), a.spec->hostname.size()) != 0) child_fail(a, "sethostname");
   bring_up_loopback(a);
   std::string proc = a.root + "/proc", sys = a.root + "/sys";  // /tmp: mount_tmp, before the volumes
-  for (const auto& d : {proc, sys}) ::mkdir(d.c_str(), 0755);
+  for (const auto& d : {proc, sys}) require_mount_point(a, d);
   child_mount(a, "proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
   child_mount(a, "sysfs", sys, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
   setup_dev(a);
