@@ -27,6 +27,19 @@ class LifecycleTest : public PerEngineTest {
     return trim(r.out);
   }
   std::string status(const std::string& box) { return trim(run_cli({"inspect", "-f", "{{.State.Status}}", box}).out); }
+  // `boxlite run --rm IMAGE sleep 300` as a child, and the id of its box once it runs
+  // ("" if it never does; the CLI's output is in cli.out).
+  Child run_rm_in_background(std::string& id) {
+    SpawnOptions so;
+    so.argv = {cli(), "run", "--rm", image("busybox"), "sleep", "300"};
+    so.stdout_path = so.stderr_path = home_ + "/cli.out";
+    Child run = spawn(so);
+    for (int i = 0; i < 600 && id.empty(); ++i) {
+      ::usleep(100000);
+      id = trim(run_cli({"list", "-q"}).out);  // running boxes
+    }
+    return run;
+  }
 };
 
 TEST_P(LifecycleTest, CreateIsLazyAndStopKeepsTheDisk) {
@@ -179,16 +192,8 @@ TEST_P(LifecycleTest, RunKeepsTheBoxUnlessRm) {
 // Nobody is left to remove a --rm box whose CLI is killed: its shim stops it (the
 // lifeline) and removes it, and the runtime forgets its row.
 TEST_P(LifecycleTest, ARunRmWhoseCliIsKilledLeavesNothing) {
-  SpawnOptions so;
-  so.argv = {cli(), "run", "--rm", image("busybox"), "sleep", "300"};
-  so.stdout_path = so.stderr_path = home_ + "/cli.out";
-  Child run = spawn(so);
   std::string id;
-  for (int i = 0; i < 600 && id.empty(); ++i) {
-    ::usleep(100000);
-    auto ls = run_cli({"list", "-q"});  // running boxes
-    id = trim(ls.out);
-  }
+  Child run = run_rm_in_background(id);
   ASSERT_FALSE(id.empty()) << "the box never ran: " << read_file(home_ + "/cli.out");
   run.kill_now();  // SIGKILL, reaped
   bool gone = false;
@@ -206,15 +211,8 @@ TEST_P(LifecycleTest, ARunRmWhoseCliIsKilledLeavesNothing) {
 // backed by a frozen one in the source box): then it stays, stopped, and the clone
 // works. A jail clone is independent: its source goes.
 TEST_P(LifecycleTest, AnAbandonedRunRmBoxOutlivesNoCloneOfIt) {
-  SpawnOptions so;
-  so.argv = {cli(), "run", "--rm", image("busybox"), "sleep", "300"};
-  so.stdout_path = so.stderr_path = home_ + "/cli.out";
-  Child run = spawn(so);
   std::string id;
-  for (int i = 0; i < 600 && id.empty(); ++i) {
-    ::usleep(100000);
-    id = trim(run_cli({"list", "-q"}).out);
-  }
+  Child run = run_rm_in_background(id);
   ASSERT_FALSE(id.empty()) << "the box never ran: " << read_file(home_ + "/cli.out");
   auto clone = run_cli({"clone", id, "--name", "c1"});
   ASSERT_EQ(clone.exit_code, 0) << clone.err;
