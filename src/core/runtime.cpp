@@ -315,15 +315,8 @@ void Runtime::sweep_half_made_boxes() {
   for (const auto& r : store_->list()) {
     known.insert(r.id);
     // The removal of an auto_remove box's row is not synced (store.hpp): after a host
-    // crash the row can outlive the directory removed before it. Such a row is debris
-    // too (a box's directory is made before its row, and removed before it).
-    struct stat st;
-    if (!r.auto_remove || ::lstat(layout_.box_dir(r.id).c_str(), &st) == 0 || errno != ENOENT) continue;
-    try {
-      store_->remove(r.id, /*durable=*/false);
-    } catch (const Error& err) {
-      warn("could not forget the removed box " + r.id + ": " + err.what());
-    }
+    // crash the row can outlive the directory removed before it. Such a row is debris too.
+    forget_if_removed(r);
   }
   std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(layout_.boxes().c_str()), ::closedir);
   if (!dir) return;
@@ -687,20 +680,24 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   return track(std::make_shared<Box>(spec, rec, argv, store_));
 }
 
-bool Runtime::reconcile(store::BoxRecord& r) {
-  std::string dir = layout_.box_dir(r.id);
-  // A box's directory is made before its row and removed before it, so this is a
-  // box on its way out: removed by its shim (boxlite-shim: an auto_remove box whose
-  // owner exited without removing it), or by a destroy that has yet to forget it.
+// A box's directory is made before its row and removed before it, so an auto_remove
+// box without one is on its way out: removed by its shim (boxlite-shim: its owner
+// exited without removing it), by a destroy that has yet to forget it, or before a
+// host crash lost the unsynced removal of its row.
+bool Runtime::forget_if_removed(const store::BoxRecord& r) {
   struct stat st;
-  if (r.auto_remove && ::lstat(dir.c_str(), &st) != 0 && errno == ENOENT) {
-    try {
-      store_->remove(r.id, /*durable=*/false);
-    } catch (const Error& err) {
-      warn("could not forget the removed box " + r.id + ": " + err.what());
-    }
-    return false;
+  if (!r.auto_remove || ::lstat(layout_.box_dir(r.id).c_str(), &st) == 0 || errno != ENOENT) return false;
+  try {
+    store_->remove(r.id, /*durable=*/false);
+  } catch (const Error& err) {
+    warn("could not forget the removed box " + r.id + ": " + err.what());
   }
+  return true;
+}
+
+bool Runtime::reconcile(store::BoxRecord& r) {
+  if (forget_if_removed(r)) return false;
+  std::string dir = layout_.box_dir(r.id);
   if (r.state != "running") return true;
   bool alive = process_alive(r.shim_pid);
   if (alive) {

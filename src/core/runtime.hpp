@@ -157,6 +157,8 @@ class Runtime {
   // auto_remove box whose directory is gone was removed by its shim (its owner
   // died): its row is forgotten and this returns false.
   bool reconcile(store::BoxRecord& r);
+  // The row of an auto_remove box whose directory is gone: forgotten (true).
+  bool forget_if_removed(const store::BoxRecord& r);
   std::shared_ptr<Box> box_from_record(const store::BoxRecord& r);
 
   core::HomeLayout layout_;

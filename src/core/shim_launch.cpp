@@ -35,7 +35,7 @@ ShimLaunch ShimLaunch::spawn(bool detached) {
     throw_errno(ErrorCode::Internal, "socketpair for the box shim");
   UniqueFd box_dir_w(sv[0]), box_dir_r(sv[1]);
   Pipe ready = make_pipe();
-  Pipe lifeline = make_pipe();
+  Pipe lifeline = detached ? Pipe{} : make_pipe();
   SpawnOptions so;
   so.argv = {libexec_dir() + "/boxlite-shim", "--box-dir-fd", "3", "--ready-fd", "4"};
   so.fds = {{box_dir_r.get(), 3}, {ready.write.get(), 4}};
@@ -59,7 +59,7 @@ ShimLaunch ShimLaunch::spawn(bool detached) {
   l.process_ = boxlite::spawn(so);
   l.box_dir_ = std::move(box_dir_w);
   l.ready_ = std::move(ready.read);
-  if (!detached) l.lifeline_ = std::move(lifeline.write);
+  l.lifeline_ = std::move(lifeline.write);
   l.detached_ = detached;
   return l;
 }

@@ -35,7 +35,9 @@ RunResult qemu_img(std::vector<std::string> args, const std::string& what) {
   } catch (const Error& e) {
     throw Error(ErrorCode::Storage, what + ": cannot run qemu-img: " + e.what());
   }
-  if (!r.ok()) throw Error(ErrorCode::Storage, what + ": qemu-img " + describe_status(r.status) + ": " + trim(r.err.empty() ? r.out : r.err));
+  if (!r.ok())
+    throw Error(ErrorCode::Storage,
+                what + ": qemu-img " + describe_status(r.status) + ": " + trim(r.err.empty() ? r.out : r.err));
   return r;
 }
 
@@ -157,7 +159,8 @@ void copy_tree(const std::string& from, const std::string& to) {
       remove_tree(tmp);
     } catch (...) {
     }
-    throw Error(ErrorCode::Storage, "copy " + from + " to " + to + ": cp " + describe_status(r.status) + ": " + trim(r.err));
+    throw Error(ErrorCode::Storage,
+                "copy " + from + " to " + to + ": cp " + describe_status(r.status) + ": " + trim(r.err));
   }
   if (::rename(tmp.c_str(), to.c_str()) != 0) throw_errno(ErrorCode::Storage, "rename " + tmp + " to " + to);
 }
@@ -213,7 +216,9 @@ SnapshotInfo info_of(const Box& b, const nlohmann::json& j) {
 void validate_snapshot_name(const std::string& name) {
   bool ok = !name.empty() && name.size() <= 128 && std::isalnum(static_cast<unsigned char>(name[0]));
   for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-');
-  if (!ok) throw Error(ErrorCode::InvalidArgument, "invalid snapshot name '" + name + "': use [a-zA-Z0-9][a-zA-Z0-9_.-]* (at most 128)");
+  if (!ok)
+    throw Error(ErrorCode::InvalidArgument,
+                "invalid snapshot name '" + name + "': use [a-zA-Z0-9][a-zA-Z0-9_.-]* (at most 128)");
 }
 
 // The lock that keeps a start (in any process) out while the disk changes.
@@ -228,8 +233,8 @@ std::string jail_snapshot(const Box& b, const std::string& id) { return snapshot
 uint64_t tree_bytes(const std::string& root) {
   uint64_t total = 0;
   std::error_code ec;
-  for (auto it = std::filesystem::recursive_directory_iterator(root, ec); !ec && it != std::filesystem::recursive_directory_iterator();
-       it.increment(ec)) {
+  for (auto it = std::filesystem::recursive_directory_iterator(root, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
     struct stat st {};
     if (::lstat(it->path().c_str(), &st) == 0) total += static_cast<uint64_t>(st.st_blocks) * 512;
   }
@@ -243,7 +248,8 @@ SnapshotInfo SnapshotHandle::create(const std::string& name) {
   FileLock lock = lock_box_dir(box_);
   auto index = load_index(box_);
   for (const auto& s : index) {
-    if (s.at("name") == name) throw Error(ErrorCode::AlreadyExists, "snapshot '" + name + "' already exists on box " + box_.id());
+    if (s.at("name") == name)
+      throw Error(ErrorCode::AlreadyExists, "snapshot '" + name + "' already exists on box " + box_.id());
   }
   make_dirs(snapshots_dir(box_), 0700);
   std::string id = random_hex(8);
@@ -256,10 +262,12 @@ SnapshotInfo SnapshotHandle::create(const std::string& name) {
     vsize = disk::virtual_size(box_.dir() + "/disk.qcow2");
     freeze_box_disk(box_, frozen);
   }
-  nlohmann::json rec = {{"id", id},
-                        {"name", name},
-                        {"created_at", std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()},
-                        {"container_disk_bytes", vsize}};
+  nlohmann::json rec = {
+      {"id", id},
+      {"name", name},
+      {"created_at",
+       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()},
+      {"container_disk_bytes", vsize}};
   index.push_back(rec);
   write_file_atomic(index_path(box_), index.dump(2), 0600);
   return info_of(box_, rec);
@@ -304,8 +312,11 @@ void SnapshotHandle::remove(const std::string& name) {
     std::string other = snapshots_dir(box_) + "/" + entry;
     if (other == file || !entry.ends_with(".qcow2")) continue;
     if (depends(other)) {
-      throw Error(ErrorCode::InvalidState, "Cannot remove snapshot: " + std::string(entry.rfind("clone-", 0) == 0 ? "a clone of this box" : "a later snapshot") +
-                                               " depends on this snapshot ('" + name + "')");
+      throw Error(ErrorCode::InvalidState,
+                  "Cannot remove snapshot: " +
+                      std::string(entry.rfind(engine::kCloneBackingPrefix, 0) == 0 ? "a clone of this box"
+                                                                                   : "a later snapshot") +
+                      " depends on this snapshot ('" + name + "')");
     }
   }
   index.erase(it);
@@ -326,7 +337,8 @@ void SnapshotHandle::restore(const std::string& name) {
     if (path_exists(fresh)) remove_tree(fresh);
     disk::copy_tree(jail_snapshot(box_, s->id), fresh);
     if (path_exists(upper)) remove_tree(upper);
-    if (::rename(fresh.c_str(), upper.c_str()) != 0) throw_errno(ErrorCode::Storage, "rename " + fresh + " to " + upper);
+    if (::rename(fresh.c_str(), upper.c_str()) != 0)
+      throw_errno(ErrorCode::Storage, "rename " + fresh + " to " + upper);
     return;
   }
   // The new top is made before the old one goes: a failure leaves the box as it was.
@@ -353,7 +365,8 @@ void sync_guest(const std::shared_ptr<core::ShimClient>& shim, const std::string
     Execution e(shim, shim->start_exec(req));
     ExecResult r = e.wait();
     if (r.exit_code == 0) return;
-    std::fprintf(stderr, "boxlite: warning: box %s: sync before freezing its disk exited %d\n", box_id.c_str(), r.exit_code);
+    std::fprintf(stderr, "boxlite: warning: box %s: sync before freezing its disk exited %d\n", box_id.c_str(),
+                 r.exit_code);
   } catch (const Error& e) {
     std::fprintf(stderr, "boxlite: warning: box %s: could not sync its file systems before freezing its disk: %s\n",
                  box_id.c_str(), e.what());

@@ -33,7 +33,8 @@ constexpr const char* kUpperName = "upper.tar";
 constexpr int kExportFormat = 1;
 
 int64_t now_ms_wall() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 // Removes a directory or file unless committed.
@@ -62,7 +63,9 @@ void validate_new_name(store::Store& store, const std::string& name) {
   if (name.empty()) return;
   bool ok = name.size() <= 128 && std::isalnum(static_cast<unsigned char>(name[0]));
   for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-');
-  if (!ok) throw Error(ErrorCode::InvalidArgument, "invalid box name '" + name + "': use [a-zA-Z0-9][a-zA-Z0-9_.-]* (at most 128)");
+  if (!ok)
+    throw Error(ErrorCode::InvalidArgument,
+                "invalid box name '" + name + "': use [a-zA-Z0-9][a-zA-Z0-9_.-]* (at most 128)");
   if (store.find(name)) throw Error(ErrorCode::AlreadyExists, "box name '" + name + "' is already in use");
 }
 
@@ -135,7 +138,9 @@ void write_upper_layer(const std::string& upper, const std::string& out, uint32_
   }
   std::unique_ptr<archive_entry_linkresolver, LinkResolverDeleter> links(la::archive_entry_linkresolver_new());
   la::archive_entry_linkresolver_set_strategy(links.get(), la::archive_format(a.get()));
-  auto box_id = [&](uint32_t host) -> uint32_t { return host >= uid_offset && host - uid_offset <= 65535 ? host - uid_offset : 65534; };
+  auto box_id = [&](uint32_t host) -> uint32_t {
+    return host >= uid_offset && host - uid_offset <= 65535 ? host - uid_offset : 65534;
+  };
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::recursive_directory_iterator it(upper, ec), end;  // symlinks are not followed
@@ -175,7 +180,8 @@ void write_upper_layer(const std::string& upper, const std::string& out, uint32_
     write_header(a.get(), e.get(), rel);
     if (S_ISREG(st.st_mode) && la::archive_entry_size(e.get()) > 0) copy_file_data(a.get(), path);
     char opaque[2] = {};
-    if (S_ISDIR(st.st_mode) && ::lgetxattr(path.c_str(), "trusted.overlay.opaque", opaque, sizeof opaque) == 1 && opaque[0] == 'y') {
+    if (S_ISDIR(st.st_mode) && ::lgetxattr(path.c_str(), "trusted.overlay.opaque", opaque, sizeof opaque) == 1 &&
+        opaque[0] == 'y') {
       add_empty_file(a.get(), rel + "/.wh..wh..opq");
     }
   }
@@ -214,7 +220,8 @@ void check_upper_layer(const std::string& tar_path, const std::string& archive_n
   while ((rc = la::archive_read_next_header(a.get(), &e)) == ARCHIVE_OK) {
     std::string name = la::archive_entry_pathname(e) ? la::archive_entry_pathname(e) : "";
     auto refuse = [&](const std::string& why) {
-      throw Error(ErrorCode::InvalidArgument, "import: " + archive_name + ": refused upper layer entry '" + name + "': " + why);
+      throw Error(ErrorCode::InvalidArgument,
+                  "import: " + archive_name + ": refused upper layer entry '" + name + "': " + why);
     };
     if (bad_path(name)) refuse("absolute or with '..'");
     std::string p = clean(name);
@@ -331,7 +338,7 @@ std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& requeste
   // O(1) whatever the disk holds, and neither box sees the other's writes. A
   // running source is paused for the swap and resumed (freeze_box_disk).
   make_dirs(source.dir() + "/snapshots", 0700);
-  std::string frozen = source.dir() + "/snapshots/clone-" + spec.box_id + ".qcow2";
+  std::string frozen = engine::clone_backing_path(source.dir(), spec.box_id);
   freeze_box_disk(source, frozen);
   disk::create_overlay_on(frozen, "qcow2", spec.disk, disk::virtual_size(frozen));
   write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600);
@@ -383,8 +390,9 @@ std::vector<store::BoxRecord> clones_of(store::Store& store, const std::string& 
 [[noreturn]] void throw_clone_dependents(const std::vector<store::BoxRecord>& clones) {
   std::string ids;
   for (const auto& c : clones) ids += (ids.empty() ? "" : ", ") + c.id;
-  throw Error(ErrorCode::InvalidState, "Cannot remove box: boxes [" + ids + "] have clone dependencies on it. Remove them first, or use force=true "
-                                       "(which copies the data they share into each clone)");
+  throw Error(ErrorCode::InvalidState, "Cannot remove box: boxes [" + ids +
+                                           "] have clone dependencies on it. Remove them first, or use force=true "
+                                           "(which copies the data they share into each clone)");
 }
 
 }  // namespace
@@ -449,7 +457,8 @@ std::string Runtime::export_box(Box& box, const std::string& dest_dir) {
 
 // <dest>: a tar of the manifest (format, engine, the box's spec and options) and
 // the box's data (`data_name`: the flattened disk, or the jail's upper layer).
-std::string Runtime::write_export(Box& box, const std::string& dest, const std::string& data_name, const std::string& data_file) {
+std::string Runtime::write_export(Box& box, const std::string& dest, const std::string& data_name,
+                                  const std::string& data_file) {
   engine::ShimSpec spec = box.spec();
   spec.net.secrets.clear();  // secret values never leave the machine
   spec.volumes.clear();      // host paths mean nothing elsewhere
@@ -550,14 +559,17 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
       }
       (entry == kDiskName ? have_disk : have_upper) = true;
     } else {
-      throw Error(ErrorCode::InvalidArgument, "import: " + path + ": unexpected entry '" + entry + "' (not a .boxlite export)");
+      throw Error(ErrorCode::InvalidArgument,
+                  "import: " + path + ": unexpected entry '" + entry + "' (not a .boxlite export)");
     }
   }
   if (!manifest.is_object() || have_disk == have_upper) {
-    throw Error(ErrorCode::InvalidArgument, "import: " + path + " is not a .boxlite export (it needs a manifest and one disk or upper layer)");
+    throw Error(ErrorCode::InvalidArgument,
+                "import: " + path + " is not a .boxlite export (it needs a manifest and one disk or upper layer)");
   }
   if (manifest.value("format", 0) != kExportFormat) {
-    throw Error(ErrorCode::InvalidArgument, "import: " + path + ": unsupported export format " + manifest.value("format", nlohmann::json(0)).dump());
+    throw Error(ErrorCode::InvalidArgument, "import: " + path + ": unsupported export format " +
+                                                manifest.value("format", nlohmann::json(0)).dump());
   }
   engine::ShimSpec exported;
   try {
@@ -567,7 +579,9 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
   }
   // The archive records the engine: a jail export makes a jail box, a vm one a vm box.
   if (have_upper) {
-    if (exported.engine != "jail") throw Error(ErrorCode::InvalidArgument, "import: " + path + ": an upper layer in a " + exported.engine + " export");
+    if (exported.engine != "jail")
+      throw Error(ErrorCode::InvalidArgument,
+                  "import: " + path + ": an upper layer in a " + exported.engine + " export");
     spec.engine = "jail";
     copy_exported_box(spec, exported);
     check_upper_layer(upper_tar, path);
@@ -588,7 +602,8 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
     throw Error(ErrorCode::InvalidArgument, "import: " + path + ": the disk is not a self-contained qcow2 image");
   }
 
-  if (exported.engine != "vm") throw Error(ErrorCode::InvalidArgument, "import: " + path + ": a disk in a " + exported.engine + " export");
+  if (exported.engine != "vm")
+    throw Error(ErrorCode::InvalidArgument, "import: " + path + ": a disk in a " + exported.engine + " export");
   spec.engine = "vm";
   BoxOptions machine = copy_exported_box(spec, exported);
   spec.disk = disk_path;
@@ -615,18 +630,21 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
 // The image comes from this home: the reference the box was made from (a layout
 // directory, or a registry reference, pulled if missing), checked to be made of the
 // same layers, so the upper layer lands on what it was written over.
-std::shared_ptr<Box> Runtime::import_jail(engine::ShimSpec spec, const nlohmann::json& manifest, const std::string& name,
-                                          const std::string& upper_tar) {
+std::shared_ptr<Box> Runtime::import_jail(engine::ShimSpec spec, const nlohmann::json& manifest,
+                                          const std::string& name, const std::string& upper_tar) {
   std::string ref = manifest.value("image", "");
-  if (ref.empty()) throw Error(ErrorCode::InvalidArgument, "import: the export does not name the image the jail box was made from");
+  if (ref.empty())
+    throw Error(ErrorCode::InvalidArgument, "import: the export does not name the image the jail box was made from");
   struct stat st {};
   bool is_layout = ref.rfind("oci:", 0) == 0 || ref[0] == '/' || ::stat(ref.c_str(), &st) == 0;
   std::string recorded = ref;
-  image::LocalImage img = image::open_oci_layout(is_layout ? image::parse_layout_ref(ref) : resolve_registry_image(ref, recorded));
+  image::LocalImage img =
+      image::open_oci_layout(is_layout ? image::parse_layout_ref(ref) : resolve_registry_image(ref, recorded));
   prepare_jail(spec, img);
   nlohmann::json want = manifest.value("image_layers", nlohmann::json::array());
   if (layer_ids(spec) != want) {
-    throw Error(ErrorCode::Image, "import: image " + ref + " here is not the one the box was made from (its layers differ): " +
+    throw Error(ErrorCode::Image, "import: image " + ref +
+                                      " here is not the one the box was made from (its layers differ): " +
                                       "the box's files would land on another root file system");
   }
   image::OverlayOptions o;
@@ -637,7 +655,8 @@ std::shared_ptr<Box> Runtime::import_jail(engine::ShimSpec spec, const nlohmann:
   try {
     image::extract_layer_for_overlay(upper, upper_tar, o);
   } catch (const Error& e) {
-    throw Error(e.code() == ErrorCode::Image ? ErrorCode::InvalidArgument : e.code(), "import: the box's upper layer: " + std::string(e.what()));
+    throw Error(e.code() == ErrorCode::Image ? ErrorCode::InvalidArgument : e.code(),
+                "import: the box's upper layer: " + std::string(e.what()));
   }
   ::unlink(upper_tar.c_str());
   write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600);

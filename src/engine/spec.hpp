@@ -13,7 +13,7 @@ namespace boxlite::engine {
 // A host directory shared into the box. vm: a virtio-9p share (mount tag
 // "vol<N>") that QEMU itself makes read-only; jail: a bind mount made by the shim.
 struct VolumeMount {
-  std::string host_path;   // canonical (symlinks resolved at create)
+  std::string host_path;  // canonical (symlinks resolved at create)
   std::string guest_path;
   bool read_only = false;
 };
@@ -21,10 +21,10 @@ struct VolumeMount {
 struct ShimSpec {
   std::string box_id;
   std::string box_dir;
-  std::string engine = "vm";        // "vm" | "jail"
-  std::string accel = "tcg";        // resolved: "kvm" | "tcg"
+  std::string engine = "vm";  // "vm" | "jail"
+  std::string accel = "tcg";  // resolved: "kvm" | "tcg"
   std::string qemu = "qemu-system-x86_64";
-  std::string kernel;               // vmlinux / bzImage
+  std::string kernel;  // vmlinux / bzImage
   std::string initramfs;
   std::string kernel_cmdline_extra;
   // Describe devices through ACPI (kernels without virtio_mmio cmdline devices,
@@ -33,8 +33,8 @@ struct ShimSpec {
   // QEMU -cpu under TCG. Debian's kernel stalls early with `max` (its clock never
   // advances) and boots with `qemu64`; the minimal kernel is measured with `max`.
   std::string tcg_cpu = "max";
-  std::string disk;                 // qcow2 overlay (vm)
-  std::string disk_base;            // the ext4 base image under it (vm)
+  std::string disk;       // qcow2 overlay (vm)
+  std::string disk_base;  // the ext4 base image under it (vm)
   // jail engine
   std::vector<std::string> lower_dirs;  // overlay lower layers, lowest first
   unsigned uid_offset = 1u << 20;       // box uid 0 = this host uid
@@ -43,7 +43,7 @@ struct ShimSpec {
   // processes, 0 = the engine's default (docs/jail.md).
   bool seccomp = true;
   uint64_t rlimit_nofile = 0, rlimit_fsize = 0, rlimit_nproc = 0, rlimit_as = 0, rlimit_cpu = 0;
-  std::string guest_binary;             // boxlite-guest, exec'ed as the box's PID 1
+  std::string guest_binary;  // boxlite-guest, exec'ed as the box's PID 1
   // Removed when it stops (auto_remove): its files need not survive a host crash,
   // so the jail's overlay skips syncing the host's file system at unmount.
   bool ephemeral = false;
@@ -80,5 +80,11 @@ inline std::string qmp_socket_path(const std::string& box_dir) { return box_dir 
 inline std::string console_log_path(const std::string& box_dir) { return box_dir + "/console.log"; }
 inline std::string net_socket_path(const std::string& box_dir) { return box_dir + "/net.sock"; }
 inline std::string shim_log_path(const std::string& box_dir) { return box_dir + "/shim.log"; }
+// The frozen disk a vm clone's disk is backed by, kept in its source box: while one
+// is there the source may not go (Runtime's destroy, the shim's abandoned-box removal).
+inline constexpr const char kCloneBackingPrefix[] = "clone-";
+inline std::string clone_backing_path(const std::string& source_box_dir, const std::string& clone_id) {
+  return source_box_dir + "/snapshots/" + kCloneBackingPrefix + clone_id + ".qcow2";
+}
 
 }  // namespace boxlite::engine

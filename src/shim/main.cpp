@@ -1,12 +1,11 @@
 // boxlite-shim: one process per box. Usage:
-//   boxlite-shim BOX_DIR [--ready-fd N] [--lifeline-fd N]
 //   boxlite-shim --box-dir-fd N [--ready-fd N] [--lifeline-fd N]
 //   boxlite-shim --probe-kvm
-// It reads BOX_DIR/shim.json, boots the box, writes "OK\n" (or "ERR <code>\n<message>")
-// to the ready fd, then serves BOX_DIR/shim.sock until the box stops. With
-// --box-dir-fd it is started before its box exists (core/shim_launch.hpp): it reads
-// the box directory from that descriptor up to EOF (nothing: exit quietly) and
-// then writes its own output to BOX_DIR/shim.log.
+// It is started before its box exists (core/shim_launch.hpp): it reads the box
+// directory BOX_DIR from fd N up to EOF (nothing: exit quietly), writes its output
+// to BOX_DIR/shim.log, reads BOX_DIR/shim.json, boots the box, writes "OK\n" (or
+// "ERR <code>\n<message>") to the ready fd, then serves BOX_DIR/shim.sock until the
+// box stops.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -104,7 +103,7 @@ bool owner_is_gone(int lifeline_fd) {
 bool clones_depend_on(const std::string& box_dir) {
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(box_dir + "/snapshots", ec)) {
-    if (e.path().filename().string().rfind("clone-", 0) == 0) return true;
+    if (e.path().filename().string().rfind(engine::kCloneBackingPrefix, 0) == 0) return true;
   }
   return false;
 }
@@ -147,28 +146,23 @@ int main(int argc, char** argv) {
     std::printf("%s %.1f %s\n", r.usable ? "usable" : "unusable", r.probe_ms, r.reason.c_str());
     return r.usable ? 0 : 1;
   }
-  std::string box_dir;
   int box_dir_fd = -1, ready_fd = -1, lifeline_fd = -1;
-  int i = 1;
-  if (argc >= 2 && argv[1][0] != '-') box_dir = argv[i++];
-  for (; i + 1 < argc; i += 2) {
+  for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--box-dir-fd") == 0) box_dir_fd = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--ready-fd") == 0) ready_fd = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--lifeline-fd") == 0) lifeline_fd = std::atoi(argv[i + 1]);
     // --cmdline-room SPACES: see name_box_in_cmdline
   }
-  if (box_dir.empty() == (box_dir_fd < 0)) {
-    std::fprintf(stderr, "usage: boxlite-shim (BOX_DIR | --box-dir-fd N) [--ready-fd N] [--lifeline-fd N]\n");
+  if (box_dir_fd < 0) {
+    std::fprintf(stderr, "usage: boxlite-shim --box-dir-fd N [--ready-fd N] [--lifeline-fd N]\n");
     return 2;
   }
-  if (box_dir_fd >= 0) {
-    box_dir = receive_box_dir(box_dir_fd);
-    if (box_dir.empty()) return 0;  // started early for a box that never came
-    name_box_in_cmdline(box_dir, argc, argv);
-    if (!redirect_output_to(engine::shim_log_path(box_dir))) {
-      report(ready_fd, "ERR 1\n" + errno_text("open the shim log " + engine::shim_log_path(box_dir)));
-      return 1;
-    }
+  std::string box_dir = receive_box_dir(box_dir_fd);
+  if (box_dir.empty()) return 0;  // started early for a box that never came
+  name_box_in_cmdline(box_dir, argc, argv);
+  if (!redirect_output_to(engine::shim_log_path(box_dir))) {
+    report(ready_fd, "ERR 1\n" + errno_text("open the shim log " + engine::shim_log_path(box_dir)));
+    return 1;
   }
   boxlite::trace("shim: has its box");
   bool ephemeral = false;

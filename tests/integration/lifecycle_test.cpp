@@ -541,8 +541,8 @@ TEST_F(ShimLaunchTest, AShimWhoseBoxNeverComesExitsQuietly) {
   ASSERT_TRUE(st.has_value()) << "the shim did not exit at EOF";
   EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << describe_status(*st);
   EXPECT_EQ(read_file(home_ + "/shim.out"), "");
-  // Neither way of naming the box, or both, is a usage error.
-  for (std::vector<std::string> args : {std::vector<std::string>{}, {home_, "--box-dir-fd", "0"}}) {
+  // Without its socket (a box directory alone, or nothing) it is a usage error.
+  for (std::vector<std::string> args : {std::vector<std::string>{}, {home_}, {home_, "--ready-fd", "1"}}) {
     args.insert(args.begin(), bin_dir() + "/boxlite-shim");
     RunResult r = run_capture(args);
     EXPECT_EQ(WEXITSTATUS(r.status), 2);
