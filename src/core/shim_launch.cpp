@@ -64,6 +64,13 @@ ShimLaunch ShimLaunch::spawn(bool detached) {
   return l;
 }
 
+ShimLaunch::~ShimLaunch() {
+  if (process_.valid() && box_dir_) {
+    box_dir_.reset();
+    process_.wait_for(1000);
+  }
+}
+
 void ShimLaunch::hand_box_dir(const std::string& box_dir) {
   // A shim that is gone says so on ready() (EOF) and in its exit status.
   size_t off = 0;
@@ -79,7 +86,7 @@ void ShimLaunch::hand_box_dir(const std::string& box_dir) {
 namespace {
 
 std::mutex prestarted_mu;
-// Destroyed at exit, which kills and reaps a shim nobody took.
+// Destroyed at exit, which ends and reaps a shim nobody took.
 std::optional<ShimLaunch> prestarted;
 
 }  // namespace

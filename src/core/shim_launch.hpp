@@ -23,9 +23,10 @@ class ShimLaunch {
 
   ShimLaunch(ShimLaunch&&) noexcept = default;
   ShimLaunch& operator=(ShimLaunch&&) noexcept = default;
-  // A shim still here is killed and reaped (Child's destructor); one never handed
-  // a box holds nothing yet.
-  ~ShimLaunch() = default;
+  // A shim never handed a box is told so (EOF) and exits, after reaping the
+  // process it forked at its start (a kill would orphan that); one still here
+  // after a second is killed and reaped (Child's destructor).
+  ~ShimLaunch();
 
   bool detached() const { return detached_; }
   // Tells the shim its box; it then boots it and reports on ready().
@@ -45,7 +46,7 @@ class ShimLaunch {
 
 // Starts a shim now for this process's next box start (Box::start takes it when it
 // wants the same kind, detached or not). For one-shot callers such as the CLI's
-// `run`; one that is never used is killed when the process exits.
+// `run`; one that is never used ends when the process exits.
 void prestart_shim(bool detached);
 // The prestarted shim, if there is one of that kind.
 std::optional<ShimLaunch> take_prestarted_shim(bool detached);

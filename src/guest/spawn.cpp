@@ -200,8 +200,28 @@ int put_box_proc_in_place(const ProcSwap& swap) noexcept {
       if (::umount2("/proc", MNT_DETACH) != 0 && errno != EINVAL) return errno;
       return ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) == 0 ? 0 : errno;
     case ProcSwap::Mode::kAskHelper: {
-      // A helper that is gone is an error here, not a SIGPIPE (dispositions are reset).
-      if (::send(swap.helper_gate, "p", 1, MSG_NOSIGNAL) != 1) return errno;
+      // The helper is given our PID namespace (it may not look into the agent's
+      // /proc entries). A helper that is gone is an error here, not a SIGPIPE
+      // (dispositions are reset).
+      int ns = ::open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+      if (ns < 0) return errno;
+      char go = 'p';
+      iovec iov{&go, 1};
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(c), &ns, sizeof ns);
+      ssize_t sent = ::sendmsg(swap.helper_gate, &msg, MSG_NOSIGNAL);
+      int send_errno = errno;
+      ::close(ns);
+      if (sent != 1) return send_errno;
       int err = 0;
       ssize_t n;
       while ((n = ::read(swap.helper_gate, &err, sizeof err)) < 0 && errno == EINTR) {

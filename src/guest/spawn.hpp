@@ -21,7 +21,7 @@ struct ProcSwap {
     kAskHelper,  // jail: the init's helper mounts it (the agent has no CAP_SYS_ADMIN)
   };
   Mode mode = Mode::kNone;
-  int helper_gate = -1;  // kAskHelper: write a byte, read back an int errno (0: done)
+  int helper_gate = -1;  // kAskHelper: send a byte and our PID namespace, read back an int errno (0: done)
 };
 
 // Does the swap from inside the first process (memory-safe in a CLONE_VM child:

@@ -26,6 +26,7 @@
 #include "common/trace.hpp"
 #include "engine/jail/jail.hpp"
 #include "engine/vm/qemu.hpp"
+#include "guest/jail_agent.hpp"
 #include "shim/shim.hpp"
 
 using namespace boxlite;
@@ -137,7 +138,6 @@ std::string receive_box_dir(int fd) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  boxlite::trace("shim: main");
   drop_controlling_terminal();
   // A guest or client that hangs up is an error on that channel, not our death.
   ::signal(SIGPIPE, SIG_IGN);
@@ -157,6 +157,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: boxlite-shim --box-dir-fd N [--ready-fd N] [--lifeline-fd N]\n");
     return 2;
   }
+  // Before anything of the box is known here (and before the trace opens its file).
+  engine::jail::Zygote zygote = engine::jail::Zygote::fork(&guest::run_jail_agent);
+  boxlite::trace("shim: main");
   std::string box_dir = receive_box_dir(box_dir_fd);
   if (box_dir.empty()) return 0;  // started early for a box that never came
   name_box_in_cmdline(box_dir, argc, argv);
@@ -175,7 +178,7 @@ int main(int argc, char** argv) {
     ephemeral = spec.ephemeral;
     // The jail's overlay and every mount under it live and die with this process.
     if (spec.engine == "jail") engine::jail::enter_private_mount_namespace();
-    shim::Shim s(std::move(spec));
+    shim::Shim s(std::move(spec), std::move(zygote));
     s.boot();
     boxlite::trace("shim: booted");
     s.listen();

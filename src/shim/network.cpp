@@ -84,13 +84,12 @@ void disable_ipv6(const char* ifname) {
   if (::write(fd.get(), "1", 1) != 1) throw_errno(ErrorCode::Network, "turn off IPv6 on " + std::string(ifname));
 }
 
-// Runs fn in the network namespace of `pid`, then returns to ours.
+// Runs fn in the network namespace `theirs`, then returns to ours.
 template <typename Fn>
-void in_netns_of(pid_t pid, Fn fn) {
+void in_netns(int theirs, Fn fn) {
   UniqueFd ours(::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC));
-  UniqueFd theirs(::open(("/proc/" + std::to_string(pid) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC));
-  if (!ours || !theirs) throw_errno(ErrorCode::Network, "open the box's network namespace");
-  if (::setns(theirs.get(), CLONE_NEWNET) != 0) throw_errno(ErrorCode::Network, "enter the box's network namespace");
+  if (!ours) throw_errno(ErrorCode::Network, "open the shim's network namespace");
+  if (::setns(theirs, CLONE_NEWNET) != 0) throw_errno(ErrorCode::Network, "enter the box's network namespace");
   try {
     fn();
   } catch (...) {
@@ -139,9 +138,9 @@ NetProcess start_vm_network(const engine::ShimSpec& spec) {
   return net;
 }
 
-UniqueFd make_jail_tap(pid_t box_init) {
+UniqueFd make_jail_tap(int box_netns) {
   UniqueFd tap;
-  in_netns_of(box_init, [&] {
+  in_netns(box_netns, [&] {
     tap = UniqueFd(::open("/dev/net/tun", O_RDWR | O_CLOEXEC));
     if (!tap) throw_errno(ErrorCode::Network, "open /dev/net/tun");
     ifreq ifr{};

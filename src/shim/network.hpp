@@ -25,10 +25,10 @@ struct NetProcess {
 // -netdev stream.
 NetProcess start_vm_network(const engine::ShimSpec& spec);
 
-// jail engine, once its init exists: a TAP "eth0" in the box's network namespace,
-// configured here (the box keeps no CAP_NET_ADMIN; IPv6 off: boxlite-net serves
-// IPv4 only), which boxlite-net then reads (start_jail_netd).
-UniqueFd make_jail_tap(pid_t box_init);
+// jail engine, once its init exists: a TAP "eth0" in the box's network namespace
+// (`box_netns`), configured here (the box keeps no CAP_NET_ADMIN; IPv6 off:
+// boxlite-net serves IPv4 only), which boxlite-net then reads (start_jail_netd).
+UniqueFd make_jail_tap(int box_netns);
 NetProcess start_jail_netd(const engine::ShimSpec& spec, int tap_fd);
 
 // Throws Error(Network) with boxlite-net's reason (e.g. a host port in use).

@@ -106,7 +106,7 @@ struct Shim::Client {
   std::map<uint32_t, uint32_t> streams;  // client stream -> guest stream
 };
 
-Shim::Shim(engine::ShimSpec spec) : spec_(std::move(spec)) {}
+Shim::Shim(engine::ShimSpec spec, engine::jail::Zygote zygote) : spec_(std::move(spec)), zygote_(std::move(zygote)) {}
 
 Shim::~Shim() {
   trace("shim: destructor");
@@ -164,9 +164,9 @@ void Shim::start_jail() {
   try {
     // The box's eth0 and boxlite-net need only its network namespace: made while
     // the kernel attaches its cgroups.
-    engine::jail::Jail j = engine::jail::start(spec_, [&](pid_t box_init) {
+    engine::jail::Jail j = engine::jail::start(spec_, zygote_, [&](int box_netns) {
       if (!spec_.net.enabled) return;
-      tap_ = make_jail_tap(box_init);
+      tap_ = make_jail_tap(box_netns);
       // A published port must be bound (or fail the start) before the box runs.
       // Otherwise nothing can reach the box before it sends a frame, which waits
       // in the TAP's queue until boxlite-net, started then, reads it: a box that
@@ -219,6 +219,7 @@ void Shim::boot() {
   double t0 = now_ms();
   double deadline = t0 + spec_.boot_timeout_secs * 1000;
   if (spec_.engine == "vm") {
+    zygote_.release();  // a VM box has no init of ours
     start_vm(deadline);
   } else if (spec_.engine == "jail") {
     start_jail();

@@ -10,6 +10,7 @@
 
 #include "common/fd.hpp"
 #include "common/process.hpp"
+#include "engine/jail/jail.hpp"
 #include "engine/spec.hpp"
 #include "protocol/frame.hpp"
 #include "shim/capped_log.hpp"
@@ -19,7 +20,8 @@ namespace boxlite::shim {
 
 class Shim {
  public:
-  explicit Shim(engine::ShimSpec spec);
+  // `zygote`: what a jail box's init is cloned from (engine/jail/jail.hpp).
+  Shim(engine::ShimSpec spec, engine::jail::Zygote zygote);
   ~Shim();
   // Boots the box through phase 2. Throws Error naming the failed stage, with
   // the console tail, when it does not come up.
@@ -78,6 +80,7 @@ class Shim {
   void record_exit();
 
   engine::ShimSpec spec_;
+  engine::jail::Zygote zygote_;  // a jail box's init is cloned from it
   Child engine_;
   NetProcess net_;  // boxlite-net, when the box has a network
   // A jail box's TAP until its first frame: boxlite-net starts then (start_net_now).

@@ -7,6 +7,8 @@
 #include <sys/utsname.h>
 #include <sys/wait.h>
 
+#include <cstdio>
+#include <cstring>
 #include <functional>
 
 #include "support.hpp"
@@ -130,6 +132,58 @@ TEST_F(JailEscapeTest, TheAgentIsOutOfReachOfTheBoxsRoot) {
       << "the box's own processes are its root's: " << r.stdout_text;
   EXPECT_EQ(r.stdout_text.find(bin_dir()), std::string::npos) << "the agent's maps or exe: " << r.stdout_text;
   EXPECT_EQ(r.stdout_text.find("socket:"), std::string::npos) << "the agent's descriptors: " << r.stdout_text;
+}
+
+// Whether `pid`'s readable memory holds `needle` (this test runs as host root, which
+// may read any process's /proc/PID/mem).
+bool memory_holds(pid_t pid, const std::string& needle) {
+  std::string id = std::to_string(pid);
+  UniqueFd mem(::open(("/proc/" + id + "/mem").c_str(), O_RDONLY | O_CLOEXEC));
+  if (!mem) {
+    ADD_FAILURE() << "cannot open /proc/" << id << "/mem: " << std::strerror(errno);
+    return false;
+  }
+  for (const auto& line : split(read_file("/proc/" + id + "/maps"), '\n')) {
+    unsigned long start = 0, end = 0;
+    char perms[5] = {};
+    if (std::sscanf(line.c_str(), "%lx-%lx %4s", &start, &end, perms) != 3 || perms[0] != 'r') continue;
+    std::string bytes(end - start, '\0');
+    ssize_t n = ::pread(mem.get(), bytes.data(), bytes.size(), static_cast<off_t>(start));
+    if (n > 0 && bytes.substr(0, static_cast<size_t>(n)).find(needle) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// The box's init runs the agent without an exec, in a copy of a process the shim
+// forked before it read the box's spec: neither the network's secrets (which the
+// box is only ever given placeholders of) nor the environment of whoever started
+// the box are in the agent's memory. The shim holds both: the control.
+TEST_F(JailEscapeTest, TheAgentHoldsNoneOfTheHostsSecrets) {
+  std::string env_secret = "host-env-secret-" + random_hex(8), net_secret = "net-secret-" + random_hex(8);
+  ::setenv("BOXLITE_TEST_HOST_SECRET", env_secret.c_str(), 1);
+  BoxOptions o;
+  o.rootfs_path = image("busybox");
+  o.engine = "jail";
+  o.secrets.push_back(Secret{"testkey", net_secret, {"api.secret.test"}, ""});
+  auto box = rt().create(o);
+  boxes_.push_back(box);
+  auto r = sh(box, "echo $BOXLITE_SECRET_TESTKEY");
+  ::unsetenv("BOXLITE_TEST_HOST_SECRET");
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text.find(net_secret), std::string::npos) << "the box got the secret: " << r.stdout_text;
+  pid_t shim = 0, agent = 0;
+  for (pid_t p : processes_mentioning(home_ + "/boxes/" + box->id() + " ")) {
+    if (trim(read_file("/proc/" + std::to_string(p) + "/comm")) == "boxlite-shim") shim = p;
+  }
+  ASSERT_GT(shim, 0) << "no shim for " << box->id();
+  for (pid_t c : children_of(shim)) {
+    if (trim(read_file("/proc/" + std::to_string(c) + "/comm")) == "boxlite-guest") agent = c;
+  }
+  ASSERT_GT(agent, 0) << "no agent under the shim " << shim;
+  EXPECT_TRUE(memory_holds(shim, net_secret)) << "control: the shim holds the box's network secrets";
+  EXPECT_TRUE(memory_holds(shim, env_secret)) << "control: the shim holds its caller's environment";
+  EXPECT_FALSE(memory_holds(agent, net_secret)) << "the agent holds a network secret";
+  EXPECT_FALSE(memory_holds(agent, env_secret)) << "the agent holds the caller's environment";
 }
 
 // A box that dies with its owner must not get the owner's terminal: run from a

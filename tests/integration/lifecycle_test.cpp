@@ -519,7 +519,12 @@ TEST_F(ShimLaunchTest, AShimNamesItsBoxInItsCommandLine) {
   std::string box_dir = home_ + "/boxes/" + trim(d.out);
   int shims = 0;
   for (pid_t p : processes_mentioning(box_dir + " ")) {
-    shims += trim(read_file("/proc/" + std::to_string(p) + "/comm")) == "boxlite-shim";
+    if (trim(read_file("/proc/" + std::to_string(p) + "/comm")) != "boxlite-shim") continue;
+    ++shims;
+    // Its one child is the box's init (the agent); the zygote it was cloned from is gone.
+    std::vector<std::string> comms;
+    for (pid_t c : children_of(p)) comms.push_back(trim(read_file("/proc/" + std::to_string(c) + "/comm")));
+    EXPECT_EQ(comms, std::vector<std::string>{"boxlite-guest"});
   }
   EXPECT_EQ(shims, 1) << "no boxlite-shim names " << box_dir;
   EXPECT_EQ(run_cli({"rm", "-f", trim(d.out)}).exit_code, 0);
@@ -536,10 +541,18 @@ TEST_F(ShimLaunchTest, AShimWhoseBoxNeverComesExitsQuietly) {
   so.stdout_path = so.stderr_path = home_ + "/shim.out";
   Child shim = spawn(so);
   theirs.reset();
+  // Waiting, it has forked its zygote (engine/jail/jail.hpp), which goes with it.
+  std::vector<pid_t> zygote;
+  for (int i = 0; i < 200 && zygote.empty(); ++i) {
+    zygote = children_of(shim.pid());
+    if (zygote.empty()) ::usleep(10000);
+  }
+  ASSERT_EQ(zygote.size(), 1u) << "the waiting shim has no zygote";
   ours.reset();
   auto st = shim.wait_for(10000);
   ASSERT_TRUE(st.has_value()) << "the shim did not exit at EOF";
   EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << describe_status(*st);
+  EXPECT_NE(::kill(zygote[0], 0), 0) << "the zygote outlived its shim (or was left unreaped)";
   EXPECT_EQ(read_file(home_ + "/shim.out"), "");
   // Without its socket (a box directory alone, or nothing) it is a usage error.
   for (std::vector<std::string> args : {std::vector<std::string>{}, {home_}, {home_, "--ready-fd", "1"}}) {

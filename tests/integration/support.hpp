@@ -60,6 +60,19 @@ inline std::vector<pid_t> processes_mentioning(const std::string& needle) {
   });
 }
 
+// The children of `pid` (its main thread's), as /proc lists them.
+inline std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> out;
+  try {
+    std::string id = std::to_string(pid);
+    for (const auto& c : split(trim(read_file("/proc/" + id + "/task/" + id + "/children")), ' ')) {
+      if (!c.empty()) out.push_back(static_cast<pid_t>(std::atoi(c.c_str())));
+    }
+  } catch (const Error&) {
+  }
+  return out;
+}
+
 // Pids of processes whose environment holds `entry` (NAME=value): everything the
 // tests start inherits BOXLITE_HOME, even a shim whose command line names no box.
 inline std::vector<pid_t> processes_with_env(const std::string& entry) {

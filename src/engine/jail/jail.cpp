@@ -359,17 +359,17 @@ CgroupPlan prepare_cgroups(const ShimSpec& spec) {
 constexpr const char kProcStaging[] = "/dev/.boxlite-proc";
 
 struct ChildArgs {
-  const ShimSpec* spec;
-  // The child starts with its cwd in the box root (clone carries the cwd into the
+  const InitParams* params;
+  // The child starts with its cwd in the box root (the zygote's, carried into the
   // new mount namespace's copy of the mount) and uses relative paths: the box
   // directory above is 0700 host root, which the box's root cannot traverse, and
   // an fd opened before clone would point into the parent's namespace.
   std::string root = ".";
   int sync_read;                     // parent writes a byte when the id maps are set, and another when the cgroups are
-  int report;                        // child writes "step: errno" here on failure (CLOEXEC)
+  int report;                        // child writes "step: errno" here on failure; its EOF says the agent runs
   int channel;                       // box end of the agent channel
-  int guest_fd;                      // the boxlite-guest binary
   std::vector<int> cgroup_join_fds;  // v1 `tasks` files to write "0" into (CgroupPlan)
+  AgentMain agent;
 };
 
 [[noreturn]] void child_fail(const ChildArgs& a, const std::string& step) {
@@ -512,17 +512,18 @@ bool kernel_mounts_proc_by_pidns() {
   return major > 6 || (major == 6 && minor >= 15);
 }
 
-// The proc of the namespace the agent's children are in, mounted at `dir`: by name
-// where the kernel can, else from a process of ours inside that namespace (it
-// takes a PID there, and exits).
-int mount_inner_proc(const char* dir) {
-  const char* inner = "/proc/1/ns/pid_for_children";  // PID 1 here is the agent
+// The proc of the namespace `inner_ns` (the agent's children's), mounted at `dir`:
+// by name where the kernel can, else from a process of ours inside that namespace
+// (it takes a PID there, and exits). The namespace comes from the first child
+// itself: the agent is not dumpable and, never exec'd in the box, its memory
+// belongs to the host's user namespace, where we have no capability to look.
+int mount_inner_proc(const char* dir, int inner_ns) {
   if (kernel_mounts_proc_by_pidns()) {
-    if (::mount("proc", dir, "proc", kProcFlags, (std::string("pidns=") + inner).c_str()) == 0) return 0;
+    std::string opt = "pidns=/proc/self/fd/" + std::to_string(inner_ns);
+    if (::mount("proc", dir, "proc", kProcFlags, opt.c_str()) == 0) return 0;
     if (errno != EINVAL) return errno;
   }
-  UniqueFd ns(::open(inner, O_RDONLY | O_CLOEXEC));
-  if (!ns || ::setns(ns.get(), CLONE_NEWPID) != 0) return errno;
+  if (::setns(inner_ns, CLONE_NEWPID) != 0) return errno;
   pid_t pid = ::fork();
   if (pid < 0) return errno;
   if (pid == 0) ::_exit(::mount("proc", dir, "proc", kProcFlags, nullptr) == 0 ? 0 : errno);
@@ -534,8 +535,8 @@ int mount_inner_proc(const char* dir) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : EIO;
 }
 
-int put_inner_proc_in_place() {
-  int err = mount_inner_proc(kProcStaging);
+int put_inner_proc_in_place(int inner_ns) {
+  int err = mount_inner_proc(kProcStaging, inner_ns);
   std::string failed;
   if (err == 0) err = mask_paths_under("/proc/", std::string(kProcStaging) + "/", "/dev/null", failed);
   // Whatever the agent's /proc had mounted on it goes with it.
@@ -554,13 +555,26 @@ int put_inner_proc_in_place() {
   if (::close_range(1, ~0u, 0) != 0) {
     for (int fd = 1; fd < 1024; ++fd) ::close(fd);
   }
+  // A byte, and the first child's PID namespace.
   char go;
+  iovec iov{&go, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
   ssize_t n;
-  while ((n = ::read(0, &go, 1)) < 0 && errno == EINTR) {
+  while ((n = ::recvmsg(0, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
   }
   if (n != 1) ::_exit(0);  // the agent needs no /proc from us (or is gone)
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  int inner_ns = -1;
+  if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int))) {
+    std::memcpy(&inner_ns, CMSG_DATA(c), sizeof inner_ns);
+  }
   // Forked before the box's root was pivoted into, its cwd is still the old tree.
-  int err = ::chdir("/") == 0 ? put_inner_proc_in_place() : errno;
+  int err = inner_ns < 0 ? EPROTO : ::chdir("/") == 0 ? put_inner_proc_in_place(inner_ns) : errno;
   (void)!::send(0, &err, sizeof err, MSG_NOSIGNAL);
   ::_exit(0);
 }
@@ -623,7 +637,7 @@ void set_rlimits(const ChildArgs& a) {
     int resource;
     rlim_t value;
   };
-  const ShimSpec& s = *a.spec;
+  const InitParams& s = *a.params;
   const Limit limits[] = {{RLIMIT_NOFILE, 1048576}, {RLIMIT_CORE, 0}, {RLIMIT_MSGQUEUE, 819200}};
   for (const auto& l : limits) {
     if (l.resource == RLIMIT_NOFILE && s.rlimit_nofile) continue;  // set below
@@ -643,22 +657,20 @@ void set_rlimits(const ChildArgs& a) {
   }
 }
 
-// close_range(CLOSE_RANGE_CLOEXEC) needs Linux 5.11 (and a seccomp profile around
-// us may refuse it): the same for each open descriptor, as /proc lists them (the
-// box's /proc, mounted by now, shows this process; the rlimit allows a million).
-void mark_cloexec_from(const ChildArgs& a, int first) {
+// close_range() needs Linux 5.9 (and a seccomp profile around us may refuse it):
+// each open descriptor from `first` on, as the box's /proc (mounted by now) lists
+// them (the rlimit allows a million).
+void close_from(const ChildArgs& a, int first) {
   DIR* dir = ::opendir("/proc/self/fd");
   if (!dir) child_fail(a, "list descriptors (/proc/self/fd)");
   while (auto* e = ::readdir(dir)) {
     int fd = std::atoi(e->d_name);
-    if (fd < first || fd == ::dirfd(dir)) continue;
-    if (::fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 && errno != EBADF) child_fail(a, "mark descriptors close-on-exec");
+    if (fd >= first && fd != ::dirfd(dir)) ::close(fd);
   }
   ::closedir(dir);
 }
 
-int child_main(void* arg) {
-  const ChildArgs& a = *static_cast<ChildArgs*>(arg);
+[[noreturn]] void run_box_init(const ChildArgs& a) {
   // The box's files are made as in a container (and as the VM's are), not with
   // whatever umask the user who started the box has.
   ::umask(022);
@@ -674,7 +686,7 @@ int child_main(void* arg) {
   if (::mkdir("/tmp/root", 0755) != 0) child_fail(a, "mkdir /tmp/root");
   child_mount(a, ".", "/tmp/root", nullptr, MS_BIND | MS_REC);
   if (::chdir("/tmp/root") != 0) child_fail(a, "chdir /tmp/root");
-  if (::sethostname(a.spec->hostname.data(), a.spec->hostname.size()) != 0) child_fail(a, "sethostname");
+  if (::sethostname(a.params->hostname, std::strlen(a.params->hostname)) != 0) child_fail(a, "sethostname");
   bring_up_loopback(a);
   std::string proc = a.root + "/proc", sys = a.root + "/sys";  // /tmp: mount_tmp, before the volumes
   for (const auto& d : {proc, sys}) require_mount_point(a, d);
@@ -694,9 +706,6 @@ int child_main(void* arg) {
   ::dup2(null, 0);
   ::dup2(null, 1);
   ::dup2(null, 2);
-  // Nothing else of the host's goes into the box: whatever the shim holds or was
-  // given without CLOEXEC closes at the exec (the agent's own fd is exec'd from).
-  if (::close_range(4, ~0u, CLOSE_RANGE_CLOEXEC) != 0) mark_cloexec_from(a, 4);
   // Into the box's cgroups (v1: we move ourselves; v2: the parent moved us) before
   // anything forks and before the cgroup namespace is made.
   for (int fd : a.cgroup_join_fds) {
@@ -705,15 +714,12 @@ int child_main(void* arg) {
   }
   if (::read(a.sync_read, &go, 1) != 1) ::_exit(125);
   if (::unshare(CLONE_NEWCGROUP) != 0) child_fail(a, "unshare cgroup namespace");
-  // The gate is the one descriptor besides the channel that the agent inherits.
-  if (::fcntl(gate_fd, F_SETFD, 0) != 0) child_fail(a, "pass the /proc helper's gate to the agent");
-  std::string gate = std::to_string(gate_fd);
   // The box's processes live one PID namespace down, where the main command is
   // PID 1 (the agent's first child); the agent keeps no capability to make it.
   if (::unshare(CLONE_NEWPID) != 0) child_fail(a, "unshare PID namespace for the box's processes");
   drop_capabilities(a);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_fail(a, "set no_new_privs");
-  if (int rc = a.spec->seccomp ? load_seccomp_filter() : 0; rc != 0) {
+  if (int rc = a.params->seccomp ? load_seccomp_filter() : 0; rc != 0) {
     errno = -rc;
     child_fail(a, "load seccomp filter");
   }
@@ -722,14 +728,180 @@ int child_main(void* arg) {
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(a, "set the parent-death signal");
   // (getppid() is 0 here: the parent is outside our PID namespace. The shim is
   // still blocked reading the report pipe, so it cannot have died unnoticed.)
-  char arg0[] = "boxlite-guest", arg1[] = "--channel-fd", arg2[] = "3", arg3[] = "--proc-gate-fd";
-  char* argv[] = {arg0, arg1, arg2, arg3, gate.data(), nullptr};
-  char* envp[] = {nullptr};
-  ::syscall(SYS_execveat, a.guest_fd, "", argv, envp, AT_EMPTY_PATH);
-  child_fail(a, "exec the guest agent");
+  // The agent keeps the channel (3) and the /proc helper's gate (4). No exec
+  // closes what the zygote was given: everything else of the host's is closed
+  // here, the report pipe last of all, whose EOF tells the shim the agent runs.
+  if (::dup2(gate_fd, 4) < 0) child_fail(a, "move the /proc helper's gate");
+  if (::close_range(5, ~0u, 0) != 0) close_from(a, 5);
+  ::_exit(a.agent(3, 4));
+}
+
+constexpr int kBoxNamespaces = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET;
+
+InitParams init_params(const ShimSpec& spec) {
+  InitParams p{};
+  if (spec.hostname.size() >= sizeof p.hostname) {
+    throw Error(ErrorCode::InvalidArgument, "hostname '" + spec.hostname + "' is longer than " +
+                                                std::to_string(sizeof p.hostname - 1) + " characters");
+  }
+  std::memcpy(p.hostname, spec.hostname.data(), spec.hostname.size());
+  p.seccomp = spec.seccomp;
+  p.rlimit_nofile = spec.rlimit_nofile;
+  p.rlimit_fsize = spec.rlimit_fsize;
+  p.rlimit_nproc = spec.rlimit_nproc;
+  p.rlimit_as = spec.rlimit_as;
+  p.rlimit_cpu = spec.rlimit_cpu;
+  return p;
+}
+
+// ---- the zygote: a fork of the shim made before it learns anything of its box --
+
+// A request: which namespaces, the init's parameters, and (SCM_RIGHTS) the shim's
+// mount namespace, the box root, then the init's descriptors (ChildArgs order).
+struct ZygoteRequest {
+  uint32_t clone_flags;
+  InitParams params;
+};
+constexpr size_t kMaxZygoteFds = 16;
+
+// Leaves the zygote holding nothing of whoever started the shim: no environment
+// (a caller's secrets), no descriptor but its socket (the shim's ready and
+// lifeline pipes must close when the shim's do), /dev/null for stdio.
+void shed_inheritance(int sock) {
+  if (environ) {
+    for (char** e = environ; *e; ++e) ::explicit_bzero(*e, std::strlen(*e));
+  }
+  ::clearenv();
+  int null = ::open("/dev/null", O_RDWR);
+  if (null < 0) ::_exit(1);
+  for (int fd : {0, 1, 2}) ::dup2(null, fd);
+  for (int fd = 3; fd < sock; ++fd) ::close(fd);
+  if (::close_range(static_cast<unsigned>(sock) + 1, ~0u, 0) != 0) {
+    for (int fd = sock + 1; fd < 65536; ++fd) ::close(fd);
+  }
+}
+
+// Receives one request; returns the init's pid (the shim's child: CLONE_PARENT)
+// or -errno. Runs the init itself in the clone's child.
+pid_t clone_init_for(int sock, AgentMain agent) {
+  ZygoteRequest req{};
+  iovec iov{&req, sizeof req};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxZygoteFds)];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  while ((n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
+  }
+  if (n == 0) ::_exit(0);  // the shim needs no box init (a VM box, or none)
+  std::vector<int> fds;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    const auto* data = reinterpret_cast<const int*>(CMSG_DATA(c));
+    fds.insert(fds.end(), data, data + count);
+  }
+  if (n != static_cast<ssize_t>(sizeof req) || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || fds.size() < 5 ||
+      req.params.hostname[sizeof req.params.hostname - 1] != '\0') {
+    return -EPROTO;
+  }
+  // Into the shim's mount namespace, where the box's overlay is, and the box root.
+  if (::setns(fds[0], CLONE_NEWNS) != 0 || ::fchdir(fds[1]) != 0) return -errno;
+  ChildArgs args{&req.params, ".", fds[2], fds[3], fds[4], {fds.begin() + 5, fds.end()}, agent};
+  // Like fork (no stack of its own): the init goes on, on a copy of this stack. And
+  // as glibc's fork does, the kernel writes the child's thread id where glibc keeps
+  // it (the address glibc gave set_tid_address), which raise() and its kin use.
+  unsigned long flags = static_cast<unsigned long>(req.clone_flags) | CLONE_PARENT | SIGCHLD;
+  int* tid_address = nullptr;
+  if (::prctl(PR_GET_TID_ADDRESS, &tid_address) == 0 && tid_address) flags |= CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID;
+  long pid = ::syscall(SYS_clone, flags, nullptr, nullptr, tid_address, 0L);
+  if (pid == 0) run_box_init(args);
+  return pid < 0 ? -errno : static_cast<pid_t>(pid);
+}
+
+[[noreturn]] void run_zygote(int sock, AgentMain agent) {
+  shed_inheritance(sock);
+  // Gone with the shim, should it die before it needs us.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  pid_t pid = clone_init_for(sock, agent);
+  (void)!::send(sock, &pid, sizeof pid, MSG_NOSIGNAL);
+  ::_exit(0);
 }
 
 }  // namespace
+
+Zygote Zygote::fork(AgentMain agent) {
+  Zygote z;
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    z.failure_ = errno_text("socketpair");
+    return z;
+  }
+  UniqueFd ours(sv[0]), theirs(sv[1]);
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    z.failure_ = errno_text("fork");
+    return z;
+  }
+  if (pid == 0) run_zygote(theirs.get(), agent);
+  z.sock_ = std::move(ours);
+  z.process_ = Child(pid);
+  return z;
+}
+
+Zygote::~Zygote() { release(); }
+
+void Zygote::release() {
+  if (!process_.valid()) return;
+  sock_.reset();  // EOF: it exits
+  process_.wait();
+}
+
+pid_t Zygote::clone_init(int clone_flags, const InitParams& params, const std::string& root,
+                         const std::vector<int>& fds) {
+  if (!process_.valid()) {
+    throw Error(ErrorCode::Engine, "no zygote to clone the box's init from (" +
+                                       (failure_.empty() ? std::string("used already") : failure_) + ")");
+  }
+  UniqueFd mntns(::open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC));
+  if (!mntns) throw_errno(ErrorCode::Engine, "open this process's mount namespace");
+  UniqueFd root_dir(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root_dir) throw_errno(ErrorCode::Engine, "open " + root);
+  std::vector<int> all = {mntns.get(), root_dir.get()};
+  all.insert(all.end(), fds.begin(), fds.end());
+  if (all.size() > kMaxZygoteFds) throw Error(ErrorCode::Internal, "too many descriptors for the box's init");
+  ZygoteRequest req{static_cast<uint32_t>(clone_flags), params};
+  iovec iov{&req, sizeof req};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxZygoteFds)] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = CMSG_SPACE(sizeof(int) * all.size());
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * all.size());
+  std::memcpy(CMSG_DATA(c), all.data(), sizeof(int) * all.size());
+  pid_t pid = 0;
+  ssize_t n;
+  if (::sendmsg(sock_.get(), &msg, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof req)) {
+    int err = errno;
+    release();
+    throw_errno(ErrorCode::Engine, "ask the jail's zygote for the box's init", err);
+  }
+  while ((n = ::recv(sock_.get(), &pid, sizeof pid, 0)) < 0 && errno == EINTR) {
+  }
+  int err = errno;
+  release();  // one init per zygote: it exits once it answered
+  if (n != static_cast<ssize_t>(sizeof pid)) {
+    throw_errno(ErrorCode::Engine, "the jail's zygote did not answer", n < 0 ? err : EPIPE);
+  }
+  if (pid < 0) throw_errno(ErrorCode::Engine, "clone the box's namespaces", -pid);
+  return pid;
+}
 
 void enter_private_mount_namespace() {
   if (::unshare(CLONE_NEWNS) != 0) throw_errno(ErrorCode::Engine, "unshare mount namespace");
@@ -737,7 +909,7 @@ void enter_private_mount_namespace() {
     throw_errno(ErrorCode::Engine, "make / private");
 }
 
-Jail start(const ShimSpec& spec, const std::function<void(pid_t)>& once_cloned) {
+Jail start(const ShimSpec& spec, Zygote& zygote, const std::function<void(int)>& once_cloned) {
   if (::geteuid() != 0) {
     throw Error(ErrorCode::UnsupportedEngine,
                 "the jail engine needs root here (it maps box users to an unprivileged host uid range and mounts "
@@ -758,23 +930,18 @@ Jail start(const ShimSpec& spec, const std::function<void(pid_t)>& once_cloned) 
   UniqueFd sync_r(sp[0]), sync_w(sp[1]);
   if (::pipe2(rp, O_CLOEXEC) != 0) throw_errno(ErrorCode::Engine, "pipe");
   UniqueFd report_r(rp[0]), report_w(rp[1]);
-  UniqueFd guest(::open(spec.guest_binary.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!guest) throw_errno(ErrorCode::Engine, "open guest agent " + spec.guest_binary);
 
   CgroupPlan cg = prepare_cgroups(spec);
   trace("jail: cgroups prepared");
-  ChildArgs args{&spec, ".", sync_r.get(), report_w.get(), box_end.get(), guest.get(), {}};
-  for (const auto& fd : cg.join_fds) args.cgroup_join_fds.push_back(fd.get());
-  constexpr size_t kStack = 256 * 1024;
-  auto stack = std::make_unique<char[]>(kStack);
-  int flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | SIGCHLD;
-  UniqueFd saved_cwd(::open(".", O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (::chdir(root.c_str()) != 0) throw_errno(ErrorCode::Engine, "chdir " + root);
-  pid_t pid = ::clone(child_main, stack.get() + kStack, flags, &args);
+  InitParams params = init_params(spec);
+  std::vector<int> fds = {sync_r.get(), report_w.get(), box_end.get()};
+  for (const auto& fd : cg.join_fds) fds.push_back(fd.get());
+  pid_t pid = zygote.clone_init(kBoxNamespaces, params, root, fds);
   trace("jail: cloned");
-  int clone_errno = errno;
-  if (!saved_cwd || ::fchdir(saved_cwd.get()) != 0) (void)!::chdir("/");
-  if (pid < 0) throw_errno(ErrorCode::Engine, "clone the box's namespaces", clone_errno);
+  // Opened while the init is still ours (its uid, dumpable): once it runs the
+  // agent, it is not dumpable and its memory belongs to our user namespace.
+  UniqueFd netns(::open(("/proc/" + std::to_string(pid) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC));
+  int netns_errno = errno;
   Jail j;
   j.init = Child(pid);
   sync_r.reset();
@@ -799,7 +966,7 @@ Jail start(const ShimSpec& spec, const std::function<void(pid_t)>& once_cloned) 
   j.warnings.insert(j.warnings.end(), volume_warnings.begin(), volume_warnings.end());
   if (::write(sync_w.get(), "c", 1) != 1) throw_errno(ErrorCode::Engine, "release the box init");
   sync_w.reset();
-  // Either the exec succeeds (the CLOEXEC report pipe closes empty) or the child says why.
+  // Either the agent runs (the init closes the report pipe empty) or the init says why.
   auto child_report = [&] {
     std::string why;
     char buf[512];
@@ -812,7 +979,10 @@ Jail start(const ShimSpec& spec, const std::function<void(pid_t)>& once_cloned) 
     return why;
   };
   try {
-    if (once_cloned) once_cloned(pid);
+    if (once_cloned) {
+      if (!netns) throw_errno(ErrorCode::Engine, "open the box's network namespace", netns_errno);
+      once_cloned(netns.get());
+    }
   } catch (const Error&) {
     // A child that failed meanwhile took its namespaces with it: its reason is the
     // one to give, not the caller's failure to enter them.
