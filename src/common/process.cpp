@@ -128,7 +128,8 @@ Child spawn(const SpawnOptions& opts) {
   for (const auto& a : opts.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   pid_t pid;
-  int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), environ);
+  char* no_env[] = {nullptr};
+  int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), opts.empty_env ? no_env : environ);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) throw Error(ErrorCode::Internal, errno_text("spawn " + opts.argv[0], rc));

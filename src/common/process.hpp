@@ -27,6 +27,7 @@ struct SpawnOptions {
   // makes a scheduler autogroup, which can cost a few ms (an RCU grace period).
   bool new_session = false;
   bool new_process_group = false;
+  bool empty_env = false;  // the child gets no environment at all (not this process's)
 };
 
 class Child {

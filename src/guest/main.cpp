@@ -1,5 +1,6 @@
-// boxlite-guest: the agent inside every VM box, /init of its initramfs. (A jail
-// box's init runs the same agent without an exec: guest/jail_agent.hpp.)
+// boxlite-guest: the agent inside every box. In a VM it is /init of the
+// initramfs; for a jail it is the zygote (--jail-zygote FD) the shim starts, whose
+// clone, the box's init, runs the agent in place (engine/jail/box_init.hpp).
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -10,8 +11,10 @@
 #include <string>
 
 #include "common/error.hpp"
+#include "engine/jail/box_init.hpp"
 #include "guest/agent.hpp"
 #include "guest/container.hpp"
+#include "guest/jail_agent.hpp"
 #include "guest/network.hpp"
 
 using namespace boxlite;
@@ -45,12 +48,15 @@ int run_vm() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--jail-zygote") == 0) {
+    engine::jail::serve_zygote(std::atoi(argv[2]), &guest::run_jail_agent);
+  }
   if (argc > 1 && std::strcmp(argv[1], "--version") == 0) {
     std::printf("boxlite-guest %s\n", BOXLITE_VERSION);
     return 0;
   }
   if (::getpid() != 1) {
-    std::fprintf(stderr, "boxlite-guest: must run as PID 1 of a VM box\n");
+    std::fprintf(stderr, "boxlite-guest: must run as PID 1 of a VM box (or as a jail's zygote)\n");
     return 2;
   }
   return run_vm();

@@ -26,7 +26,6 @@
 #include "common/trace.hpp"
 #include "engine/jail/jail.hpp"
 #include "engine/vm/qemu.hpp"
-#include "guest/jail_agent.hpp"
 #include "shim/shim.hpp"
 
 using namespace boxlite;
@@ -137,6 +136,15 @@ std::string receive_box_dir(int fd) {
 
 }  // namespace
 
+// The directory this executable is in.
+static std::string own_directory() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  std::string exe(buf, static_cast<size_t>(n));
+  return exe.substr(0, exe.rfind('/'));
+}
+
 int main(int argc, char** argv) {
   drop_controlling_terminal();
   // A guest or client that hangs up is an error on that channel, not our death.
@@ -157,8 +165,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: boxlite-shim --box-dir-fd N [--ready-fd N] [--lifeline-fd N]\n");
     return 2;
   }
-  // Before anything of the box is known here (and before the trace opens its file).
-  engine::jail::Zygote zygote = engine::jail::Zygote::fork(&guest::run_jail_agent);
+  // Started now, its exec and start overlap everything before the box's init
+  // (engine/jail/jail.hpp); boxlite-guest is installed beside us.
+  engine::jail::Zygote zygote = engine::jail::Zygote::start(own_directory());
   boxlite::trace("shim: main");
   std::string box_dir = receive_box_dir(box_dir_fd);
   if (box_dir.empty()) return 0;  // started early for a box that never came

@@ -154,22 +154,29 @@ bool memory_holds(pid_t pid, const std::string& needle) {
   return false;
 }
 
-// The box's init runs the agent without an exec, in a copy of a process the shim
-// forked before it read the box's spec: neither the network's secrets (which the
-// box is only ever given placeholders of) nor the environment of whoever started
-// the box are in the agent's memory. The shim holds both: the control.
+// The box's init runs the agent without an exec, cloned from a zygote the shim
+// started with no environment before it read the box's spec: neither the
+// network's secrets (which the box is only ever given placeholders of) nor the
+// environment of whoever started the box (glibc's own copies included) are in the
+// agent's memory. The shim holds them all, and the agent its box's hostname: the
+// controls that the memory was read at all.
 TEST_F(JailEscapeTest, TheAgentHoldsNoneOfTheHostsSecrets) {
   std::string env_secret = "host-env-secret-" + random_hex(8), net_secret = "net-secret-" + random_hex(8);
+  std::string tunable_secret = "tunable" + random_hex(8);
   ::setenv("BOXLITE_TEST_HOST_SECRET", env_secret.c_str(), 1);
+  ::setenv("GLIBC_TUNABLES", ("glibc.malloc.check=0:boxlite.test=" + tunable_secret).c_str(), 1);
   BoxOptions o;
   o.rootfs_path = image("busybox");
   o.engine = "jail";
   o.secrets.push_back(Secret{"testkey", net_secret, {"api.secret.test"}, ""});
   auto box = rt().create(o);
   boxes_.push_back(box);
-  auto r = sh(box, "echo $BOXLITE_SECRET_TESTKEY");
+  auto r = sh(box, "echo $BOXLITE_SECRET_TESTKEY; hostname");
   ::unsetenv("BOXLITE_TEST_HOST_SECRET");
+  ::unsetenv("GLIBC_TUNABLES");
   ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  std::string hostname = trim(r.stdout_text.substr(r.stdout_text.find('\n') + 1));
+  ASSERT_FALSE(hostname.empty()) << r.stdout_text;
   EXPECT_EQ(r.stdout_text.find(net_secret), std::string::npos) << "the box got the secret: " << r.stdout_text;
   pid_t shim = 0, agent = 0;
   for (pid_t p : processes_mentioning(home_ + "/boxes/" + box->id() + " ")) {
@@ -182,8 +189,11 @@ TEST_F(JailEscapeTest, TheAgentHoldsNoneOfTheHostsSecrets) {
   ASSERT_GT(agent, 0) << "no agent under the shim " << shim;
   EXPECT_TRUE(memory_holds(shim, net_secret)) << "control: the shim holds the box's network secrets";
   EXPECT_TRUE(memory_holds(shim, env_secret)) << "control: the shim holds its caller's environment";
+  EXPECT_TRUE(memory_holds(shim, tunable_secret)) << "control: and glibc's copy of GLIBC_TUNABLES";
+  EXPECT_TRUE(memory_holds(agent, hostname)) << "control: the agent holds its box's hostname " << hostname;
   EXPECT_FALSE(memory_holds(agent, net_secret)) << "the agent holds a network secret";
   EXPECT_FALSE(memory_holds(agent, env_secret)) << "the agent holds the caller's environment";
+  EXPECT_FALSE(memory_holds(agent, tunable_secret)) << "the agent holds the caller's GLIBC_TUNABLES";
 }
 
 // A box that dies with its owner must not get the owner's terminal: run from a
@@ -451,6 +461,35 @@ TEST_F(JailEscapeTest, MaxProcessesOfTwoStillRunsTheMainCommand) {
     while (auto c = a.next_output()) out += c->data;
     EXPECT_EQ(a.wait().exit_code, 0) << "setns path " << setns_path << ": " << out;
     EXPECT_EQ(out, "started\ncat\n") << "setns path " << setns_path;  // sh execs its last command
+  }
+  ::unsetenv("BOXLITE_JAIL_PROC_VIA_SETNS");
+}
+
+// The two ways the box's /proc is mounted are both taken when asked for: by name
+// (`pidns=`, Linux 6.15+), the main command's first child is PID 2; through a
+// process of the helper's inside the namespace (older kernels, or
+// BOXLITE_JAIL_PROC_VIA_SETNS=1, which the shim passes to the box's init), that
+// process took PID 2 and the child is PID 3.
+TEST_F(JailEscapeTest, TheBoxsProcIsMountedByEitherPath) {
+  utsname u{};
+  unsigned major = 0, minor = 0;
+  ASSERT_EQ(::uname(&u), 0);
+  ASSERT_EQ(std::sscanf(u.release, "%u.%u", &major, &minor), 2);
+  bool by_name = major > 6 || (major == 6 && minor >= 15);
+  for (const char* setns_path : {"0", "1"}) {
+    ::setenv("BOXLITE_JAIL_PROC_VIA_SETNS", setns_path, 1);
+    BoxOptions o;
+    o.rootfs_path = image("busybox");
+    o.engine = "jail";
+    o.cmd = {"sh", "-c", "true & echo $!; wait; cat /proc/1/comm"};
+    auto box = rt().create(o);
+    boxes_.push_back(box);
+    Execution a = box->attach();
+    std::string out;
+    while (auto c = a.next_output()) out += c->data;
+    EXPECT_EQ(a.wait().exit_code, 0) << out;
+    std::string first_child = by_name && std::string(setns_path) == "0" ? "2" : "3";
+    EXPECT_EQ(out, first_child + "\ncat\n") << "setns path " << setns_path;
   }
   ::unsetenv("BOXLITE_JAIL_PROC_VIA_SETNS");
 }

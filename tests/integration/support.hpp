@@ -73,6 +73,36 @@ inline std::vector<pid_t> children_of(pid_t pid) {
   return out;
 }
 
+// A process's /proc/PID/stat fields after its command name: [0] is the state,
+// [1] the parent, [19] the start time in clock ticks since boot. Empty if it is gone.
+inline std::vector<std::string> stat_fields(pid_t pid) {
+  try {
+    std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+    return split(stat.substr(stat.rfind(')') + 2), ' ');
+  } catch (const Error&) {
+    return {};
+  }
+}
+
+// Now, in the clock ticks of a process's start time.
+inline unsigned long long boot_ticks_now() {
+  double up = std::stod(read_file("/proc/uptime"));
+  return static_cast<unsigned long long>(up * static_cast<double>(::sysconf(_SC_CLK_TCK)));
+}
+
+// Processes named `comm` (zombies too) whose parent died, started at `since`
+// (boot_ticks_now()) or later: what a dead process left behind.
+inline std::vector<pid_t> orphans_named(const std::string& comm, unsigned long long since) {
+  return processes_whose("stat", [&](std::string& stat) {
+    auto open = stat.find('('), close = stat.rfind(')');
+    if (open == std::string::npos || close == std::string::npos || stat.substr(open + 1, close - open - 1) != comm) {
+      return false;
+    }
+    auto f = split(stat.substr(close + 2), ' ');
+    return f.size() > 19 && f[1] == "1" && std::stoull(f[19]) >= since;
+  });
+}
+
 // Pids of processes whose environment holds `entry` (NAME=value): everything the
 // tests start inherits BOXLITE_HOME, even a shim whose command line names no box.
 inline std::vector<pid_t> processes_with_env(const std::string& entry) {

@@ -13,6 +13,7 @@
 
 #include "common/fd.hpp"
 #include "common/process.hpp"
+#include "engine/jail/box_init.hpp"
 #include "engine/spec.hpp"
 
 namespace boxlite::engine::jail {
@@ -28,29 +29,17 @@ struct Jail {
   std::vector<std::string> warnings;  // limits that could not be enforced
 };
 
-// The box's agent, which the box's init runs (guest/jail_agent.hpp) once the box is
-// set up: it is given the channel and the /proc helper's gate, and returns the
-// init's exit status.
-using AgentMain = int (*)(int channel_fd, int proc_gate_fd);
-
-// What the box's init is told (a copy, sent to the zygote): nothing of the host's
-// but what the box itself may know.
-struct InitParams {
-  char hostname[65];  // NUL-terminated (Linux allows 64)
-  bool seccomp;
-  uint64_t rlimit_nofile, rlimit_fsize, rlimit_nproc, rlimit_as, rlimit_cpu;
-};
-
-// The box's init is a copy of a process the shim forks first thing, before it
-// reads its box's spec (which holds, among others, the network's secrets), and
-// which clones the init for it: so the init can run the agent without an exec
-// (~1 ms less per start) and still holds nothing but what the box may see. One
-// init per zygote; one that is never asked exits when released.
+// The box's init is cloned from a zygote, `boxlite-guest --jail-zygote` (box_init.hpp),
+// which the shim spawns as it starts, before it knows its box: so the init runs the
+// agent without an exec on the start's critical path (~1 ms less), in a process of
+// its own image (its own address layout, stack canary and pointer guard; no
+// environment) that has seen nothing of the shim's spec. One init per zygote; one
+// that is never asked exits when released.
 class Zygote {
  public:
-  // Call while the process is single-threaded, before it holds anything secret.
-  // One that could not be made says why when a box's init is asked of it.
-  static Zygote fork(AgentMain agent);
+  // Spawns boxlite-guest from `libexec_dir`. One that could not be started says why
+  // when a box's init is asked of it.
+  static Zygote start(const std::string& libexec_dir);
   Zygote() = default;
   Zygote(Zygote&&) noexcept = default;
   Zygote& operator=(Zygote&&) noexcept = default;

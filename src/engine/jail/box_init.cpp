@@ -1,0 +1,458 @@
+// The box's side of the jail engine (box_init.hpp): the zygote's answer to the
+// shim, and the box's init from its clone to the agent. Linked into boxlite-guest
+// only; it reports failures on the init's report pipe and never throws.
+#include "engine/jail/box_init.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.hpp"
+#include "common/fd.hpp"
+#include "common/io.hpp"
+#include "engine/jail/seccomp.hpp"
+
+namespace boxlite::engine::jail {
+namespace {
+
+// ---- the box's init: from the clone until it calls the agent; it reports ------
+// ---- failures on the report pipe and _exits ------------------------------------
+
+// Where the /proc helper (below) mounts the box's own /proc before moving it over the agent's.
+constexpr const char kProcStaging[] = "/dev/.boxlite-proc";
+
+struct ChildArgs {
+  const InitParams* params;
+  // The child starts with its cwd in the box root (the zygote's, carried into the
+  // new mount namespace's copy of the mount) and uses relative paths: the box
+  // directory above is 0700 host root, which the box's root cannot traverse, and
+  // an fd opened before clone would point into the parent's namespace.
+  std::string root = ".";
+  int sync_read;                     // parent writes a byte when the id maps are set, and another when the cgroups are
+  int report;                        // child writes "step: errno" here on failure; its EOF says the agent runs
+  int channel;                       // box end of the agent channel
+  std::vector<int> cgroup_join_fds;  // v1 `tasks` files to write "0" into (CgroupPlan)
+  AgentMain agent;
+};
+
+[[noreturn]] void child_fail(const ChildArgs& a, const std::string& step) {
+  std::string msg = errno_text(step);
+  (void)!::write(a.report, msg.data(), msg.size());
+  ::_exit(126);
+}
+
+void child_mount(const ChildArgs& a, const char* src, const std::string& target, const char* type, unsigned long flags,
+                 const char* data = nullptr) {
+  if (::mount(src, target.c_str(), type, flags, data) != 0)
+    child_fail(a, std::string("mount ") + (type ? type : src) + " on " + target);
+}
+
+void make_node_by_bind(const ChildArgs& a, const std::string& dev_dir, const char* name) {
+  std::string target = dev_dir + "/" + name;
+  UniqueFd f(::open(target.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0666));
+  if (!f) child_fail(a, "create " + target);
+  child_mount(a, (std::string("/dev/") + name).c_str(), target, nullptr, MS_BIND);
+}
+
+// A mount point the init makes or finds: a directory, never followed as a symlink.
+// The engine's mountpoint layer provides these above the image's, but a box's own
+// upper layer (an imported one, say) could still hold a symlink there.
+void require_mount_point(const ChildArgs& a, const std::string& path) {
+  ::mkdir(path.c_str(), 0755);
+  struct stat st = {};
+  if (::lstat(path.c_str(), &st) != 0) child_fail(a, "stat " + path);
+  if (!S_ISDIR(st.st_mode)) {
+    errno = ENOTDIR;
+    child_fail(a, "the box's " + path.substr(a.root.size()) + " is not a directory (its upper layer replaced it)");
+  }
+}
+
+void setup_dev(const ChildArgs& a) {
+  std::string dev = a.root + "/dev";
+  require_mount_point(a, dev);
+  child_mount(a, "tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=65536k");
+  // Device nodes cannot be made in a user namespace: bind the host's harmless ones.
+  for (const char* n : {"null", "zero", "full", "random", "urandom", "tty"}) make_node_by_bind(a, dev, n);
+  std::string pts = dev + "/pts", shm = dev + "/shm";
+  ::mkdir(pts.c_str(), 0755);
+  ::mkdir(shm.c_str(), 01777);
+  child_mount(a, "devpts", pts, "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620");
+  child_mount(a, "shm", shm, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=65536k");
+  if (::symlink("pts/ptmx", (dev + "/ptmx").c_str()) != 0) child_fail(a, "symlink /dev/ptmx");
+  (void)!::symlink("/proc/self/fd", (dev + "/fd").c_str());
+  (void)!::symlink("/proc/self/fd/0", (dev + "/stdin").c_str());
+  (void)!::symlink("/proc/self/fd/1", (dev + "/stdout").c_str());
+  (void)!::symlink("/proc/self/fd/2", (dev + "/stderr").c_str());
+  // Where the /proc helper mounts the box's own /proc (it may not create it: its
+  // host uid has no mapping in the box).
+  if (::mkdir((a.root + kProcStaging).c_str(), 0500) != 0) child_fail(a, "mkdir " + std::string(kProcStaging));
+}
+
+// What Docker masks (bind /dev/null over files, empty read-only tmpfs over dirs)
+// and makes read-only.
+const char* const kMaskedPaths[] = {
+    "/proc/asound",
+    "/proc/acpi",
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/proc/sched_debug",
+    "/proc/scsi",
+    "/sys/firmware",
+    "/sys/devices/virtual/powercap",
+    "/proc/sysrq-trigger",
+    "/proc/kallsyms",
+    "/proc/interrupts",
+    "/proc/kmsg",
+};
+const char* const kReadonlyPaths[] = {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys"};
+
+// Docker's masks for the entries of kMaskedPaths and kReadonlyPaths under `under`
+// ("/proc/" or "/sys/"), with `at` standing for `under`; files are masked with the
+// box's `dev_null`. 0, or the errno of the first mount that failed (its path in
+// `failed`).
+int mask_paths_under(std::string_view under, const std::string& at, const std::string& dev_null, std::string& failed) {
+  auto mount_or_note = [&](const char* src, const std::string& target, const char* type, unsigned long flags,
+                           const char* data) {
+    if (::mount(src, target.c_str(), type, flags, data) == 0) return true;
+    int err = errno;
+    failed = target;
+    errno = err;
+    return false;
+  };
+  for (std::string_view p : kMaskedPaths) {
+    if (!p.starts_with(under)) continue;
+    std::string target = at + std::string(p.substr(under.size()));
+    struct stat st;
+    if (::lstat(target.c_str(), &st) != 0) continue;
+    // uid/gid: the box's root owns the empty directory, whoever mounts it.
+    bool ok = S_ISDIR(st.st_mode) ? mount_or_note("tmpfs", target, "tmpfs",
+                                                  MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0,uid=0,gid=0")
+                                  : mount_or_note(dev_null.c_str(), target, nullptr, MS_BIND, nullptr);
+    if (!ok) return errno;
+  }
+  for (std::string_view p : kReadonlyPaths) {
+    if (!p.starts_with(under)) continue;
+    std::string target = at + std::string(p.substr(under.size()));
+    if (!path_exists(target)) continue;
+    if (!mount_or_note(target.c_str(), target, nullptr, MS_BIND | MS_REC, nullptr) ||
+        !mount_or_note(nullptr, target, nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                       nullptr)) {
+      return errno;
+    }
+  }
+  return 0;
+}
+
+// ---- the box's /proc -------------------------------------------------------------
+// The init mounts /proc before the box's PID namespace (the one below the agent's,
+// where the main command is PID 1) has any process, so that /proc numbers
+// processes as the agent's namespace does: `ps` would list the agent as PID 1 and
+// `pidof` would disagree with `$$`. A /proc of the inner namespace needs a process
+// in it, and the first one must be the main command. So the init forks this
+// helper first thing, with its capabilities in the box's user namespace; the
+// agent's first child, before it runs anything, asks it over the gate to put the
+// box's own /proc in place of the agent's (masked, as Docker does), waits for the
+// answer, and the helper exits. Box processes never see the helper: it lives in
+// the agent's PID namespace. Forked before the id maps and the box's cgroups, it
+// keeps the shim's host uid and cgroups: it counts against neither the box's
+// RLIMIT_NPROC nor its pids limit (max_processes=2 still starts a box).
+
+constexpr unsigned long kProcFlags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+
+// The proc of the namespace `inner_ns` (the agent's children's), mounted at `dir`:
+// by name where the kernel can, else from a process of ours inside that namespace
+// (it takes a PID there, and exits). The namespace comes from the first child
+// itself: the agent is not dumpable and, never exec'd in the box, its memory
+// belongs to the host's user namespace, where we have no capability to look.
+int mount_inner_proc(const char* dir, int inner_ns, bool via_setns) {
+  if (!via_setns) {
+    std::string opt = "pidns=/proc/self/fd/" + std::to_string(inner_ns);
+    if (::mount("proc", dir, "proc", kProcFlags, opt.c_str()) == 0) return 0;
+    if (errno != EINVAL) return errno;
+  }
+  if (::setns(inner_ns, CLONE_NEWPID) != 0) return errno;
+  pid_t pid = ::fork();
+  if (pid < 0) return errno;
+  if (pid == 0) ::_exit(::mount("proc", dir, "proc", kProcFlags, nullptr) == 0 ? 0 : errno);
+  int status = 0;
+  pid_t got;
+  while ((got = ::waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+  }
+  if (got != pid) return errno ? errno : ECHILD;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : EIO;
+}
+
+int put_inner_proc_in_place(int inner_ns, bool via_setns) {
+  int err = mount_inner_proc(kProcStaging, inner_ns, via_setns);
+  std::string failed;
+  if (err == 0) err = mask_paths_under("/proc/", std::string(kProcStaging) + "/", "/dev/null", failed);
+  // Whatever the agent's /proc had mounted on it goes with it.
+  if (err == 0 && ::umount2("/proc", MNT_DETACH) != 0) err = errno;
+  if (err == 0 && ::mount(kProcStaging, "/proc", nullptr, MS_MOVE, nullptr) != 0) err = errno;
+  if (err != 0) ::umount2(kProcStaging, MNT_DETACH);
+  ::rmdir(kProcStaging);
+  return err;
+}
+
+[[noreturn]] void run_proc_helper(int gate, bool via_setns) {
+  // Out of the box root's reach, and gone with the agent.
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::dup2(gate, 0) < 0) ::_exit(1);
+  if (::close_range(1, ~0u, 0) != 0) {
+    for (int fd = 1; fd < 1024; ++fd) ::close(fd);
+  }
+  // A byte, and the first child's PID namespace.
+  char go;
+  iovec iov{&go, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  while ((n = ::recvmsg(0, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
+  }
+  if (n != 1) ::_exit(0);  // the agent needs no /proc from us (or is gone)
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  int inner_ns = -1;
+  if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int))) {
+    std::memcpy(&inner_ns, CMSG_DATA(c), sizeof inner_ns);
+  }
+  // Forked before the box's root was pivoted into, its cwd is still the old tree.
+  int err = inner_ns < 0 ? EPROTO : ::chdir("/") == 0 ? put_inner_proc_in_place(inner_ns, via_setns) : errno;
+  (void)!::send(0, &err, sizeof err, MSG_NOSIGNAL);
+  ::_exit(0);
+}
+
+// Forks the helper; returns the agent's end of the gate, close-on-exec until the
+// init passes it on, at a number (>= 10) that the init's own dup2s onto 0-3 leave alone.
+int start_proc_helper(const ChildArgs& a) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) child_fail(a, "socketpair for the /proc helper");
+  pid_t pid = ::fork();
+  if (pid < 0) child_fail(a, "fork the /proc helper");
+  if (pid == 0) run_proc_helper(sv[1], a.params->proc_via_setns);
+  ::close(sv[1]);
+  int gate = ::fcntl(sv[0], F_DUPFD_CLOEXEC, 10);
+  if (gate < 0) child_fail(a, "move the /proc helper's gate");
+  ::close(sv[0]);
+  return gate;
+}
+
+void bring_up_loopback(const ChildArgs& a) {
+  UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!s) child_fail(a, "socket for lo");
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+  if (::ioctl(s.get(), SIOCGIFFLAGS, &ifr) != 0) child_fail(a, "get lo flags");
+  ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP | IFF_RUNNING);
+  if (::ioctl(s.get(), SIOCSIFFLAGS, &ifr) != 0) child_fail(a, "bring lo up");
+}
+
+// Docker's default capability set.
+constexpr int kKeptCaps[] = {
+    CAP_CHOWN,  CAP_DAC_OVERRIDE, CAP_FSETID,  CAP_FOWNER,           CAP_MKNOD,      CAP_NET_RAW, CAP_SETGID,
+    CAP_SETUID, CAP_SETFCAP,      CAP_SETPCAP, CAP_NET_BIND_SERVICE, CAP_SYS_CHROOT, CAP_KILL,    CAP_AUDIT_WRITE};
+
+void drop_capabilities(const ChildArgs& a) {
+  uint64_t keep = 0;
+  for (int c : kKeptCaps) keep |= 1ULL << c;
+  int last = CAP_LAST_CAP;
+  try {
+    last = std::stoi(read_file("/proc/sys/kernel/cap_last_cap"));
+  } catch (...) {
+  }
+  for (int c = 0; c <= last && c < 64; ++c) {
+    if (!(keep & (1ULL << c)) && ::prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno != EINVAL) {
+      child_fail(a, "drop capability " + std::to_string(c) + " from the bounding set");
+    }
+  }
+  ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  for (int i = 0; i < 2; ++i) {
+    auto bits = static_cast<uint32_t>(keep >> (32 * i));
+    data[i].effective = data[i].permitted = data[i].inheritable = bits;
+  }
+  if (::syscall(SYS_capset, &hdr, data) != 0) child_fail(a, "capset");
+}
+
+void set_rlimits(const ChildArgs& a) {
+  struct Limit {
+    int resource;
+    rlim_t value;
+  };
+  const InitParams& s = *a.params;
+  const Limit limits[] = {{RLIMIT_NOFILE, 1048576}, {RLIMIT_CORE, 0}, {RLIMIT_MSGQUEUE, 819200}};
+  for (const auto& l : limits) {
+    if (l.resource == RLIMIT_NOFILE && s.rlimit_nofile) continue;  // set below
+    rlimit r{l.value, l.value};
+    if (::setrlimit(l.resource, &r) != 0 && l.resource != RLIMIT_NOFILE) child_fail(a, "setrlimit");
+  }
+  // SecurityOptions: these must hold, or the box does not start.
+  const Limit requested[] = {{RLIMIT_NOFILE, s.rlimit_nofile},
+                             {RLIMIT_FSIZE, s.rlimit_fsize},
+                             {RLIMIT_NPROC, s.rlimit_nproc},
+                             {RLIMIT_AS, s.rlimit_as},
+                             {RLIMIT_CPU, s.rlimit_cpu}};
+  for (const auto& l : requested) {
+    if (l.value == 0) continue;
+    rlimit r{l.value, l.value};
+    if (::setrlimit(l.resource, &r) != 0) child_fail(a, "setrlimit (security limit)");
+  }
+}
+
+// close_range() needs Linux 5.9 (and a seccomp profile around us may refuse it):
+// each open descriptor from `first` on, as the box's /proc (mounted by now) lists
+// them (the rlimit allows a million).
+void close_from(const ChildArgs& a, int first) {
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (!dir) child_fail(a, "list descriptors (/proc/self/fd)");
+  while (auto* e = ::readdir(dir)) {
+    int fd = std::atoi(e->d_name);
+    if (fd >= first && fd != ::dirfd(dir)) ::close(fd);
+  }
+  ::closedir(dir);
+}
+
+[[noreturn]] void run_box_init(const ChildArgs& a) {
+  // The box's files are made as in a container (and as the VM's are), not with
+  // whatever umask the user who started the box has.
+  ::umask(022);
+  int gate_fd = start_proc_helper(a);
+  char go;
+  if (::read(a.sync_read, &go, 1) != 1) ::_exit(125);  // the parent gave up
+  if (::setresgid(0, 0, 0) != 0 || ::setresuid(0, 0, 0) != 0) child_fail(a, "become root of the user namespace");
+  child_mount(a, nullptr, "/", nullptr, MS_REC | MS_PRIVATE);
+  // The overlay came from the host's namespace, so here it is locked and
+  // pivot_root refuses it. Bind it (from our cwd) onto a tmpfs of our own: that
+  // new mount is ours, and /tmp of this namespace is nobody else's.
+  child_mount(a, "tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=64k");
+  if (::mkdir("/tmp/root", 0755) != 0) child_fail(a, "mkdir /tmp/root");
+  child_mount(a, ".", "/tmp/root", nullptr, MS_BIND | MS_REC);
+  if (::chdir("/tmp/root") != 0) child_fail(a, "chdir /tmp/root");
+  if (::sethostname(a.params->hostname, std::strlen(a.params->hostname)) != 0) child_fail(a, "sethostname");
+  bring_up_loopback(a);
+  std::string proc = a.root + "/proc", sys = a.root + "/sys";  // /tmp: mount_tmp, before the volumes
+  for (const auto& d : {proc, sys}) require_mount_point(a, d);
+  child_mount(a, "proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
+  child_mount(a, "sysfs", sys, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
+  setup_dev(a);
+  // /proc's masks go on the box's own /proc (put_inner_proc_in_place).
+  std::string failed;
+  if (mask_paths_under("/sys/", sys + "/", a.root + "/dev/null", failed) != 0) child_fail(a, "mask " + failed);
+  if (::syscall(SYS_pivot_root, ".", ".") != 0) child_fail(a, "pivot_root into the box root");
+  if (::umount2(".", MNT_DETACH) != 0) child_fail(a, "detach the host root");
+  if (::chdir("/") != 0) child_fail(a, "chdir /");
+  set_rlimits(a);
+  if (::dup2(a.channel, 3) < 0) child_fail(a, "dup2 channel");
+  int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null < 0) child_fail(a, "open /dev/null");
+  ::dup2(null, 0);
+  ::dup2(null, 1);
+  ::dup2(null, 2);
+  // Into the box's cgroups (v1: we move ourselves; v2: the parent moved us) before
+  // anything forks and before the cgroup namespace is made.
+  for (int fd : a.cgroup_join_fds) {
+    if (::write(fd, "0", 1) != 1) child_fail(a, "join the box's cgroup");
+    ::close(fd);
+  }
+  if (::read(a.sync_read, &go, 1) != 1) ::_exit(125);
+  if (::unshare(CLONE_NEWCGROUP) != 0) child_fail(a, "unshare cgroup namespace");
+  // The box's processes live one PID namespace down, where the main command is
+  // PID 1 (the agent's first child); the agent keeps no capability to make it.
+  if (::unshare(CLONE_NEWPID) != 0) child_fail(a, "unshare PID namespace for the box's processes");
+  drop_capabilities(a);
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_fail(a, "set no_new_privs");
+  if (int rc = a.params->seccomp ? load_seccomp_filter() : 0; rc != 0) {
+    errno = -rc;
+    child_fail(a, "load seccomp filter");
+  }
+  // The box dies with its shim, however the shim dies (set last: credential
+  // changes would clear it).
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(a, "set the parent-death signal");
+  // (getppid() is 0 here: the parent is outside our PID namespace. The shim is
+  // still blocked reading the report pipe, so it cannot have died unnoticed.)
+  // The agent keeps the channel (3) and the /proc helper's gate (4). No exec
+  // closes what the zygote was given: everything else of the host's is closed
+  // here, the report pipe last of all, whose EOF tells the shim the agent runs.
+  if (::dup2(gate_fd, 4) < 0) child_fail(a, "move the /proc helper's gate");
+  if (::close_range(5, ~0u, 0) != 0) close_from(a, 5);
+  ::_exit(a.agent(3, 4));
+}
+
+// Receives one request; returns the init's pid (the shim's child: CLONE_PARENT)
+// or -errno. Runs the init itself in the clone's child.
+pid_t clone_init_for(int sock, AgentMain agent) {
+  ZygoteRequest req{};
+  iovec iov{&req, sizeof req};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxZygoteFds)];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  while ((n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
+  }
+  if (n == 0) ::_exit(0);  // the shim needs no box init (a VM box, or none)
+  std::vector<int> fds;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    const auto* data = reinterpret_cast<const int*>(CMSG_DATA(c));
+    fds.insert(fds.end(), data, data + count);
+  }
+  if (n != static_cast<ssize_t>(sizeof req) || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || fds.size() < 5 ||
+      req.params.hostname[sizeof req.params.hostname - 1] != '\0') {
+    return -EPROTO;
+  }
+  // Into the shim's mount namespace, where the box's overlay is, and the box root.
+  if (::setns(fds[0], CLONE_NEWNS) != 0 || ::fchdir(fds[1]) != 0) return -errno;
+  ChildArgs args{&req.params, ".", fds[2], fds[3], fds[4], {fds.begin() + 5, fds.end()}, agent};
+  // Like fork (no stack of its own): the init goes on, on a copy of this stack. And
+  // as glibc's fork does, the kernel writes the child's thread id where glibc keeps
+  // it (the address glibc gave set_tid_address), which raise() and its kin use.
+  unsigned long flags = static_cast<unsigned long>(req.clone_flags) | CLONE_PARENT | SIGCHLD;
+  int* tid_address = nullptr;
+  if (::prctl(PR_GET_TID_ADDRESS, &tid_address) == 0 && tid_address) flags |= CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID;
+  long pid = ::syscall(SYS_clone, flags, nullptr, nullptr, tid_address, 0L);
+  if (pid == 0) run_box_init(args);
+  return pid < 0 ? -errno : static_cast<pid_t>(pid);
+}
+
+}  // namespace
+
+void serve_zygote(int sock, AgentMain agent) {
+  // Gone with the shim, should it die before it needs us (it also gets EOF).
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  pid_t pid = clone_init_for(sock, agent);
+  (void)!::send(sock, &pid, sizeof pid, MSG_NOSIGNAL);
+  ::_exit(0);
+}
+
+}  // namespace boxlite::engine::jail
