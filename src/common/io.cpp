@@ -6,9 +6,11 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -243,6 +245,68 @@ std::string trim(std::string_view s) {
   if (b == std::string_view::npos) return {};
   size_t e = s.find_last_not_of(" \t\r\n");
   return std::string(s.substr(b, e - b + 1));
+}
+
+ssize_t send_with_fds(int sock, const void* data, size_t len, const int* fds, size_t nfds) noexcept {
+  if (nfds > kMaxPassedFds) {
+    errno = EINVAL;
+    return -1;
+  }
+  iovec iov{const_cast<void*>(data), len};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (nfds > 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+  }
+  ssize_t n;
+  while ((n = ::sendmsg(sock, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+  }
+  return n;
+}
+
+ssize_t recv_with_fds(int sock, void* data, size_t len, int* fds, size_t max_fds, size_t* nfds) noexcept {
+  *nfds = 0;
+  iovec iov{data, len};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  while ((n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
+  }
+  if (n < 0) return n;
+  bool cut = (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      if (*nfds < max_fds) {
+        fds[(*nfds)++] = fd;
+      } else {
+        ::close(fd);
+        cut = true;
+      }
+    }
+  }
+  if (cut) {
+    for (size_t i = 0; i < *nfds; ++i) ::close(fds[i]);
+    *nfds = 0;
+    errno = EMSGSIZE;
+    return -1;
+  }
+  return n;
 }
 
 static sockaddr_un unix_address(const std::string& path) {

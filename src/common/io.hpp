@@ -28,6 +28,15 @@ void write_all(int fd, const void* data, size_t len);
 void send_all(int fd, const void* data, size_t len);
 // Reads exactly len bytes; false on EOF before the first byte, throws on short read.
 bool read_exact(int fd, void* data, size_t len);
+// One message of `len` bytes carrying up to kMaxPassedFds descriptors
+// (SCM_RIGHTS). Neither allocates nor throws, so a child that shares its parent's
+// memory until its exec may use them. send_with_fds returns sendmsg's result;
+// recv_with_fds the bytes received, with the descriptors (close-on-exec) in
+// fds[0..*nfds), or -1 with errno: EMSGSIZE for a message cut short (whatever
+// descriptors came with it are closed), 0 at EOF.
+inline constexpr size_t kMaxPassedFds = 16;
+ssize_t send_with_fds(int sock, const void* data, size_t len, const int* fds, size_t nfds) noexcept;
+ssize_t recv_with_fds(int sock, void* data, size_t len, int* fds, size_t max_fds, size_t* nfds) noexcept;
 void set_nonblocking(int fd, bool on = true);
 void set_cloexec(int fd, bool on = true);
 // mkdir -p.

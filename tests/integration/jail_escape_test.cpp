@@ -35,6 +35,22 @@ class JailEscapeTest : public BoxliteTest {
     return box;
   }
 
+  // The output of a busybox jail box's main command (`o`'s), its /proc mounted the
+  // way BOXLITE_JAIL_PROC_VIA_SETNS=`setns_path` asks; a failed exit fails the test.
+  std::string main_command_output(BoxOptions o, const char* setns_path) {
+    ::setenv("BOXLITE_JAIL_PROC_VIA_SETNS", setns_path, 1);
+    o.rootfs_path = image("busybox");
+    o.engine = "jail";
+    auto box = rt().create(o);
+    boxes_.push_back(box);
+    Execution a = box->attach();  // starts the box's shim, which reads the variable
+    std::string out;
+    while (auto c = a.next_output()) out += c->data;
+    ::unsetenv("BOXLITE_JAIL_PROC_VIA_SETNS");
+    EXPECT_EQ(a.wait().exit_code, 0) << "setns path " << setns_path << ": " << out;
+    return out;
+  }
+
   BufferedResult sh(const std::shared_ptr<Box>& box, const std::string& script, double timeout = 30) {
     ExecOptions e;
     e.argv = {"sh", "-c", script};
@@ -448,21 +464,12 @@ TEST_F(JailEscapeTest, AForkBombIsStoppedByThePidsLimit) {
 // on either of the helper's paths (kernels with and without proc's pidns=).
 TEST_F(JailEscapeTest, MaxProcessesOfTwoStillRunsTheMainCommand) {
   for (const char* setns_path : {"0", "1"}) {
-    ::setenv("BOXLITE_JAIL_PROC_VIA_SETNS", setns_path, 1);
     BoxOptions o;
-    o.rootfs_path = image("busybox");
-    o.engine = "jail";
     o.cmd = {"sh", "-c", "echo started; cat /proc/1/comm"};
     o.security.max_processes = 2;  // the agent and the main command
-    auto box = rt().create(o);
-    boxes_.push_back(box);
-    Execution a = box->attach();
-    std::string out;
-    while (auto c = a.next_output()) out += c->data;
-    EXPECT_EQ(a.wait().exit_code, 0) << "setns path " << setns_path << ": " << out;
+    std::string out = main_command_output(o, setns_path);
     EXPECT_EQ(out, "started\ncat\n") << "setns path " << setns_path;  // sh execs its last command
   }
-  ::unsetenv("BOXLITE_JAIL_PROC_VIA_SETNS");
 }
 
 // The two ways the box's /proc is mounted are both taken when asked for: by name
@@ -477,21 +484,12 @@ TEST_F(JailEscapeTest, TheBoxsProcIsMountedByEitherPath) {
   ASSERT_EQ(std::sscanf(u.release, "%u.%u", &major, &minor), 2);
   bool by_name = major > 6 || (major == 6 && minor >= 15);
   for (const char* setns_path : {"0", "1"}) {
-    ::setenv("BOXLITE_JAIL_PROC_VIA_SETNS", setns_path, 1);
     BoxOptions o;
-    o.rootfs_path = image("busybox");
-    o.engine = "jail";
     o.cmd = {"sh", "-c", "true & echo $!; wait; cat /proc/1/comm"};
-    auto box = rt().create(o);
-    boxes_.push_back(box);
-    Execution a = box->attach();
-    std::string out;
-    while (auto c = a.next_output()) out += c->data;
-    EXPECT_EQ(a.wait().exit_code, 0) << out;
+    std::string out = main_command_output(o, setns_path);
     std::string first_child = by_name && std::string(setns_path) == "0" ? "2" : "3";
     EXPECT_EQ(out, first_child + "\ncat\n") << "setns path " << setns_path;
   }
-  ::unsetenv("BOXLITE_JAIL_PROC_VIA_SETNS");
 }
 
 TEST_F(JailEscapeTest, AMemoryHogIsOomKilledInsideTheBox) {

@@ -79,5 +79,46 @@ TEST(SendAllTest, APeerThatHasGoneIsAnErrorNotSigpipe) {
   EXPECT_THROW(send_all(ours.get(), data.data(), data.size()), Error);
 }
 
+// Descriptors passed with a message arrive close-on-exec and refer to the same
+// files; a message cut short is refused with nothing left open; EOF is 0.
+TEST(PassFdsTest, DescriptorsTravelWithTheirMessage) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  UniqueFd a(sv[0]), b(sv[1]);
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  UniqueFd pr(p[0]), pw(p[1]);
+  int sent[2] = {pr.get(), pw.get()};
+  ASSERT_EQ(send_with_fds(a.get(), "hi", 2, sent, 2), 2);
+  char buf[8] = {};
+  int got[kMaxPassedFds];
+  size_t n = 0;
+  ASSERT_EQ(recv_with_fds(b.get(), buf, sizeof buf, got, kMaxPassedFds, &n), 2);
+  ASSERT_EQ(n, 2u);
+  EXPECT_EQ(std::string(buf, 2), "hi");
+  UniqueFd r(got[0]), w(got[1]);
+  EXPECT_EQ(::fcntl(r.get(), F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+  ASSERT_EQ(::write(w.get(), "x", 1), 1);
+  char c = 0;
+  ASSERT_EQ(::read(pr.get(), &c, 1), 1);  // the received write end is the pipe's
+  EXPECT_EQ(c, 'x');
+
+  // More descriptors than the receiver takes: refused, and none left open.
+  ASSERT_EQ(send_with_fds(a.get(), "hi", 2, sent, 2), 2);
+  int one[1];
+  EXPECT_EQ(recv_with_fds(b.get(), buf, sizeof buf, one, 1, &n), -1);
+  EXPECT_EQ(errno, EMSGSIZE);
+  EXPECT_EQ(n, 0u);
+  // More data than the buffer: refused too.
+  ASSERT_EQ(send_with_fds(a.get(), "hello", 5, sent, 1), 5);
+  EXPECT_EQ(recv_with_fds(b.get(), buf, 2, got, kMaxPassedFds, &n), -1);
+  EXPECT_EQ(errno, EMSGSIZE);
+  int too_many[kMaxPassedFds + 1] = {};
+  EXPECT_EQ(send_with_fds(a.get(), "x", 1, too_many, kMaxPassedFds + 1), -1);
+  EXPECT_EQ(errno, EINVAL);
+  a.reset();
+  EXPECT_EQ(recv_with_fds(b.get(), buf, sizeof buf, got, kMaxPassedFds, &n), 0);
+}
+
 }  // namespace
 }  // namespace boxlite

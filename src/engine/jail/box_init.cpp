@@ -226,24 +226,11 @@ int put_inner_proc_in_place(int inner_ns, bool via_setns) {
   }
   // A byte, and the first child's PID namespace.
   char go;
-  iovec iov{&go, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t n;
-  while ((n = ::recvmsg(0, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
-  }
-  if (n != 1) ::_exit(0);  // the agent needs no /proc from us (or is gone)
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
   int inner_ns = -1;
-  if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int))) {
-    std::memcpy(&inner_ns, CMSG_DATA(c), sizeof inner_ns);
-  }
+  size_t got = 0;
+  if (recv_with_fds(0, &go, 1, &inner_ns, 1, &got) != 1) ::_exit(0);  // the agent needs no /proc from us (or is gone)
   // Forked before the box's root was pivoted into, its cwd is still the old tree.
-  int err = inner_ns < 0 ? EPROTO : ::chdir("/") == 0 ? put_inner_proc_in_place(inner_ns, via_setns) : errno;
+  int err = got != 1 ? EPROTO : ::chdir("/") == 0 ? put_inner_proc_in_place(inner_ns, via_setns) : errno;
   (void)!::send(0, &err, sizeof err, MSG_NOSIGNAL);
   ::_exit(0);
 }
@@ -409,31 +396,17 @@ void close_from(const ChildArgs& a, int first) {
 // or -errno. Runs the init itself in the clone's child.
 pid_t clone_init_for(int sock, AgentMain agent) {
   ZygoteRequest req{};
-  iovec iov{&req, sizeof req};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxZygoteFds)];
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t n;
-  while ((n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
-  }
+  int fds[kMaxPassedFds];
+  size_t nfds = 0;
+  ssize_t n = recv_with_fds(sock, &req, sizeof req, fds, kMaxPassedFds, &nfds);
   if (n == 0) ::_exit(0);  // the shim needs no box init (a VM box, or none)
-  std::vector<int> fds;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    const auto* data = reinterpret_cast<const int*>(CMSG_DATA(c));
-    fds.insert(fds.end(), data, data + count);
-  }
-  if (n != static_cast<ssize_t>(sizeof req) || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || fds.size() < 5 ||
+  if (n != static_cast<ssize_t>(sizeof req) || nfds < 5 ||
       req.params.hostname[sizeof req.params.hostname - 1] != '\0') {
-    return -EPROTO;
+    return n < 0 ? -errno : -EPROTO;
   }
   // Into the shim's mount namespace, where the box's overlay is, and the box root.
   if (::setns(fds[0], CLONE_NEWNS) != 0 || ::fchdir(fds[1]) != 0) return -errno;
-  ChildArgs args{&req.params, ".", fds[2], fds[3], fds[4], {fds.begin() + 5, fds.end()}, agent};
+  ChildArgs args{&req.params, ".", fds[2], fds[3], fds[4], {fds + 5, fds + nfds}, agent};
   // Like fork (no stack of its own): the init goes on, on a copy of this stack. And
   // as glibc's fork does, the kernel writes the child's thread id where glibc keeps
   // it (the address glibc gave set_tid_address), which raise() and its kin use.

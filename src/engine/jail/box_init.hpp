@@ -28,12 +28,12 @@ struct InitParams {
 
 // The request: the namespaces to clone into and the init's parameters, with
 // (SCM_RIGHTS) the shim's mount namespace, the box root, the init's sync pipe,
-// report pipe and channel, then its cgroup `tasks` files (v1).
+// report pipe and channel, then its cgroup `tasks` files (v1): at most
+// kMaxPassedFds (common/io.hpp) in all.
 struct ZygoteRequest {
   uint32_t clone_flags;
   InitParams params;
 };
-inline constexpr size_t kMaxZygoteFds = 16;
 
 // boxlite-guest --jail-zygote FD: waits for one request on FD, clones the box's
 // init (a child of the shim's: CLONE_PARENT), answers with its pid or -errno and

@@ -430,23 +430,10 @@ pid_t Zygote::clone_init(int clone_flags, const InitParams& params, const std::s
   if (!root_dir) throw_errno(ErrorCode::Engine, "open " + root);
   std::vector<int> all = {mntns.get(), root_dir.get()};
   all.insert(all.end(), fds.begin(), fds.end());
-  if (all.size() > kMaxZygoteFds) throw Error(ErrorCode::Internal, "too many descriptors for the box's init");
   ZygoteRequest req{static_cast<uint32_t>(clone_flags), params};
-  iovec iov{&req, sizeof req};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxZygoteFds)] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = CMSG_SPACE(sizeof(int) * all.size());
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int) * all.size());
-  std::memcpy(CMSG_DATA(c), all.data(), sizeof(int) * all.size());
   pid_t pid = 0;
   ssize_t n;
-  if (::sendmsg(sock_.get(), &msg, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof req)) {
+  if (send_with_fds(sock_.get(), &req, sizeof req, all.data(), all.size()) != static_cast<ssize_t>(sizeof req)) {
     int err = errno;
     release();
     throw_errno(ErrorCode::Engine, "ask the jail's zygote for the box's init", err);
