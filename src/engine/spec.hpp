@@ -43,7 +43,7 @@ struct ShimSpec {
   // processes, 0 = the engine's default (docs/jail.md).
   bool seccomp = true;
   uint64_t rlimit_nofile = 0, rlimit_fsize = 0, rlimit_nproc = 0, rlimit_as = 0, rlimit_cpu = 0;
-  std::string guest_binary;  // boxlite-guest, exec'ed as the box's PID 1
+  std::string guest_binary;  // boxlite-guest: a VM's /init (a jail's zygote is the one beside the shim)
   // Removed when it stops (auto_remove): its files need not survive a host crash,
   // so the jail's overlay skips syncing the host's file system at unmount.
   bool ephemeral = false;
