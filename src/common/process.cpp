@@ -136,6 +136,14 @@ Child spawn(const SpawnOptions& opts) {
   return Child(pid);
 }
 
+std::string own_executable_dir() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "";
+  std::string exe(buf, static_cast<size_t>(n));
+  return exe.substr(0, exe.rfind('/'));
+}
+
 bool process_alive(pid_t pid) {
   if (pid <= 0 || ::kill(pid, 0) != 0) return false;
   try {

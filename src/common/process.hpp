@@ -71,6 +71,8 @@ struct RunResult {
 // Runs a helper tool to completion, capturing its output (no shell).
 RunResult run_capture(const std::vector<std::string>& argv);
 std::string describe_status(int status);
+// The directory of this process's executable (/proc/self/exe), or "".
+std::string own_executable_dir();
 // Where a binary lives on PATH, or "".
 std::string which(const std::string& name);
 

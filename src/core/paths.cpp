@@ -8,6 +8,7 @@
 
 #include "common/error.hpp"
 #include "common/io.hpp"
+#include "common/process.hpp"
 
 namespace boxlite::core {
 
@@ -28,13 +29,7 @@ void HomeLayout::create() const {
 
 std::string libexec_dir() {
   if (const char* d = std::getenv("BOXLITE_LIBEXEC_DIR"); d && *d) return d;
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n > 0) {
-    std::string exe(buf, static_cast<size_t>(n));
-    std::string dir = exe.substr(0, exe.rfind('/'));
-    if (path_exists(dir + "/boxlite-shim")) return dir;
-  }
+  if (std::string dir = own_executable_dir(); !dir.empty() && path_exists(dir + "/boxlite-shim")) return dir;
   // Linked into libboxlite.so: the shim sits beside it in the build tree, or in
   // <libdir>/boxlite once installed.
   Dl_info self{};

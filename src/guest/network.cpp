@@ -1,8 +1,6 @@
 #include "guest/network.hpp"
 
 #include <fcntl.h>
-#include <net/if.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,16 +15,6 @@
 namespace boxlite::guest {
 namespace {
 
-void bring_up_loopback() {
-  UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  if (!s) throw_errno(ErrorCode::Network, "socket for lo");
-  ifreq ifr{};
-  std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
-  if (::ioctl(s.get(), SIOCGIFFLAGS, &ifr) != 0) throw_errno(ErrorCode::Network, "get lo flags");
-  ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP | IFF_RUNNING);
-  if (::ioctl(s.get(), SIOCSIFFLAGS, &ifr) != 0) throw_errno(ErrorCode::Network, "bring lo up");
-}
-
 // Replaces the file (never writing through a symlink the image put there).
 void replace_file(const std::string& path, const std::string& text) {
   ::mkdir("/etc", 0755);
@@ -34,7 +22,8 @@ void replace_file(const std::string& path, const std::string& text) {
   ::unlink(tmp.c_str());
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
   if (!fd) throw_errno(ErrorCode::Network, "create " + tmp);
-  if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) throw_errno(ErrorCode::Network, "write " + tmp);
+  if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+    throw_errno(ErrorCode::Network, "write " + tmp);
   ::fchmod(fd.get(), 0644);
   if (::rename(tmp.c_str(), path.c_str()) != 0) throw_errno(ErrorCode::Network, "replace " + path);
 }
@@ -56,7 +45,8 @@ void trust_ca(const std::string& pem) {
     UniqueFd fd(::open(path, O_WRONLY | O_APPEND | O_CLOEXEC));
     if (!fd) throw_errno(ErrorCode::Network, std::string("open ") + path);
     std::string text = "\n" + pem;
-    if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) throw_errno(ErrorCode::Network, std::string("append to ") + path);
+    if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+      throw_errno(ErrorCode::Network, std::string("append to ") + path);
   }
   if (any) return;
   ::mkdir("/etc/ssl", 0755);
@@ -67,7 +57,9 @@ void trust_ca(const std::string& pem) {
 }  // namespace
 
 void configure_network(const proto::BoxConfig& cfg, bool vm) {
-  if (vm) bring_up_loopback();
+  if (vm) {
+    if (int err = bring_interface_up("lo"); err != 0) throw_errno(ErrorCode::Network, "bring lo up", err);
+  }
   if (!cfg.has_network()) return;
   const auto& n = cfg.network();
   if (n.configure_link()) {

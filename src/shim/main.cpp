@@ -23,6 +23,7 @@
 #include "common/error.hpp"
 #include "common/file_lock.hpp"
 #include "common/io.hpp"
+#include "common/process.hpp"
 #include "common/trace.hpp"
 #include "engine/jail/jail.hpp"
 #include "engine/vm/qemu.hpp"
@@ -136,15 +137,6 @@ std::string receive_box_dir(int fd) {
 
 }  // namespace
 
-// The directory this executable is in.
-static std::string own_directory() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return ".";
-  std::string exe(buf, static_cast<size_t>(n));
-  return exe.substr(0, exe.rfind('/'));
-}
-
 int main(int argc, char** argv) {
   drop_controlling_terminal();
   // A guest or client that hangs up is an error on that channel, not our death.
@@ -166,8 +158,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   // Started now, its exec and start overlap everything before the box's init
-  // (engine/jail/jail.hpp); boxlite-guest is installed beside us.
-  engine::jail::Zygote zygote = engine::jail::Zygote::start(own_directory());
+  // (engine/jail/jail.hpp); boxlite-guest is installed beside us. A VM box lets it
+  // go unused (~1 ms of CPU against a boot of a second).
+  engine::jail::Zygote zygote = engine::jail::Zygote::start(own_executable_dir());
   boxlite::trace("shim: main");
   std::string box_dir = receive_box_dir(box_dir_fd);
   if (box_dir.empty()) return 0;  // started early for a box that never came

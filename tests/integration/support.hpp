@@ -73,12 +73,21 @@ inline std::vector<pid_t> children_of(pid_t pid) {
   return out;
 }
 
-// A process's /proc/PID/stat fields after its command name: [0] is the state,
-// [1] the parent, [19] the start time in clock ticks since boot. Empty if it is gone.
+// /proc/PID/stat: the command name, then the fields after it ([0] is the state,
+// [1] the parent, [19] the start time in clock ticks since boot).
+struct ProcStat {
+  std::string comm;
+  std::vector<std::string> fields;
+};
+inline ProcStat parse_stat(const std::string& stat) {
+  auto open = stat.find('('), close = stat.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close + 2 > stat.size()) return {};
+  return {stat.substr(open + 1, close - open - 1), split(stat.substr(close + 2), ' ')};
+}
+// A process's stat fields; empty if it is gone.
 inline std::vector<std::string> stat_fields(pid_t pid) {
   try {
-    std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
-    return split(stat.substr(stat.rfind(')') + 2), ' ');
+    return parse_stat(read_file("/proc/" + std::to_string(pid) + "/stat")).fields;
   } catch (const Error&) {
     return {};
   }
@@ -94,12 +103,8 @@ inline unsigned long long boot_ticks_now() {
 // (boot_ticks_now()) or later: what a dead process left behind.
 inline std::vector<pid_t> orphans_named(const std::string& comm, unsigned long long since) {
   return processes_whose("stat", [&](std::string& stat) {
-    auto open = stat.find('('), close = stat.rfind(')');
-    if (open == std::string::npos || close == std::string::npos || stat.substr(open + 1, close - open - 1) != comm) {
-      return false;
-    }
-    auto f = split(stat.substr(close + 2), ' ');
-    return f.size() > 19 && f[1] == "1" && std::stoull(f[19]) >= since;
+    ProcStat p = parse_stat(stat);
+    return p.comm == comm && p.fields.size() > 19 && p.fields[1] == "1" && std::stoull(p.fields[19]) >= since;
   });
 }
 

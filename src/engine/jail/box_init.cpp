@@ -6,10 +6,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/capability.h>
-#include <net/if.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -29,6 +27,7 @@
 #include "common/error.hpp"
 #include "common/fd.hpp"
 #include "common/io.hpp"
+#include "common/netif.hpp"
 #include "engine/jail/seccomp.hpp"
 
 namespace boxlite::engine::jail {
@@ -250,16 +249,6 @@ int start_proc_helper(const ChildArgs& a) {
   return gate;
 }
 
-void bring_up_loopback(const ChildArgs& a) {
-  UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  if (!s) child_fail(a, "socket for lo");
-  ifreq ifr{};
-  std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
-  if (::ioctl(s.get(), SIOCGIFFLAGS, &ifr) != 0) child_fail(a, "get lo flags");
-  ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP | IFF_RUNNING);
-  if (::ioctl(s.get(), SIOCSIFFLAGS, &ifr) != 0) child_fail(a, "bring lo up");
-}
-
 // Docker's default capability set.
 constexpr int kKeptCaps[] = {
     CAP_CHOWN,  CAP_DAC_OVERRIDE, CAP_FSETID,  CAP_FOWNER,           CAP_MKNOD,      CAP_NET_RAW, CAP_SETGID,
@@ -343,7 +332,10 @@ void close_from(const ChildArgs& a, int first) {
   child_mount(a, ".", "/tmp/root", nullptr, MS_BIND | MS_REC);
   if (::chdir("/tmp/root") != 0) child_fail(a, "chdir /tmp/root");
   if (::sethostname(a.params->hostname, std::strlen(a.params->hostname)) != 0) child_fail(a, "sethostname");
-  bring_up_loopback(a);
+  if (int err = bring_interface_up("lo"); err != 0) {
+    errno = err;
+    child_fail(a, "bring lo up");
+  }
   std::string proc = a.root + "/proc", sys = a.root + "/sys";  // /tmp: mount_tmp, before the volumes
   for (const auto& d : {proc, sys}) require_mount_point(a, d);
   child_mount(a, "proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
@@ -395,22 +387,22 @@ void close_from(const ChildArgs& a, int first) {
 // Receives one request; returns the init's pid (the shim's child: CLONE_PARENT)
 // or -errno. Runs the init itself in the clone's child.
 pid_t clone_init_for(int sock, AgentMain agent) {
-  ZygoteRequest req{};
+  InitParams params{};
   int fds[kMaxPassedFds];
   size_t nfds = 0;
-  ssize_t n = recv_with_fds(sock, &req, sizeof req, fds, kMaxPassedFds, &nfds);
+  ssize_t n = recv_with_fds(sock, &params, sizeof params, fds, kMaxPassedFds, &nfds);
   if (n == 0) ::_exit(0);  // the shim needs no box init (a VM box, or none)
-  if (n != static_cast<ssize_t>(sizeof req) || nfds < 5 ||
-      req.params.hostname[sizeof req.params.hostname - 1] != '\0') {
+  if (n != static_cast<ssize_t>(sizeof params) || nfds < 5 || params.hostname[sizeof params.hostname - 1] != '\0') {
     return n < 0 ? -errno : -EPROTO;
   }
   // Into the shim's mount namespace, where the box's overlay is, and the box root.
   if (::setns(fds[0], CLONE_NEWNS) != 0 || ::fchdir(fds[1]) != 0) return -errno;
-  ChildArgs args{&req.params, ".", fds[2], fds[3], fds[4], {fds + 5, fds + nfds}, agent};
+  ChildArgs args{&params, ".", fds[2], fds[3], fds[4], {fds + 5, fds + nfds}, agent};
   // Like fork (no stack of its own): the init goes on, on a copy of this stack. And
   // as glibc's fork does, the kernel writes the child's thread id where glibc keeps
   // it (the address glibc gave set_tid_address), which raise() and its kin use.
-  unsigned long flags = static_cast<unsigned long>(req.clone_flags) | CLONE_PARENT | SIGCHLD;
+  unsigned long flags =
+      CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_PARENT | SIGCHLD;
   int* tid_address = nullptr;
   if (::prctl(PR_GET_TID_ADDRESS, &tid_address) == 0 && tid_address) flags |= CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID;
   long pid = ::syscall(SYS_clone, flags, nullptr, nullptr, tid_address, 0L);

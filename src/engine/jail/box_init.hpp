@@ -1,7 +1,7 @@
 // The box's side of the jail engine, shared by the shim (which asks) and
 // boxlite-guest (which answers): the shim spawns `boxlite-guest --jail-zygote 3`
 // as it starts, before it knows its box; to start the box it sends the zygote a
-// ZygoteRequest, and the zygote clones the box's init, which makes the box's root,
+// request (its InitParams), and the zygote clones the box's init, which makes the box's root,
 // hardens itself and runs the agent in place (docs/jail.md, "The agent without an
 // exec").
 #pragma once
@@ -26,17 +26,13 @@ struct InitParams {
   uint64_t rlimit_nofile, rlimit_fsize, rlimit_nproc, rlimit_as, rlimit_cpu;
 };
 
-// The request: the namespaces to clone into and the init's parameters, with
-// (SCM_RIGHTS) the shim's mount namespace, the box root, the init's sync pipe,
-// report pipe and channel, then its cgroup `tasks` files (v1): at most
-// kMaxPassedFds (common/io.hpp) in all.
-struct ZygoteRequest {
-  uint32_t clone_flags;
-  InitParams params;
-};
-
+// The request is one InitParams with (SCM_RIGHTS) the shim's mount namespace, the
+// box root, the init's sync pipe, report pipe and channel, then its cgroup `tasks`
+// files (v1): at most kMaxPassedFds (common/io.hpp) in all.
+//
 // boxlite-guest --jail-zygote FD: waits for one request on FD, clones the box's
-// init (a child of the shim's: CLONE_PARENT), answers with its pid or -errno and
+// init into new user, pid, mount, uts, ipc and network namespaces (a child of the
+// shim's: CLONE_PARENT), answers with its pid or -errno and
 // exits; at EOF it exits.
 [[noreturn]] void serve_zygote(int sock, AgentMain agent);
 

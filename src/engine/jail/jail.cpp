@@ -1,15 +1,9 @@
 #include "engine/jail/jail.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <linux/capability.h>
-#include <net/if.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/ioctl.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -366,8 +360,6 @@ bool kernel_mounts_proc_by_pidns() {
   return major > 6 || (major == 6 && minor >= 15);
 }
 
-constexpr int kBoxNamespaces = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET;
-
 InitParams init_params(const ShimSpec& spec) {
   InitParams p{};
   if (spec.hostname.size() >= sizeof p.hostname) {
@@ -418,8 +410,7 @@ void Zygote::release() {
   process_.wait();
 }
 
-pid_t Zygote::clone_init(int clone_flags, const InitParams& params, const std::string& root,
-                         const std::vector<int>& fds) {
+pid_t Zygote::clone_init(const InitParams& params, const std::string& root, const std::vector<int>& fds) {
   if (!process_.valid()) {
     throw Error(ErrorCode::Engine, "no zygote to clone the box's init from (" +
                                        (failure_.empty() ? std::string("used already") : failure_) + ")");
@@ -430,10 +421,10 @@ pid_t Zygote::clone_init(int clone_flags, const InitParams& params, const std::s
   if (!root_dir) throw_errno(ErrorCode::Engine, "open " + root);
   std::vector<int> all = {mntns.get(), root_dir.get()};
   all.insert(all.end(), fds.begin(), fds.end());
-  ZygoteRequest req{static_cast<uint32_t>(clone_flags), params};
   pid_t pid = 0;
   ssize_t n;
-  if (send_with_fds(sock_.get(), &req, sizeof req, all.data(), all.size()) != static_cast<ssize_t>(sizeof req)) {
+  if (send_with_fds(sock_.get(), &params, sizeof params, all.data(), all.size()) !=
+      static_cast<ssize_t>(sizeof params)) {
     int err = errno;
     release();
     throw_errno(ErrorCode::Engine, "ask the jail's zygote for the box's init", err);
@@ -482,7 +473,7 @@ Jail start(const ShimSpec& spec, Zygote& zygote, const std::function<void(int)>&
   InitParams params = init_params(spec);
   std::vector<int> fds = {sync_r.get(), report_w.get(), box_end.get()};
   for (const auto& fd : cg.join_fds) fds.push_back(fd.get());
-  pid_t pid = zygote.clone_init(kBoxNamespaces, params, root, fds);
+  pid_t pid = zygote.clone_init(params, root, fds);
   trace("jail: cloned");
   // Opened while the init is still ours (its uid, dumpable): once it runs the
   // agent, it is not dumpable and its memory belongs to our user namespace.

@@ -50,10 +50,10 @@ class Zygote {
 
  private:
   friend Jail start(const ShimSpec&, Zygote&, const std::function<void(int)>&);
-  // The box's init, cloned into `clone_flags` namespaces with its cwd at `root` in
+  // The box's init, cloned into the box's namespaces with its cwd at `root` in
   // this process's mount namespace; `fds` are ChildArgs's, in order. A child of
   // this process (CLONE_PARENT).
-  pid_t clone_init(int clone_flags, const InitParams& params, const std::string& root, const std::vector<int>& fds);
+  pid_t clone_init(const InitParams& params, const std::string& root, const std::vector<int>& fds);
 
   UniqueFd sock_;
   Child process_;
