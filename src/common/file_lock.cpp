@@ -7,9 +7,23 @@
 
 namespace boxlite {
 
-FileLock FileLock::lock(const std::string& path, Mode mode, bool wait) {
+namespace {
+
+UniqueFd open_lock_file(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
   if (!fd) throw_errno(ErrorCode::Storage, "open lock file " + path);
+  return fd;
+}
+
+UniqueFd open_lock_directory(const std::string& dir) {
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) throw_errno(ErrorCode::Storage, "open directory to lock " + dir);
+  return fd;
+}
+
+}  // namespace
+
+FileLock FileLock::lock(UniqueFd fd, const std::string& path, Mode mode, bool wait) {
   int op = (mode == Mode::Exclusive ? LOCK_EX : LOCK_SH) | (wait ? 0 : LOCK_NB);
   while (::flock(fd.get(), op) != 0) {
     if (errno == EINTR) continue;
@@ -21,7 +35,15 @@ FileLock FileLock::lock(const std::string& path, Mode mode, bool wait) {
   return l;
 }
 
-FileLock FileLock::acquire(const std::string& path, Mode mode) { return lock(path, mode, true); }
-FileLock FileLock::try_acquire(const std::string& path, Mode mode) { return lock(path, mode, false); }
+FileLock FileLock::acquire(const std::string& path, Mode mode) { return lock(open_lock_file(path), path, mode, true); }
+FileLock FileLock::try_acquire(const std::string& path, Mode mode) {
+  return lock(open_lock_file(path), path, mode, false);
+}
+FileLock FileLock::acquire_directory(const std::string& dir, Mode mode) {
+  return lock(open_lock_directory(dir), dir, mode, true);
+}
+FileLock FileLock::try_acquire_directory(const std::string& dir, Mode mode) {
+  return lock(open_lock_directory(dir), dir, mode, false);
+}
 
 }  // namespace boxlite

@@ -279,7 +279,7 @@ BoxMetrics Box::metrics() {
 FileLock Box::lock_box() {
   // Serialises start/stop/remove of this box across processes (mu_ does it
   // within one). The kernel drops it if the holder dies.
-  return FileLock::acquire(spec_.box_dir + "/box.lock");
+  return FileLock::acquire_directory(spec_.box_dir);
 }
 
 bool Box::invalidated() {

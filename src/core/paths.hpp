@@ -16,6 +16,8 @@ struct HomeLayout {
   std::string kernel_cache() const { return root + "/kernel"; }
   std::string tmp() const { return root + "/tmp"; }
   std::string locks() const { return root + "/locks"; }
+  // Every jail box's shim mounts its box's root here, in its own mount namespace.
+  std::string jail_root_mountpoint() const { return tmp() + "/jail-root"; }
   void create() const;
 };
 

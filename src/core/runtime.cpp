@@ -474,6 +474,7 @@ void Runtime::prepare_jail(engine::ShimSpec& spec, const image::LocalImage& img)
   spec.uid_offset = engine::jail::kDefaultUidOffset;
   spec.pids_limit = engine::jail::kDefaultPidsLimit;
   spec.lower_dirs = rootfs::ensure_overlay_layers(layout_.root, img, spec.uid_offset);
+  spec.root_mountpoint = layout_.jail_root_mountpoint();
 }
 
 namespace {

@@ -8,19 +8,43 @@ namespace boxlite::engine {
 
 std::string spec_to_json(const ShimSpec& s) {
   nlohmann::json j = {
-      {"box_id", s.box_id}, {"box_dir", s.box_dir}, {"engine", s.engine}, {"accel", s.accel},
-      {"qemu", s.qemu}, {"kernel", s.kernel}, {"initramfs", s.initramfs},
-      {"kernel_cmdline_extra", s.kernel_cmdline_extra}, {"acpi", s.acpi}, {"tcg_cpu", s.tcg_cpu}, {"disk", s.disk}, {"disk_base", s.disk_base}, {"lower_dirs", s.lower_dirs}, {"uid_offset", s.uid_offset}, {"pids_limit", s.pids_limit}, {"ephemeral", s.ephemeral},
+      {"box_id", s.box_id},
+      {"box_dir", s.box_dir},
+      {"engine", s.engine},
+      {"accel", s.accel},
+      {"qemu", s.qemu},
+      {"kernel", s.kernel},
+      {"initramfs", s.initramfs},
+      {"kernel_cmdline_extra", s.kernel_cmdline_extra},
+      {"acpi", s.acpi},
+      {"tcg_cpu", s.tcg_cpu},
+      {"disk", s.disk},
+      {"disk_base", s.disk_base},
+      {"lower_dirs", s.lower_dirs},
+      {"root_mountpoint", s.root_mountpoint},
+      {"uid_offset", s.uid_offset},
+      {"pids_limit", s.pids_limit},
+      {"ephemeral", s.ephemeral},
       {"guest_binary", s.guest_binary},
-      {"cpus", s.cpus}, {"memory_mib", s.memory_mib}, {"boot_timeout_secs", s.boot_timeout_secs},
-      {"hostname", s.hostname}, {"env", s.env}, {"working_dir", s.working_dir}, {"user", s.user},
+      {"cpus", s.cpus},
+      {"memory_mib", s.memory_mib},
+      {"boot_timeout_secs", s.boot_timeout_secs},
+      {"hostname", s.hostname},
+      {"env", s.env},
+      {"working_dir", s.working_dir},
+      {"user", s.user},
       {"net", nlohmann::json::parse(net::config_to_json(s.net))},
   };
   j["volumes"] = nlohmann::json::array();
-  for (const auto& v : s.volumes) j["volumes"].push_back({{"host", v.host_path}, {"guest", v.guest_path}, {"read_only", v.read_only}});
-  j["security"] = {{"seccomp", s.seccomp}, {"nofile", s.rlimit_nofile}, {"fsize", s.rlimit_fsize},
-                   {"nproc", s.rlimit_nproc}, {"as", s.rlimit_as}, {"cpu", s.rlimit_cpu}};
-  j["main"] = {{"argv", s.main_argv}, {"tty", s.main_tty}, {"stdin", s.main_stdin}, {"rows", s.main_rows}, {"cols", s.main_cols}};
+  for (const auto& v : s.volumes)
+    j["volumes"].push_back({{"host", v.host_path}, {"guest", v.guest_path}, {"read_only", v.read_only}});
+  j["security"] = {{"seccomp", s.seccomp},    {"nofile", s.rlimit_nofile}, {"fsize", s.rlimit_fsize},
+                   {"nproc", s.rlimit_nproc}, {"as", s.rlimit_as},         {"cpu", s.rlimit_cpu}};
+  j["main"] = {{"argv", s.main_argv},
+               {"tty", s.main_tty},
+               {"stdin", s.main_stdin},
+               {"rows", s.main_rows},
+               {"cols", s.main_cols}};
   return j.dump(2);
 }
 
@@ -41,6 +65,7 @@ ShimSpec spec_from_json(const std::string& text) {
     s.disk = j.at("disk");
     s.disk_base = j.at("disk_base");
     s.lower_dirs = j.at("lower_dirs").get<std::vector<std::string>>();
+    s.root_mountpoint = j.value("root_mountpoint", "");
     s.uid_offset = j.at("uid_offset");
     s.pids_limit = j.at("pids_limit");
     s.ephemeral = j.value("ephemeral", false);

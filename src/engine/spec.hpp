@@ -37,7 +37,12 @@ struct ShimSpec {
   std::string disk_base;  // the ext4 base image under it (vm)
   // jail engine
   std::vector<std::string> lower_dirs;  // overlay lower layers, lowest first
-  unsigned uid_offset = 1u << 20;       // box uid 0 = this host uid
+  // Where the shim mounts the box's root, in its own mount namespace: one empty
+  // directory of the home that every shim shares (each sees only its own mount
+  // there), so that a box makes no directory of its own for it. Empty (a box made
+  // before it existed): <box_dir>/rootfs.
+  std::string root_mountpoint;
+  unsigned uid_offset = 1u << 20;  // box uid 0 = this host uid
   int pids_limit = 4096;
   // SecurityOptions (jail): seccomp filter on/off and rlimits of the box's
   // processes, 0 = the engine's default (docs/jail.md).

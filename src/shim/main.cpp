@@ -109,12 +109,14 @@ bool clones_depend_on(const std::string& box_dir) {
   return false;
 }
 
-void remove_abandoned_box(const std::string& box_dir) {
+void remove_abandoned_box(const std::string& box_dir, const std::string& jail_root) {
   try {
-    FileLock lock = FileLock::try_acquire(box_dir + "/box.lock");
+    FileLock lock = FileLock::try_acquire_directory(box_dir);
     if (!lock.held() || clones_depend_on(box_dir)) return;
     boxlite::trace("shim: removing the abandoned box");
-    ::umount2((box_dir + "/rootfs").c_str(), MNT_DETACH);  // none for a VM: EINVAL
+    // A jail's root, mounted in our namespace only (not under box_dir unless the box
+    // predates the shared mount point): nothing of it is removed through the mount.
+    if (!jail_root.empty()) ::umount2(jail_root.c_str(), MNT_DETACH);
     remove_tree(box_dir);
   } catch (const Error& e) {
     std::fprintf(stderr, "boxlite-shim: could not remove the abandoned box: %s\n", e.what());
@@ -171,6 +173,7 @@ int main(int argc, char** argv) {
   }
   boxlite::trace("shim: has its box");
   bool ephemeral = false;
+  std::string jail_root;  // mounted in our namespace
   int status = 0;
   try {
     // QEMU must not inherit these: the runtime waits for EOF on the ready pipe.
@@ -178,6 +181,7 @@ int main(int argc, char** argv) {
     if (lifeline_fd >= 0) set_cloexec(lifeline_fd);
     engine::ShimSpec spec = engine::spec_from_json(read_file(box_dir + "/shim.json"));
     ephemeral = spec.ephemeral;
+    if (spec.engine == "jail") jail_root = engine::jail::root_mountpoint(spec);
     // The jail's overlay and every mount under it live and die with this process.
     if (spec.engine == "jail") engine::jail::enter_private_mount_namespace();
     shim::Shim s(std::move(spec), std::move(zygote));
@@ -201,7 +205,7 @@ int main(int argc, char** argv) {
     report(ready_fd, std::string("ERR 1\n") + e.what());
     status = 1;
   }
-  if (ephemeral && owner_is_gone(lifeline_fd)) remove_abandoned_box(box_dir);
+  if (ephemeral && owner_is_gone(lifeline_fd)) remove_abandoned_box(box_dir, jail_root);
   boxlite::trace("shim: exiting");
   return status;
 }

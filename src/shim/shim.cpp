@@ -215,34 +215,7 @@ void Shim::start_vm(double deadline) {
   agent_listen_.reset();
 }
 
-void Shim::boot() {
-  double t0 = now_ms();
-  double deadline = t0 + spec_.boot_timeout_secs * 1000;
-  if (spec_.engine == "vm") {
-    zygote_.release();  // a VM box has no init of ours
-    start_vm(deadline);
-  } else if (spec_.engine == "jail") {
-    start_jail();
-  } else {
-    throw Error(ErrorCode::Unsupported, "engine '" + spec_.engine + "' is not supported by this shim");
-  }
-  double t_engine = now_ms();
-  trace("shim: engine started");
-  stages_.box_spawn_ms = static_cast<int64_t>(t_engine - t0);
-
-  Frame hello_frame = read_guest_frame_blocking(deadline, "boot kernel and start the guest agent");
-  double t_hello = now_ms();
-  trace("shim: hello");
-  stages_.guest_boot_ms = static_cast<int64_t>(t_hello - t_engine);
-  if (hello_frame.type != FrameType::Hello || hello_frame.stream != 0) {
-    boot_failed("handshake", std::string("expected Hello, got ") + protocol::frame_type_name(hello_frame.type));
-  }
-  auto hello = protocol::parse_message<proto::Hello>(hello_frame);
-  if (hello.version() != protocol::kProtocolVersion) {
-    boot_failed("handshake", "guest agent speaks protocol version " + std::to_string(hello.version()) +
-                                 ", this host speaks " + std::to_string(protocol::kProtocolVersion) +
-                                 " (rebuild the initramfs: remove the cached one)");
-  }
+void Shim::send_hello_and_config() {
   proto::Hello ours;
   ours.set_version(protocol::kProtocolVersion);
   ours.set_peer("shim");
@@ -265,11 +238,6 @@ void Shim::boot() {
     m->set_cols(spec_.main_cols);
     main_.present = true;
     main_.out_credit = main_.err_credit = protocol::kInitialWindow;
-    main_.log = UniqueFd(
-        ::open(protocol::main_log_path(spec_.box_dir).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
-    if (!main_.log) throw_errno(ErrorCode::Storage, "open " + protocol::main_log_path(spec_.box_dir));
-    struct stat st {};
-    if (::fstat(main_.log.get(), &st) == 0) main_.log_bytes = static_cast<uint64_t>(st.st_size);
   }
   if (spec_.net.enabled) {
     auto* n = cfg.mutable_network();
@@ -302,6 +270,42 @@ void Shim::boot() {
   if (::getrandom(entropy.data(), entropy.size(), 0) == static_cast<ssize_t>(entropy.size())) cfg.set_entropy(entropy);
   send_guest(0, FrameType::Configure, cfg.SerializeAsString());
   flush_guest();
+}
+
+void Shim::boot() {
+  double t0 = now_ms();
+  double deadline = t0 + spec_.boot_timeout_secs * 1000;
+  if (spec_.engine == "vm") {
+    zygote_.release();  // a VM box has no init of ours
+    start_vm(deadline);
+  } else if (spec_.engine == "jail") {
+    start_jail();
+  } else {
+    throw Error(ErrorCode::Unsupported, "engine '" + spec_.engine + "' is not supported by this shim");
+  }
+  double t_engine = now_ms();
+  trace("shim: engine started");
+  stages_.box_spawn_ms = static_cast<int64_t>(t_engine - t0);
+
+  // A jail's agent is this build's (the shim's own directory): it is sent our hello
+  // and the box's configuration at once, without waiting for its hello first. A
+  // VM's agent comes from a cached initramfs, whose version is checked first.
+  bool pipelined = spec_.engine == "jail";
+  if (pipelined) send_hello_and_config();
+  Frame hello_frame = read_guest_frame_blocking(deadline, "boot kernel and start the guest agent");
+  double t_hello = now_ms();
+  trace("shim: hello");
+  stages_.guest_boot_ms = static_cast<int64_t>(t_hello - t_engine);
+  if (hello_frame.type != FrameType::Hello || hello_frame.stream != 0) {
+    boot_failed("handshake", std::string("expected Hello, got ") + protocol::frame_type_name(hello_frame.type));
+  }
+  auto hello = protocol::parse_message<proto::Hello>(hello_frame);
+  if (hello.version() != protocol::kProtocolVersion) {
+    boot_failed("handshake", "guest agent speaks protocol version " + std::to_string(hello.version()) +
+                                 ", this host speaks " + std::to_string(protocol::kProtocolVersion) +
+                                 " (rebuild the initramfs: remove the cached one)");
+  }
+  if (!pipelined) send_hello_and_config();
 
   Frame reply = read_guest_frame_blocking(deadline, "configure the box (phase 2)");
   if (reply.stream == protocol::kMainStream && reply.type == FrameType::Started && main_.present) {
@@ -682,8 +686,23 @@ proto::BoxStats Shim::stats() {
   return s;
 }
 
+// Appends to what earlier runs of the box logged.
+bool Shim::open_main_log() {
+  std::string path = protocol::main_log_path(spec_.box_dir);
+  main_.log = UniqueFd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  if (!main_.log) {
+    // Logged once; the box and its followers go on without its log.
+    std::fprintf(stderr, "boxlite-shim: %s\n", errno_text("open " + path).c_str());
+    main_.log_failed = true;
+    return false;
+  }
+  struct stat st {};
+  if (::fstat(main_.log.get(), &st) == 0) main_.log_bytes = static_cast<uint64_t>(st.st_size);
+  return true;
+}
+
 void Shim::log_main_output(const Frame& f) {
-  if (!main_.log) return;
+  if (!main_.log && (main_.log_failed || !open_main_log())) return;
   if (main_.log_bytes > protocol::kMainLogRotateBytes) {
     std::string path = protocol::main_log_path(spec_.box_dir);
     if (::rename(path.c_str(), protocol::main_log_old_path(spec_.box_dir).c_str()) == 0) {

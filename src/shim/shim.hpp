@@ -26,6 +26,7 @@ class Shim {
   // Boots the box through phase 2. Throws Error naming the failed stage, with
   // the console tail, when it does not come up.
   void boot();
+  void send_hello_and_config();
   // Binds shim.sock; done before reporting ready so a client can connect at once.
   void listen();
   // How long each boot stage took (ms): the engine's start, the guest kernel and
@@ -67,6 +68,7 @@ class Shim {
   void attach_main(Client& c, protocol::Frame& f);
   void on_main_client_frame(Client& c, protocol::Frame& f);
   void log_main_output(const protocol::Frame& f);
+  bool open_main_log();
   void begin_stop(const std::string& why);
   void on_net_ready_readable();
   void start_net_now();
@@ -105,7 +107,8 @@ class Shim {
     uint64_t stdin_client = 0;
     uint32_t stdin_stream = 0;
     uint64_t out_credit = 0, err_credit = 0;
-    UniqueFd log;
+    UniqueFd log;  // opened at its first output: a silent command leaves no file
+    bool log_failed = false;
     uint64_t log_bytes = 0;
   } main_;
   bool stopping_ = false;

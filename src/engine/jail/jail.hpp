@@ -50,15 +50,20 @@ class Zygote {
 
  private:
   friend Jail start(const ShimSpec&, Zygote&, const std::function<void(int)>&);
-  // The box's init, cloned into the box's namespaces with its cwd at `root` in
-  // this process's mount namespace; `fds` are ChildArgs's, in order. A child of
-  // this process (CLONE_PARENT).
-  pid_t clone_init(const InitParams& params, const std::string& root, const std::vector<int>& fds);
+  // Asks for the box's init, cloned into the box's namespaces from this process's
+  // mount namespace (whose mounts must be shared: the root is mounted meanwhile);
+  // `fds` are ChildArgs's, in order. await_init() returns it, a child of this
+  // process (CLONE_PARENT).
+  void request_init(const InitParams& params, const std::vector<int>& fds);
+  pid_t await_init();
 
   UniqueFd sock_;
   Child process_;
   std::string failure_;  // why there is none
 };
+
+// Where the shim mounts the box's root (ShimSpec::root_mountpoint).
+std::string root_mountpoint(const ShimSpec& spec);
 
 // Call once, early, in the shim: a private mount namespace, so the box's overlay
 // and every mount under it disappear with the shim, however it dies.
