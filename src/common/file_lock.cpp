@@ -39,11 +39,21 @@ FileLock FileLock::acquire(const std::string& path, Mode mode) { return lock(ope
 FileLock FileLock::try_acquire(const std::string& path, Mode mode) {
   return lock(open_lock_file(path), path, mode, false);
 }
-FileLock FileLock::acquire_directory(const std::string& dir, Mode mode) {
-  return lock(open_lock_directory(dir), dir, mode, true);
+FileLock FileLock::lock_directory(const std::string& dir, Mode mode, bool wait) {
+  UniqueFd fd = open_lock_directory(dir);
+  // NFS and CIFS emulate flock with byte-range locks, which want a file opened for
+  // writing (EBADF on a directory): there, and on any file system without flock on
+  // directories, a lock file inside it. Every process fails the same way on one
+  // file system, so all of them take the same lock.
+  if (::flock(fd.get(), LOCK_SH | LOCK_NB) != 0 && (errno == EBADF || errno == ENOLCK || errno == EINVAL)) {
+    std::string file = dir + "/" + kDirectoryLockFallback;
+    return lock(open_lock_file(file), file, mode, wait);
+  }
+  ::flock(fd.get(), LOCK_UN);
+  return lock(std::move(fd), dir, mode, wait);
 }
-FileLock FileLock::try_acquire_directory(const std::string& dir, Mode mode) {
-  return lock(open_lock_directory(dir), dir, mode, false);
-}
+
+FileLock FileLock::acquire_directory(const std::string& dir, Mode mode) { return lock_directory(dir, mode, true); }
+FileLock FileLock::try_acquire_directory(const std::string& dir, Mode mode) { return lock_directory(dir, mode, false); }
 
 }  // namespace boxlite

@@ -86,6 +86,19 @@ class JailEscapeTest : public BoxliteTest {
     return box;
   }
 
+  // The running box's shim and agent (the shim's boxlite-guest child), on the host;
+  // 0 for what is not found.
+  std::pair<pid_t, pid_t> shim_and_agent(const std::shared_ptr<Box>& box) {
+    pid_t shim = 0, agent = 0;
+    for (pid_t p : processes_mentioning(home_ + "/boxes/" + box->id() + " ")) {
+      if (trim(read_file("/proc/" + std::to_string(p) + "/comm")) == "boxlite-shim") shim = p;
+    }
+    for (pid_t c : shim > 0 ? children_of(shim) : std::vector<pid_t>{}) {
+      if (trim(read_file("/proc/" + std::to_string(c) + "/comm")) == "boxlite-guest") agent = c;
+    }
+    return {shim, agent};
+  }
+
   void expect_no_secret(const BufferedResult& r) {
     EXPECT_EQ(r.stdout_text.find(secret_), std::string::npos) << "host file read from the box: " << r.stdout_text;
     EXPECT_EQ(r.stderr_text.find(secret_), std::string::npos) << r.stderr_text;
@@ -194,14 +207,8 @@ TEST_F(JailEscapeTest, TheAgentHoldsNoneOfTheHostsSecrets) {
   std::string hostname = trim(r.stdout_text.substr(r.stdout_text.find('\n') + 1));
   ASSERT_FALSE(hostname.empty()) << r.stdout_text;
   EXPECT_EQ(r.stdout_text.find(net_secret), std::string::npos) << "the box got the secret: " << r.stdout_text;
-  pid_t shim = 0, agent = 0;
-  for (pid_t p : processes_mentioning(home_ + "/boxes/" + box->id() + " ")) {
-    if (trim(read_file("/proc/" + std::to_string(p) + "/comm")) == "boxlite-shim") shim = p;
-  }
+  auto [shim, agent] = shim_and_agent(box);
   ASSERT_GT(shim, 0) << "no shim for " << box->id();
-  for (pid_t c : children_of(shim)) {
-    if (trim(read_file("/proc/" + std::to_string(c) + "/comm")) == "boxlite-guest") agent = c;
-  }
   ASSERT_GT(agent, 0) << "no agent under the shim " << shim;
   EXPECT_TRUE(memory_holds(shim, net_secret)) << "control: the shim holds the box's network secrets";
   EXPECT_TRUE(memory_holds(shim, env_secret)) << "control: the shim holds its caller's environment";
@@ -284,6 +291,34 @@ TEST_F(JailEscapeTest, MountAndUmountFail) {
 // Docker's masked /proc paths are masked on the box's /proc (its own PID
 // namespace's, mounted after the box's first process exists): each one this
 // kernel has reads empty, and the read-only ones refuse writes.
+// The mounts the shim makes for a box (its root, /tmp, its volumes) reach the box's
+// mount namespace locked: even a process with every capability in the box's user
+// namespace (more than the box's root keeps) cannot unmount one to see what is
+// under it, nor make a read-only volume writable. nsenter from the host gives that
+// process; its view of the volume's file is the control that it is inside.
+TEST_F(JailEscapeTest, TheBoxsMountsAreLockedEvenForAFullyCapableProcess) {
+  std::string vol = home_ + "/locked-volume";
+  make_dirs(vol);
+  write_file_atomic(vol + "/f", "volume-file\n", 0644);
+  BoxOptions o;
+  o.rootfs_path = image("busybox");
+  o.engine = "jail";
+  o.volumes.push_back(VolumeSpec{vol, "/vol", true});
+  auto box = rt().create(o);
+  boxes_.push_back(box);
+  ASSERT_EQ(sh(box, "true").exit_code, 0);
+  auto [shim, agent] = shim_and_agent(box);
+  ASSERT_GT(agent, 0) << "no agent for " << box->id();
+  auto r = run_capture({"nsenter", "-t", std::to_string(agent), "-U", "-m", "/bin/sh", "-c",
+                        "cat /vol/f; umount /vol && echo VOL-UNMOUNTED; umount /tmp && echo TMP-UNMOUNTED; "
+                        "mount -o remount,rw /vol && echo VOL-WRITABLE; touch /vol/g && echo VOL-WRITTEN; true"});
+  EXPECT_NE(r.out.find("volume-file"), std::string::npos) << "control: not inside the box: " << r.out << r.err;
+  for (const char* bad : {"VOL-UNMOUNTED", "TMP-UNMOUNTED", "VOL-WRITABLE", "VOL-WRITTEN"}) {
+    EXPECT_EQ(r.out.find(bad), std::string::npos) << bad << ": " << r.out << r.err;
+  }
+  EXPECT_FALSE(path_exists(vol + "/g"));
+}
+
 TEST_F(JailEscapeTest, ProcPathsAreMaskedAndReadOnly) {
   auto box = jail();
   for (const char* masked : {"/proc/keys", "/proc/kallsyms", "/proc/timer_list", "/proc/interrupts", "/proc/kmsg",

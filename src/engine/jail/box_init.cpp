@@ -41,10 +41,10 @@ constexpr const char kProcStaging[] = "/dev/.boxlite-proc";
 
 struct ChildArgs {
   const InitParams* params;
-  // The child moves into the box root (params->root) while it is still host root
-  // (the box directory above is 0700 host root, which the box's root cannot
-  // traverse; an fd opened before clone would point into the parent's namespace),
-  // and uses relative paths from there.
+  // The child starts with its cwd in the box root (the zygote's, carried into the
+  // new mount namespace's copy of the mount) and uses relative paths: the box
+  // directory above is 0700 host root, which the box's root cannot traverse, and
+  // an fd opened before clone would point into the parent's namespace.
   std::string root = ".";
   int sync_read;                     // parent writes a byte when the id maps are set, and another when the cgroups are
   int report;                        // child writes "step: errno" here on failure; its EOF says the agent runs
@@ -321,10 +321,8 @@ void close_from(const ChildArgs& a, int first) {
   int gate_fd = start_proc_helper(a);
   char go;
   if (::read(a.sync_read, &go, 1) != 1) ::_exit(125);  // the parent gave up
-  // The root is mounted now (received from the shim's namespace): nothing more is.
-  child_mount(a, nullptr, "/", nullptr, MS_REC | MS_PRIVATE);
-  if (::chdir(a.params->root) != 0) child_fail(a, std::string("chdir into the box root ") + a.params->root);
   if (::setresgid(0, 0, 0) != 0 || ::setresuid(0, 0, 0) != 0) child_fail(a, "become root of the user namespace");
+  child_mount(a, nullptr, "/", nullptr, MS_REC | MS_PRIVATE);
   // The overlay came from the host's namespace, so here it is locked and
   // pivot_root refuses it. Bind it (from our cwd) onto a tmpfs of our own: that
   // new mount is ours, and /tmp of this namespace is nobody else's.
@@ -393,13 +391,12 @@ pid_t clone_init_for(int sock, AgentMain agent) {
   size_t nfds = 0;
   ssize_t n = recv_with_fds(sock, &params, sizeof params, fds, kMaxPassedFds, &nfds);
   if (n == 0) ::_exit(0);  // the shim needs no box init (a VM box, or none)
-  if (n != static_cast<ssize_t>(sizeof params) || nfds < 4 || params.hostname[sizeof params.hostname - 1] != '\0' ||
-      params.root[sizeof params.root - 1] != '\0' || params.root[0] != '/') {
+  if (n != static_cast<ssize_t>(sizeof params) || nfds < 5 || params.hostname[sizeof params.hostname - 1] != '\0') {
     return n < 0 ? -errno : -EPROTO;
   }
-  // Into the shim's mount namespace, where the box's root is being mounted.
-  if (::setns(fds[0], CLONE_NEWNS) != 0) return -errno;
-  ChildArgs args{&params, ".", fds[1], fds[2], fds[3], {fds + 4, fds + nfds}, agent};
+  // Into the shim's mount namespace, where the box's overlay is, and the box root.
+  if (::setns(fds[0], CLONE_NEWNS) != 0 || ::fchdir(fds[1]) != 0) return -errno;
+  ChildArgs args{&params, ".", fds[2], fds[3], fds[4], {fds + 5, fds + nfds}, agent};
   // Like fork (no stack of its own): the init goes on, on a copy of this stack. And
   // as glibc's fork does, the kernel writes the child's thread id where glibc keeps
   // it (the address glibc gave set_tid_address), which raise() and its kin use.

@@ -24,16 +24,11 @@ struct InitParams {
   // before 6.15, whose proc has no `pidns=`; BOXLITE_JAIL_PROC_VIA_SETNS=1 forces it).
   bool proc_via_setns;
   uint64_t rlimit_nofile, rlimit_fsize, rlimit_nproc, rlimit_as, rlimit_cpu;
-  // The box root's absolute path, NUL-terminated. The shim mounts the root there
-  // while the zygote clones the init: the shim's mounts are shared with the init's
-  // copy of its mount namespace (a slave of them), which the init makes private as
-  // soon as the shim lets it go.
-  char root[4096];
 };
 
 // The request is one InitParams with (SCM_RIGHTS) the shim's mount namespace, the
-// init's sync pipe, report pipe and channel, then its cgroup `tasks` files (v1): at
-// most kMaxPassedFds (common/io.hpp) in all.
+// box root, the init's sync pipe, report pipe and channel, then its cgroup `tasks`
+// files (v1): at most kMaxPassedFds (common/io.hpp) in all.
 //
 // boxlite-guest --jail-zygote FD: waits for one request on FD, clones the box's
 // init into new user, pid, mount, uts, ipc and network namespaces (a child of the

@@ -1,11 +1,13 @@
 #include "engine/jail/jail.hpp"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -360,13 +362,8 @@ bool kernel_mounts_proc_by_pidns() {
   return major > 6 || (major == 6 && minor >= 15);
 }
 
-InitParams init_params(const ShimSpec& spec, const std::string& root) {
+InitParams init_params(const ShimSpec& spec) {
   InitParams p{};
-  if (root.empty() || root[0] != '/' || root.size() >= sizeof p.root) {
-    throw Error(ErrorCode::Engine, "the box root's path '" + root + "' is not absolute or longer than " +
-                                       std::to_string(sizeof p.root - 1) + " characters");
-  }
-  std::memcpy(p.root, root.data(), root.size());
   if (spec.hostname.size() >= sizeof p.hostname) {
     throw Error(ErrorCode::InvalidArgument, "hostname '" + spec.hostname + "' is longer than " +
                                                 std::to_string(sizeof p.hostname - 1) + " characters");
@@ -415,27 +412,35 @@ void Zygote::release() {
   process_.wait();
 }
 
-void Zygote::request_init(const InitParams& params, const std::vector<int>& fds) {
+pid_t Zygote::clone_init(const InitParams& params, const std::string& root, const std::vector<int>& fds) {
   if (!process_.valid()) {
     throw Error(ErrorCode::Engine, "no zygote to clone the box's init from (" +
                                        (failure_.empty() ? std::string("used already") : failure_) + ")");
   }
   UniqueFd mntns(::open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC));
   if (!mntns) throw_errno(ErrorCode::Engine, "open this process's mount namespace");
-  std::vector<int> all = {mntns.get()};
+  UniqueFd root_dir(::open(root.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!root_dir) throw_errno(ErrorCode::Engine, "open " + root);
+  // The mount point is one name every shim of the home shares: what we open must be
+  // the overlay we mounted there, not whatever took that name meanwhile.
+  struct statx stx {};
+  struct statfs sfs {};
+  if (::statx(root_dir.get(), "", AT_EMPTY_PATH, STATX_BASIC_STATS, &stx) != 0 || ::fstatfs(root_dir.get(), &sfs) != 0)
+    throw_errno(ErrorCode::Engine, "stat " + root);
+  if (!(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) || !(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) ||
+      sfs.f_type != OVERLAYFS_SUPER_MAGIC) {
+    throw Error(ErrorCode::Engine, "the box root " + root + " is not the overlay just mounted there");
+  }
+  std::vector<int> all = {mntns.get(), root_dir.get()};
   all.insert(all.end(), fds.begin(), fds.end());
+  pid_t pid = 0;
+  ssize_t n;
   if (send_with_fds(sock_.get(), &params, sizeof params, all.data(), all.size()) !=
       static_cast<ssize_t>(sizeof params)) {
     int err = errno;
     release();
     throw_errno(ErrorCode::Engine, "ask the jail's zygote for the box's init", err);
   }
-}
-
-pid_t Zygote::await_init() {
-  if (!process_.valid()) throw Error(ErrorCode::Engine, "no box init was asked of the jail's zygote");
-  pid_t pid = 0;
-  ssize_t n;
   while ((n = ::recv(sock_.get(), &pid, sizeof pid, 0)) < 0 && errno == EINTR) {
   }
   int err = errno;
@@ -455,11 +460,6 @@ void enter_private_mount_namespace() {
   if (::unshare(CLONE_NEWNS) != 0) throw_errno(ErrorCode::Engine, "unshare mount namespace");
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
     throw_errno(ErrorCode::Engine, "make / private");
-  // Then shared among our own: the box's init clones a copy of this namespace before
-  // its root is mounted here, and receives the mount (its copy is a slave of ours,
-  // being in a less privileged user namespace) until it makes its own private.
-  if (::mount(nullptr, "/", nullptr, MS_REC | MS_SHARED, nullptr) != 0)
-    throw_errno(ErrorCode::Engine, "make / shared within the shim's mount namespace");
 }
 
 Jail start(const ShimSpec& spec, Zygote& zygote, const std::function<void(int)>& once_cloned) {
@@ -469,7 +469,12 @@ Jail start(const ShimSpec& spec, Zygote& zygote, const std::function<void(int)>&
                 "overlayfs); see docs/jail.md");
   }
   std::string root = root_mountpoint(spec);
-  InitParams params = init_params(spec, root);
+  mount_root(spec, root);
+  mount_tmp(spec, root);
+  trace("jail: root mounted");
+  std::vector<std::string> volume_warnings;
+  mount_volumes(spec, root, volume_warnings);
+
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) throw_errno(ErrorCode::Engine, "socketpair");
   UniqueFd host_end(sv[0]), box_end(sv[1]);
@@ -481,31 +486,10 @@ Jail start(const ShimSpec& spec, Zygote& zygote, const std::function<void(int)>&
 
   CgroupPlan cg = prepare_cgroups(spec);
   trace("jail: cgroups prepared");
+  InitParams params = init_params(spec);
   std::vector<int> fds = {sync_r.get(), report_w.get(), box_end.get()};
   for (const auto& fd : cg.join_fds) fds.push_back(fd.get());
-  // The zygote clones the box's namespaces (the network's is the slow one) while we
-  // mount its root: the init waits for the mounts to arrive before it uses them.
-  zygote.request_init(params, fds);
-  std::vector<std::string> volume_warnings;
-  pid_t pid = 0;
-  try {
-    mount_root(spec, root);
-    mount_tmp(spec, root);
-    mount_volumes(spec, root, volume_warnings);
-    trace("jail: root mounted");
-    pid = zygote.await_init();
-  } catch (const Error&) {
-    // The init, if cloned, ends at the EOF of its sync pipe; reap it.
-    sync_w.reset();
-    if (pid <= 0) {
-      try {
-        pid = zygote.await_init();
-      } catch (const Error&) {
-      }
-    }
-    if (pid > 0) Child(pid).wait();
-    throw;
-  }
+  pid_t pid = zygote.clone_init(params, root, fds);
   trace("jail: cloned");
   // Opened while the init is still ours (its uid, dumpable): once it runs the
   // agent, it is not dumpable and its memory belongs to our user namespace.

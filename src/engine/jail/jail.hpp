@@ -50,12 +50,10 @@ class Zygote {
 
  private:
   friend Jail start(const ShimSpec&, Zygote&, const std::function<void(int)>&);
-  // Asks for the box's init, cloned into the box's namespaces from this process's
-  // mount namespace (whose mounts must be shared: the root is mounted meanwhile);
-  // `fds` are ChildArgs's, in order. await_init() returns it, a child of this
-  // process (CLONE_PARENT).
-  void request_init(const InitParams& params, const std::vector<int>& fds);
-  pid_t await_init();
+  // The box's init, cloned into the box's namespaces with its cwd at `root` in
+  // this process's mount namespace; `fds` are ChildArgs's, in order. A child of
+  // this process (CLONE_PARENT).
+  pid_t clone_init(const InitParams& params, const std::string& root, const std::vector<int>& fds);
 
   UniqueFd sock_;
   Child process_;
