@@ -8,8 +8,6 @@
 
 namespace boxlite {
 
-inline constexpr const char* kDirectoryLockFallback = ".lock";
-
 class FileLock {
  public:
   enum class Mode { Shared, Exclusive };
@@ -20,7 +18,7 @@ class FileLock {
   static FileLock try_acquire(const std::string& path, Mode mode = Mode::Exclusive);
   // The same on a directory itself (flock locks any open file), which then needs no
   // lock file inside it: a file made costs a box ~0.1 ms on some hosts (docs/jail.md).
-  // Where directories cannot be flocked (NFS, CIFS), on kDirectoryLockFallback in it.
+  // Where directories cannot be flocked (NFS, CIFS), on a `.lock` file in it.
   static FileLock acquire_directory(const std::string& dir, Mode mode = Mode::Exclusive);
   static FileLock try_acquire_directory(const std::string& dir, Mode mode = Mode::Exclusive);
   bool held() const { return fd_.valid(); }
