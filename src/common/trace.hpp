@@ -7,5 +7,8 @@
 namespace boxlite {
 
 void trace(const char* event);
+// In a child forked without exec, whose descriptors were renumbered or closed:
+// its next trace() opens the file again.
+void trace_after_fork();
 
 }  // namespace boxlite

@@ -27,7 +27,7 @@ Pipe make_pipe() {
 
 }  // namespace
 
-ShimLaunch ShimLaunch::spawn(bool detached) {
+ShimLaunch ShimLaunch::spawn(bool detached, ShimMain shim_main) {
   // The box directory goes over a socket, not a pipe: a shim that died first is
   // then an error on send (MSG_NOSIGNAL), not a SIGPIPE in the caller.
   int sv[2];
@@ -37,7 +37,8 @@ ShimLaunch ShimLaunch::spawn(bool detached) {
   Pipe ready = make_pipe();
   Pipe lifeline = detached ? Pipe{} : make_pipe();
   SpawnOptions so;
-  so.argv = {libexec_dir() + "/boxlite-shim", "--box-dir-fd", "3", "--ready-fd", "4"};
+  std::string libexec = libexec_dir();
+  so.argv = {libexec + "/boxlite-shim", "--box-dir-fd", "3", "--ready-fd", "4"};
   so.fds = {{box_dir_r.get(), 3}, {ready.write.get(), 4}};
   // A detached box has no lifeline: it outlives this process.
   if (!detached) {
@@ -56,7 +57,11 @@ ShimLaunch ShimLaunch::spawn(bool detached) {
   so.new_session = detached;
   so.new_process_group = !detached;
   ShimLaunch l;
-  l.process_ = boxlite::spawn(so);
+  if (shim_main != nullptr) {
+    l.process_ = spawn_in_process(so, [&](int argc, char** argv) { return shim_main(argc, argv, libexec); });
+  } else {
+    l.process_ = boxlite::spawn(so);
+  }
   l.box_dir_ = std::move(box_dir_w);
   l.ready_ = std::move(ready.read);
   l.lifeline_ = std::move(lifeline.write);
@@ -91,8 +96,8 @@ std::optional<ShimLaunch> prestarted;
 
 }  // namespace
 
-void prestart_shim(bool detached) {
-  ShimLaunch l = ShimLaunch::spawn(detached);
+void prestart_shim(bool detached, ShimMain shim_main) {
+  ShimLaunch l = ShimLaunch::spawn(detached, shim_main);
   std::lock_guard lk(prestarted_mu);
   prestarted = std::move(l);
 }

@@ -1,6 +1,7 @@
 // Boxes that live (issue 4): ids and names, created/running/stopped, persistence
 // across stop and start, management from another process, kill -9 recovery.
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <nlohmann/json.hpp>
@@ -531,6 +532,45 @@ TEST_F(ShimLaunchTest, AShimNamesItsBoxInItsCommandLine) {
   }
   EXPECT_EQ(shims, 1) << "no boxlite-shim names " << box_dir;
   EXPECT_EQ(run_cli({"rm", "-f", trim(d.out)}).exit_code, 0);
+  expect_no_leftovers();
+}
+
+// An attached run forks its shim from the CLI (core/shim_launch.hpp) rather than
+// exec'ing boxlite-shim: the fork names its box in its command line all the same,
+// so other processes (list reconciles every running box's shim) see the box
+// running, and it goes with the box.
+TEST_F(ShimLaunchTest, AnAttachedRunsForkedShimNamesItsBoxAndOthersSeeItRunning) {
+  int mm_map_size = 0;
+  bool can_fork = ::prctl(PR_SET_MM, PR_SET_MM_MAP_SIZE, &mm_map_size, 0, 0) == 0;
+  ::setenv("BOXLITE_ENGINE", "jail", 1);
+  SpawnOptions so;
+  so.argv = {cli(), "run", "--rm", image("busybox"), "sleep", "300"};
+  so.stdout_path = so.stderr_path = home_ + "/cli.out";
+  Child run = spawn(so);
+  std::string id;
+  for (int i = 0; i < 600 && id.empty(); ++i) {
+    ::usleep(100000);
+    id = trim(run_cli({"list", "-q"}).out);
+  }
+  ASSERT_EQ(id.size(), 12u) << "the box never ran: " << read_file(home_ + "/cli.out");
+  std::string box_dir = home_ + "/boxes/" + id;
+  std::vector<pid_t> shims;
+  for (pid_t p : processes_mentioning(box_dir + " ")) {
+    if (trim(read_file("/proc/" + std::to_string(p) + "/comm")) == "boxlite-shim") shims.push_back(p);
+  }
+  ASSERT_EQ(shims.size(), 1u) << "no boxlite-shim names " << box_dir;
+  char exe[4096] = {};
+  ASSERT_GT(::readlink(("/proc/" + std::to_string(shims[0]) + "/exe").c_str(), exe, sizeof exe - 1), 0);
+  EXPECT_EQ(std::string(exe), can_fork ? cli() : bin_dir() + "/boxlite-shim")
+      << "forked from the CLI where the kernel lets it name itself (PR_SET_MM_MAP), exec'd elsewhere";
+  std::vector<std::string> comms;
+  for (pid_t c : children_of(shims[0])) comms.push_back(trim(read_file("/proc/" + std::to_string(c) + "/comm")));
+  EXPECT_EQ(comms, std::vector<std::string>{"boxlite-guest"}) << "the box's init, cloned from the exec'd zygote";
+  EXPECT_EQ(trim(run_cli({"inspect", "-f", "{{.State.Status}}", id}).out), "running");
+  EXPECT_EQ(run_cli({"rm", "-f", id}).exit_code, 0);
+  auto st = run.wait_for(20000);
+  ASSERT_TRUE(st.has_value()) << "the CLI outlived its box";
+  EXPECT_FALSE(process_alive(shims[0]));
   expect_no_leftovers();
 }
 
