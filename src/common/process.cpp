@@ -1,5 +1,6 @@
 #include "common/process.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/prctl.h>
 #include <poll.h>
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <sstream>
@@ -151,44 +153,55 @@ int thread_count() {
   return static_cast<int>(st.st_nlink) - 2;
 }
 
+// Closes every descriptor from `first` on: close_range(2), or one by one as
+// /proc/self/fd lists them where that call is missing (Linux < 5.9) or refused (a
+// seccomp profile around us). With no exec to come, close-on-exec closes nothing.
+bool close_descriptors_from(int first) {
+  if (::syscall(SYS_close_range, first, ~0U, 0) == 0) return true;
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return false;
+  while (dirent* e = ::readdir(dir)) {
+    int fd = std::atoi(e->d_name);
+    if (fd >= first && fd != ::dirfd(dir)) ::close(fd);
+  }
+  ::closedir(dir);
+  return true;
+}
+
 // The child's side of spawn_in_process: what posix_spawn's file and attribute
-// actions do in spawn(), with plain system calls. Returns false when a descriptor
-// could not be set up (the child then exits 127, as a failed exec would).
+// actions do in spawn(), with plain system calls. False when any of it failed (the
+// child then exits 127, as a failed exec would).
 bool set_up_forked_child(const SpawnOptions& opts) {
-  // Every source out of the way of every target first (above them all): a source
-  // may be numbered like another pair's target.
   int first_unmapped = 3;
   for (auto [from, to] : opts.fds) first_unmapped = std::max(first_unmapped, to + 1);
+  // Every source out of the way first, above every target (a source may be numbered
+  // like another pair's target, or like 0-2 that stdio is about to replace).
   std::vector<std::pair<int, int>> moved;
   for (auto [from, to] : opts.fds) {
-    int tmp = ::fcntl(from, F_DUPFD_CLOEXEC, std::max(first_unmapped, 100));
+    int tmp = ::fcntl(from, F_DUPFD_CLOEXEC, first_unmapped);
     if (tmp < 0) return false;
     moved.emplace_back(tmp, to);
-  }
-  for (auto [tmp, to] : moved) {
-    if (::dup2(tmp, to) != to) return false;  // the copy is inheritable: no CLOEXEC
   }
   auto open_onto = [](int target, const char* path, int flags) {
     int fd = ::open(path, flags | O_CLOEXEC, 0644);
     if (fd < 0) return false;
-    bool ok = ::dup2(fd, target) == target;
-    ::close(fd);
+    bool ok = fd == target ? ::fcntl(fd, F_SETFD, 0) == 0 : ::dup2(fd, target) == target;
+    if (fd != target) ::close(fd);
     return ok;
   };
   if (opts.stdin_null && !open_onto(0, "/dev/null", O_RDONLY)) return false;
   if (!opts.stdout_path.empty() && !open_onto(1, opts.stdout_path.c_str(), O_WRONLY | O_CREAT | O_APPEND)) return false;
   if (!opts.stderr_path.empty() && !open_onto(2, opts.stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND)) return false;
-  ::syscall(SYS_close_range, first_unmapped, ~0U, 0);  // the moved copies too
-  if (opts.new_session) {
-    ::setsid();
-  } else if (opts.new_process_group) {
-    ::setpgid(0, 0);
+  for (auto [tmp, to] : moved) {
+    if (::dup2(tmp, to) != to) return false;  // the copy is inheritable: no CLOEXEC
   }
+  if (!close_descriptors_from(first_unmapped)) return false;  // the moved copies too
+  if (opts.new_session && ::setsid() < 0) return false;
+  if (!opts.new_session && opts.new_process_group && ::setpgid(0, 0) != 0) return false;
   for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);  // SIGKILL, SIGSTOP: EINVAL, already so
   sigset_t none;
   sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  return true;
+  return ::sigprocmask(SIG_SETMASK, &none, nullptr) == 0;
 }
 
 // Points the kernel's view of this process's command line (/proc/self/cmdline) at
@@ -238,22 +251,25 @@ Child spawn_in_process(const SpawnOptions& opts, const std::function<int(int arg
   pid_t pid = ::fork();
   if (pid < 0) throw_errno(ErrorCode::Internal, "fork for " + opts.argv[0]);
   if (pid > 0) return Child(pid);
-  trace_after_fork();
-  if (!set_up_forked_child(opts)) ::_exit(127);
-  bool shown = false;
+  // From here on nothing may unwind back into the caller's code: this is a second
+  // copy of the caller, which must only ever become the child.
+  int status = 127;
   try {
-    shown = show_command_line(area.data(), area.data() + area.size());
-  } catch (const Error&) {  // /proc unreadable: as without PR_SET_MM_MAP
-  }
-  if (!shown) {
-    ::execvp(argv[0], argv.data());  // not allowed to: the way spawn() would have gone
-    ::_exit(127);
-  }
-  ::prctl(PR_SET_NAME, name.c_str());
-  int status = 1;
-  try {
+    trace_after_fork();
+    if (!set_up_forked_child(opts)) ::_exit(127);
+    bool shown = false;
+    try {
+      shown = show_command_line(area.data(), area.data() + area.size());
+    } catch (const Error&) {  // /proc unreadable: as without PR_SET_MM_MAP
+    }
+    if (!shown) {
+      ::execvp(argv[0], argv.data());  // not allowed to: the way spawn() would have gone
+      ::_exit(127);
+    }
+    ::prctl(PR_SET_NAME, name.c_str());
+    status = 1;
     status = main_fn(static_cast<int>(argv.size() - 1), argv.data());
-  } catch (const std::exception& e) {  // never back up into the parent's code
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: %s\n", name.c_str(), e.what());
   } catch (...) {
     std::fprintf(stderr, "%s: unknown exception\n", name.c_str());

@@ -6,14 +6,20 @@
 #include "common/process.hpp"
 
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <cstddef>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
@@ -56,8 +62,15 @@ void write_line(int fd, const std::string& line) {
   (void)!::write(fd, l.data(), l.size());
 }
 
+// spawn_in_process forks only a caller with one thread.
+bool single_threaded() {
+  struct stat st;
+  return ::stat("/proc/self/task", &st) == 0 && st.st_nlink == 3;
+}
+
 TEST(SpawnInProcessTest, TheChildGetsWhatAnExecdOneWouldAndItsOwnCommandLine) {
   if (!can_move_command_line()) GTEST_SKIP() << "no PR_SET_MM_MAP in this kernel (the child would exec argv[0])";
+  ASSERT_TRUE(single_threaded()) << "a thread left over by an earlier test";
   Pipe report;
   // Inherited by anything this process starts (no CLOEXEC), yet not mapped: closed.
   UniqueFd stray(::open("/dev/null", O_RDONLY));
@@ -117,6 +130,52 @@ TEST(SpawnInProcessTest, AnExceptionEndsTheChildNotTheCaller) {
   int status = child.wait();
   ASSERT_TRUE(WIFEXITED(status)) << describe_status(status);
   EXPECT_EQ(WEXITSTATUS(status), can_move_command_line() ? 1 : 9);
+}
+
+// What a fork checks or does that an exec did for it: a low descriptor limit is no
+// reason to fail, and where close_range(2) is refused (an old kernel, a seccomp
+// profile) the descriptors are closed one by one, never left to the child.
+TEST(SpawnInProcessTest, ALowDescriptorLimitOrARefusedCloseRangeStillGivesAClosedChild) {
+  if (!can_move_command_line()) GTEST_SKIP() << "no PR_SET_MM_MAP in this kernel (the child would exec argv[0])";
+  for (bool refuse_close_range : {false, true}) {
+    Pipe report;
+    pid_t tester = ::fork();
+    ASSERT_GE(tester, 0);
+    if (tester == 0) {  // a process of its own: the limit and the filter stay in it
+      rlimit low{64, 64};
+      if (::setrlimit(RLIMIT_NOFILE, &low) != 0) ::_exit(10);
+      int stray = ::open("/dev/null", O_RDONLY);  // no CLOEXEC: inherited unless closed
+      if (stray < 0) ::_exit(11);
+      if (refuse_close_range) {
+        sock_filter filter[] = {
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_close_range, 0, 1),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        };
+        sock_fprog prog{static_cast<unsigned short>(sizeof filter / sizeof filter[0]), filter};
+        if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+          ::_exit(12);
+        }
+      }
+      SpawnOptions so;
+      so.argv = {"/nonexistent/boxlite-test-child"};
+      so.fds = {{report.write.get(), 3}};
+      Child child = spawn_in_process(so, [stray](int, char**) {
+        write_line(3, std::string("stray ") + (::fcntl(stray, F_GETFD) < 0 ? "closed" : "open"));
+        return 7;
+      });
+      int status = child.wait();
+      ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 13);
+    }
+    report.write.reset();
+    std::string got = read_to_eof(report.read.get());
+    int status = 0;
+    ASSERT_EQ(::waitpid(tester, &status, 0), tester);
+    ASSERT_TRUE(WIFEXITED(status)) << describe_status(status);
+    EXPECT_EQ(WEXITSTATUS(status), 7) << "close_range refused: " << refuse_close_range;
+    EXPECT_EQ(got, "stray closed\n") << "close_range refused: " << refuse_close_range;
+  }
 }
 
 TEST(SpawnInProcessTest, ACallerWithAnotherThreadExecsArgv0Instead) {
