@@ -3,8 +3,10 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -110,6 +112,33 @@ bool read_exact(int fd, void* data, size_t len) {
     }
     got += static_cast<size_t>(n);
   }
+  return true;
+}
+
+bool close_descriptors_from(int first) noexcept {
+  if (::syscall(SYS_close_range, first, ~0U, 0) == 0) return true;
+  int dir = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir >= 0) {
+    // getdents64 rather than opendir: no allocation. Closing while listing is safe
+    // here: an entry closed is one already read.
+    alignas(8) char buf[4096];
+    long n;
+    while ((n = ::syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0) {
+      for (long off = 0; off < n;) {
+        const auto* e = reinterpret_cast<const dirent64*>(buf + off);
+        off += e->d_reclen;
+        int fd = 0;
+        const char* c = e->d_name;
+        for (; *c >= '0' && *c <= '9'; ++c) fd = fd * 10 + (*c - '0');
+        if (*c == '\0' && c != e->d_name && fd >= first && fd != dir) ::syscall(SYS_close, fd);
+      }
+    }
+    ::syscall(SYS_close, dir);
+    if (n == 0) return true;
+  }
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return false;
+  for (rlim_t fd = static_cast<rlim_t>(first); fd < lim.rlim_cur; ++fd) ::syscall(SYS_close, static_cast<int>(fd));
   return true;
 }
 

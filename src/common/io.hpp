@@ -37,6 +37,13 @@ bool read_exact(int fd, void* data, size_t len);
 inline constexpr size_t kMaxPassedFds = 16;
 ssize_t send_with_fds(int sock, const void* data, size_t len, const int* fds, size_t nfds) noexcept;
 ssize_t recv_with_fds(int sock, void* data, size_t len, int* fds, size_t max_fds, size_t* nfds) noexcept;
+// Closes every descriptor from `first` up: close_range(2), or, where that is missing
+// (Linux < 5.9) or refused (a seccomp profile), each one /proc/self/fd lists, or
+// failing that every number below the descriptor limit. A child that will not exec
+// must close them itself: close-on-exec closes nothing. Allocates nothing and makes
+// only system calls, so a vfork-style child (sharing its parent's memory) may call
+// it. False if a descriptor may be left open.
+bool close_descriptors_from(int first) noexcept;
 void set_nonblocking(int fd, bool on = true);
 void set_cloexec(int fd, bool on = true);
 // mkdir -p.

@@ -1,6 +1,5 @@
 #include "common/process.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <linux/prctl.h>
 #include <poll.h>
@@ -151,21 +150,6 @@ int thread_count() {
   struct stat st;
   if (::stat("/proc/self/task", &st) != 0 || st.st_nlink < 3) return 0;
   return static_cast<int>(st.st_nlink) - 2;
-}
-
-// Closes every descriptor from `first` on: close_range(2), or one by one as
-// /proc/self/fd lists them where that call is missing (Linux < 5.9) or refused (a
-// seccomp profile around us). With no exec to come, close-on-exec closes nothing.
-bool close_descriptors_from(int first) {
-  if (::syscall(SYS_close_range, first, ~0U, 0) == 0) return true;
-  DIR* dir = ::opendir("/proc/self/fd");
-  if (dir == nullptr) return false;
-  while (dirent* e = ::readdir(dir)) {
-    int fd = std::atoi(e->d_name);
-    if (fd >= first && fd != ::dirfd(dir)) ::close(fd);
-  }
-  ::closedir(dir);
-  return true;
 }
 
 // The child's side of spawn_in_process: what posix_spawn's file and attribute

@@ -298,9 +298,7 @@ void Agent::start_holder_init() {
       ::_exit(127);
     }
     // Nothing of the agent's (its channel, the report pipe) stays open in the box's PID 1.
-    if (::close_range(0, ~0u, 0) != 0) {
-      for (int fd = 0; fd < 1024; ++fd) ::close(fd);
-    }
+    if (!close_descriptors_from(0)) ::_exit(127);
     run_holder_init();
   }
   report_w.reset();

@@ -149,9 +149,7 @@ void reset_disposition(int sig) {
     // No execve closes the agent's descriptors (the channel, other execs' pipes)
     // for us: close them, or another exec could never see EOF on its stdin while
     // this one runs. The report pipe goes too, which tells the agent we started.
-    if (::close_range(3, ~0u, 0) != 0) {
-      for (int fd = 3; fd < 1024; ++fd) ::close(fd);
-    }
+    if (!close_descriptors_from(3)) child_fail(p.report, 11);
     ::_exit(run_builtin(*p.builtin, *p.builtin_args));
   }
   ::execve(p.path.c_str(), p.argv.data(), p.envp.data());
@@ -187,6 +185,7 @@ const char* stage_name(int stage) {
     case 7: return "chdir";
     case 9: return "setpgid";
     case 10: return "mount the box's /proc for";
+    case 11: return "close the agent's descriptors for";
     default: return "exec";
   }
 }

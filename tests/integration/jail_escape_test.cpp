@@ -288,9 +288,6 @@ TEST_F(JailEscapeTest, MountAndUmountFail) {
   EXPECT_EQ(sh(box, "cat /proc/kallsyms | wc -c").stdout_text, "0\n");
 }
 
-// Docker's masked /proc paths are masked on the box's /proc (its own PID
-// namespace's, mounted after the box's first process exists): each one this
-// kernel has reads empty, and the read-only ones refuse writes.
 // The mounts the shim makes for a box (its root, /tmp, its volumes) reach the box's
 // mount namespace locked: even a process with every capability in the box's user
 // namespace (more than the box's root keeps) cannot unmount one to see what is
@@ -319,6 +316,9 @@ TEST_F(JailEscapeTest, TheBoxsMountsAreLockedEvenForAFullyCapableProcess) {
   EXPECT_FALSE(path_exists(vol + "/g"));
 }
 
+// Docker's masked /proc paths are masked on the box's /proc (its own PID
+// namespace's, mounted after the box's first process exists): each one this
+// kernel has reads empty, and the read-only ones refuse writes.
 TEST_F(JailEscapeTest, ProcPathsAreMaskedAndReadOnly) {
   auto box = jail();
   for (const char* masked : {"/proc/keys", "/proc/kallsyms", "/proc/timer_list", "/proc/interrupts", "/proc/kmsg",

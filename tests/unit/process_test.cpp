@@ -1,4 +1,4 @@
-// common/process: spawn_in_process gives its forked child what spawn() gives an
+// common/process and common/io: spawn_in_process gives its forked child what spawn() gives an
 // exec'd one (the mapped descriptors and no other, default signals and an empty
 // mask, a process group, its argv as the command line the kernel shows), never lets
 // it run back into the caller's code, and execs argv[0] instead from a process
@@ -132,6 +132,46 @@ TEST(SpawnInProcessTest, AnExceptionEndsTheChildNotTheCaller) {
   EXPECT_EQ(WEXITSTATUS(status), can_move_command_line() ? 1 : 9);
 }
 
+// From now on this process's close_range(2) fails with ENOSYS, as on Linux < 5.9 or
+// under a seccomp profile that refuses it. For a process of its own (it cannot be
+// undone).
+bool refuse_close_range_here() {
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_close_range, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog prog{static_cast<unsigned short>(sizeof filter / sizeof filter[0]), filter};
+  return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+}
+
+// common/io's close_descriptors_from, shared by every child that does not exec:
+// where close_range is refused it still closes all of them, numbers past 1024
+// included (the loops to 1024 it replaced did not), and keeps those below `first`.
+TEST(CloseDescriptorsFromTest, ClosesEveryDescriptorFromFirstUpEvenWithoutCloseRange) {
+  pid_t tester = ::fork();
+  ASSERT_GE(tester, 0);
+  if (tester == 0) {
+    if (!refuse_close_range_here()) ::_exit(10);
+    if (::syscall(SYS_close_range, 3, ~0U, 0) == 0 || errno != ENOSYS) ::_exit(11);  // the filter holds
+    rlimit many{4096, 4096};
+    if (::setrlimit(RLIMIT_NOFILE, &many) != 0) ::_exit(12);
+    int kept = ::open("/dev/null", O_RDONLY);  // below `first`
+    int low = ::open("/dev/null", O_RDONLY);
+    if (kept < 0 || low < 0 || ::dup2(low, 3000) != 3000) ::_exit(13);
+    int first = low;
+    if (!close_descriptors_from(first)) ::_exit(14);
+    bool kept_open = ::fcntl(kept, F_GETFD) >= 0;
+    bool low_closed = ::fcntl(low, F_GETFD) < 0, high_closed = ::fcntl(3000, F_GETFD) < 0;
+    ::_exit(kept_open && low_closed && high_closed ? 0 : 20 + kept_open * 4 + low_closed * 2 + high_closed);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(tester, &status, 0), tester);
+  ASSERT_TRUE(WIFEXITED(status)) << describe_status(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "20 + 4*kept open + 2*low closed + high closed, or a set-up step";
+}
+
 // What a fork checks or does that an exec did for it: a low descriptor limit is no
 // reason to fail, and where close_range(2) is refused (an old kernel, a seccomp
 // profile) the descriptors are closed one by one, never left to the child.
@@ -146,18 +186,7 @@ TEST(SpawnInProcessTest, ALowDescriptorLimitOrARefusedCloseRangeStillGivesAClose
       if (::setrlimit(RLIMIT_NOFILE, &low) != 0) ::_exit(10);
       int stray = ::open("/dev/null", O_RDONLY);  // no CLOEXEC: inherited unless closed
       if (stray < 0) ::_exit(11);
-      if (refuse_close_range) {
-        sock_filter filter[] = {
-            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_close_range, 0, 1),
-            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
-            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        };
-        sock_fprog prog{static_cast<unsigned short>(sizeof filter / sizeof filter[0]), filter};
-        if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
-          ::_exit(12);
-        }
-      }
+      if (refuse_close_range && !refuse_close_range_here()) ::_exit(12);
       SpawnOptions so;
       so.argv = {"/nonexistent/boxlite-test-child"};
       so.fds = {{report.write.get(), 3}};

@@ -3,7 +3,6 @@
 // only; it reports failures on the init's report pipe and never throws.
 #include "engine/jail/box_init.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <sched.h>
@@ -220,9 +219,7 @@ int put_inner_proc_in_place(int inner_ns, bool via_setns) {
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::dup2(gate, 0) < 0) ::_exit(1);
-  if (::close_range(1, ~0u, 0) != 0) {
-    for (int fd = 1; fd < 1024; ++fd) ::close(fd);
-  }
+  if (!close_descriptors_from(1)) ::_exit(1);
   // A byte, and the first child's PID namespace.
   char go;
   int inner_ns = -1;
@@ -301,19 +298,6 @@ void set_rlimits(const ChildArgs& a) {
   }
 }
 
-// close_range() needs Linux 5.9 (and a seccomp profile around us may refuse it):
-// each open descriptor from `first` on, as the box's /proc (mounted by now) lists
-// them (the rlimit allows a million).
-void close_from(const ChildArgs& a, int first) {
-  DIR* dir = ::opendir("/proc/self/fd");
-  if (!dir) child_fail(a, "list descriptors (/proc/self/fd)");
-  while (auto* e = ::readdir(dir)) {
-    int fd = std::atoi(e->d_name);
-    if (fd >= first && fd != ::dirfd(dir)) ::close(fd);
-  }
-  ::closedir(dir);
-}
-
 [[noreturn]] void run_box_init(const ChildArgs& a) {
   // The box's files are made as in a container (and as the VM's are), not with
   // whatever umask the user who started the box has.
@@ -379,7 +363,7 @@ void close_from(const ChildArgs& a, int first) {
   // closes what the zygote was given: everything else of the host's is closed
   // here, the report pipe last of all, whose EOF tells the shim the agent runs.
   if (::dup2(gate_fd, 4) < 0) child_fail(a, "move the /proc helper's gate");
-  if (::close_range(5, ~0u, 0) != 0) close_from(a, 5);
+  if (!close_descriptors_from(5)) child_fail(a, "close the host's descriptors");
   ::_exit(a.agent(3, 4));
 }
 
