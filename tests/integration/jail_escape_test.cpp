@@ -1,9 +1,11 @@
 // The jail engine against a hostile guest: each test runs an attack inside a jail
 // box and checks it fails and the host is unchanged.
 #include <fcntl.h>
+#include <linux/nsfs.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 
@@ -391,6 +393,36 @@ TEST_F(JailEscapeTest, WritesToSysAndProcSysFailAndTheHostIsUnchanged) {
   EXPECT_NE(sh(box, "echo b > /proc/sysrq-trigger && test -s /proc/sysrq-trigger").exit_code, 0);
   EXPECT_EQ(read_file("/proc/sys/kernel/randomize_va_space"), aslr);
   EXPECT_EQ(read_file("/proc/sys/net/core/somaxconn"), somax);
+}
+
+// The box's network namespace is made by its init's /proc helper once the id maps
+// are written, beside the box's root, and handed to the shim, which checks that it
+// belongs to the box's user namespace before it makes the box's TAP device there.
+// It is the box's alone, owned by its user namespace, and its loopback device,
+// registered after the maps, is its root's in /sys (it was nobody's when the
+// namespace came with the clone).
+TEST_F(JailEscapeTest, TheBoxsNetworkNamespaceIsItsOwnAndItsRoots) {
+  auto box = jail();
+  auto r = sh(box, "ls /sys/class/net; stat -c 'owner %u' /sys/class/net/lo/mtu /sys/class/net/eth0/mtu");
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, "eth0\nlo\nowner 0\nowner 0\n");
+  auto [shim, agent] = shim_and_agent(box);
+  ASSERT_GT(agent, 0);
+  auto ns_of = [](const std::string& path) {
+    struct stat st {};
+    EXPECT_EQ(::stat(path.c_str(), &st), 0) << path << ": " << std::strerror(errno);
+    return std::make_pair(st.st_dev, st.st_ino);
+  };
+  std::string a = "/proc/" + std::to_string(agent) + "/ns/";
+  EXPECT_NE(ns_of(a + "net"), ns_of("/proc/self/ns/net")) << "the agent is in the host's network namespace";
+  EXPECT_NE(ns_of(a + "net"), ns_of("/proc/" + std::to_string(shim) + "/ns/net"));
+  UniqueFd net(::open((a + "net").c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(net) << std::strerror(errno);
+  UniqueFd owner(::ioctl(net.get(), NS_GET_USERNS));
+  ASSERT_TRUE(owner) << std::strerror(errno);
+  struct stat st {};
+  ASSERT_EQ(::fstat(owner.get(), &st), 0);
+  EXPECT_EQ(std::make_pair(st.st_dev, st.st_ino), ns_of(a + "user")) << "not owned by the box's user namespace";
 }
 
 TEST_F(JailEscapeTest, MknodOfABlockDeviceFails) {

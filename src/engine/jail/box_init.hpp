@@ -31,9 +31,11 @@ struct InitParams {
 // files (v1): at most kMaxPassedFds (common/io.hpp) in all.
 //
 // boxlite-guest --jail-zygote FD: waits for one request on FD, clones the box's
-// init into new user, pid, mount, uts, ipc and network namespaces (a child of the
-// shim's: CLONE_PARENT), answers with its pid or -errno and
-// exits; at EOF it exits.
+// init into new user, pid, mount, uts and ipc namespaces (a child of the shim's:
+// CLONE_PARENT), answers with its pid or -errno and exits; at EOF it exits. The
+// init gets its network namespace from its /proc helper while it makes the box's
+// root, and sends it to the shim on the channel (a byte, "n", with the namespace)
+// before the agent says anything there.
 [[noreturn]] void serve_zygote(int sock, AgentMain agent);
 
 }  // namespace boxlite::engine::jail

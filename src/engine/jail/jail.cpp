@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <linux/nsfs.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -462,6 +464,34 @@ void enter_private_mount_namespace() {
     throw_errno(ErrorCode::Engine, "make / private");
 }
 
+namespace {
+
+// The init's first word on the channel: a byte and its network namespace, which
+// must be a network namespace of the box's own user namespace (so never the host's,
+// where a TAP made would be a host device). An empty fd if the init is gone first.
+UniqueFd receive_box_netns(int channel, int box_userns) {
+  char byte = 0;
+  int fd = -1;
+  size_t got = 0;
+  ssize_t n;
+  while ((n = recv_with_fds(channel, &byte, 1, &fd, 1, &got)) < 0 && errno == EINTR) {
+  }
+  if (n == 0 || (n < 0 && errno == ECONNRESET)) return UniqueFd();
+  if (n < 0) throw_errno(ErrorCode::Engine, "hear the box's network namespace from its init");
+  UniqueFd netns(got == 1 ? fd : -1);
+  if (byte != 'n' || !netns) throw Error(ErrorCode::Engine, "the box's init sent no network namespace");
+  UniqueFd owner(::ioctl(netns.get(), NS_GET_USERNS));
+  struct stat want {
+  }, have{};
+  if (::ioctl(netns.get(), NS_GET_NSTYPE) != CLONE_NEWNET || !owner || ::fstat(owner.get(), &have) != 0 ||
+      ::fstat(box_userns, &want) != 0 || have.st_ino != want.st_ino || have.st_dev != want.st_dev) {
+    throw Error(ErrorCode::Engine, "the box's init sent a namespace that is not a network namespace of the box's");
+  }
+  return netns;
+}
+
+}  // namespace
+
 Jail start(const ShimSpec& spec, Zygote& zygote, const std::function<void(int)>& once_cloned) {
   if (::geteuid() != 0) {
     throw Error(ErrorCode::UnsupportedEngine,
@@ -491,10 +521,10 @@ Jail start(const ShimSpec& spec, Zygote& zygote, const std::function<void(int)>&
   for (const auto& fd : cg.join_fds) fds.push_back(fd.get());
   pid_t pid = zygote.clone_init(params, root, fds);
   trace("jail: cloned");
-  // Opened while the init is still ours (its uid, dumpable): once it runs the
-  // agent, it is not dumpable and its memory belongs to our user namespace.
-  UniqueFd netns(::open(("/proc/" + std::to_string(pid) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC));
-  int netns_errno = errno;
+  // Opened while the init is still ours (its uid, dumpable), to check the network
+  // namespace it sends us against.
+  UniqueFd userns(::open(("/proc/" + std::to_string(pid) + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
+  int userns_errno = errno;
   Jail j;
   j.init = Child(pid);
   sync_r.reset();
@@ -532,10 +562,10 @@ Jail start(const ShimSpec& spec, Zygote& zygote, const std::function<void(int)>&
     return why;
   };
   try {
-    if (once_cloned) {
-      if (!netns) throw_errno(ErrorCode::Engine, "open the box's network namespace", netns_errno);
-      once_cloned(netns.get());
-    }
+    if (!userns) throw_errno(ErrorCode::Engine, "open the box's user namespace", userns_errno);
+    UniqueFd netns = receive_box_netns(host_end.get(), userns.get());
+    if (!netns) throw Error(ErrorCode::Engine, "jail setup failed: the box's init exited before it had a network");
+    if (once_cloned) once_cloned(netns.get());
   } catch (const Error&) {
     // A child that failed meanwhile took its namespaces with it: its reason is the
     // one to give, not the caller's failure to enter them.
