@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <functional>
 
+#include "engine/jail/box_init.hpp"
 #include "support.hpp"
 
 namespace boxlite::testing {
@@ -423,6 +425,34 @@ TEST_F(JailEscapeTest, TheBoxsNetworkNamespaceIsItsOwnAndItsRoots) {
   struct stat st {};
   ASSERT_EQ(::fstat(owner.get(), &st), 0);
   EXPECT_EQ(std::make_pair(st.st_dev, st.st_ino), ns_of(a + "user")) << "not owned by the box's user namespace";
+}
+
+// A shim of another build must be refused by the zygote before it clones anything:
+// a shim that expected the network namespace from the clone would otherwise make its
+// box's TAP device in its own namespace, the host's. The real boxlite-guest, asked
+// with a request of another protocol version, answers EPROTO and exits.
+TEST_F(JailEscapeTest, TheZygoteRefusesARequestOfAnotherVersion) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  UniqueFd ours(sv[0]), theirs(sv[1]);
+  SpawnOptions so;
+  so.argv = {bin_dir() + "/boxlite-guest", "--jail-zygote", "3"};
+  so.fds = {{theirs.get(), 3}};
+  so.stdout_path = so.stderr_path = "/dev/null";
+  Child zygote = spawn(so);
+  theirs.reset();
+  engine::jail::InitParams params{};
+  params.version = engine::jail::kInitProtocolVersion - 1;
+  std::strcpy(params.hostname, "skewed");
+  UniqueFd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  int fds[5] = {null.get(), null.get(), null.get(), null.get(), null.get()};
+  ASSERT_EQ(send_with_fds(ours.get(), &params, sizeof params, fds, 5), static_cast<ssize_t>(sizeof params));
+  pollfd p{ours.get(), POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 10000), 1) << "the zygote did not answer";
+  pid_t answer = 0;
+  ASSERT_EQ(::recv(ours.get(), &answer, sizeof answer, 0), static_cast<ssize_t>(sizeof answer));
+  EXPECT_EQ(answer, -EPROTO);
+  EXPECT_EQ(zygote.wait(), 0);
 }
 
 TEST_F(JailEscapeTest, MknodOfABlockDeviceFails) {

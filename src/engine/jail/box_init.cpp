@@ -249,7 +249,7 @@ void join_network_namespace(const ChildArgs& a, int gate) {
   }
   if (err != 0) {
     errno = err;
-    child_fail(a, "create the box's network namespace");
+    child_fail(a, "get the box's network namespace from the /proc helper");
   }
   if (::setns(net, CLONE_NEWNET) != 0) child_fail(a, "join the box's network namespace");
   ::close(net);
@@ -423,7 +423,8 @@ pid_t clone_init_for(int sock, AgentMain agent) {
   size_t nfds = 0;
   ssize_t n = recv_with_fds(sock, &params, sizeof params, fds, kMaxPassedFds, &nfds);
   if (n == 0) ::_exit(0);  // the shim needs no box init (a VM box, or none)
-  if (n != static_cast<ssize_t>(sizeof params) || nfds < 5 || params.hostname[sizeof params.hostname - 1] != '\0') {
+  if (n != static_cast<ssize_t>(sizeof params) || params.version != kInitProtocolVersion || nfds < 5 ||
+      params.hostname[sizeof params.hostname - 1] != '\0') {
     return n < 0 ? -errno : -EPROTO;
   }
   // Into the shim's mount namespace, where the box's overlay is, and the box root.

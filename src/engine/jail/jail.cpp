@@ -366,6 +366,7 @@ bool kernel_mounts_proc_by_pidns() {
 
 InitParams init_params(const ShimSpec& spec) {
   InitParams p{};
+  p.version = kInitProtocolVersion;
   if (spec.hostname.size() >= sizeof p.hostname) {
     throw Error(ErrorCode::InvalidArgument, "hostname '" + spec.hostname + "' is longer than " +
                                                 std::to_string(sizeof p.hostname - 1) + " characters");
@@ -392,7 +393,8 @@ Zygote Zygote::start(const std::string& libexec_dir) {
   }
   UniqueFd ours(sv[0]), theirs(sv[1]);
   SpawnOptions so;
-  so.argv = {libexec_dir + "/boxlite-guest", "--jail-zygote", "3"};
+  z.binary_ = libexec_dir + "/boxlite-guest";
+  so.argv = {z.binary_, "--jail-zygote", "3"};
   so.fds = {{theirs.get(), 3}};
   so.stdout_path = so.stderr_path = "/dev/null";
   so.empty_env = true;  // whatever the shim's caller had in its environment stays out
@@ -450,6 +452,11 @@ pid_t Zygote::clone_init(const InitParams& params, const std::string& root, cons
   if (n != static_cast<ssize_t>(sizeof pid)) {
     throw_errno(ErrorCode::Engine, "the jail's zygote did not answer", n < 0 ? err : EPIPE);
   }
+  if (pid == -EPROTO) {
+    throw Error(ErrorCode::Engine, "the jail's zygote (" + binary_ +
+                                       ") refused the box's request: it is not from this build of the shim; "
+                                       "install boxlite-shim and boxlite-guest together");
+  }
   if (pid < 0) throw_errno(ErrorCode::Engine, "clone the box's namespaces", -pid);
   return pid;
 }
@@ -479,7 +486,11 @@ UniqueFd receive_box_netns(int channel, int box_userns) {
   if (n == 0 || (n < 0 && errno == ECONNRESET)) return UniqueFd();
   if (n < 0) throw_errno(ErrorCode::Engine, "hear the box's network namespace from its init");
   UniqueFd netns(got == 1 ? fd : -1);
-  if (byte != 'n' || !netns) throw Error(ErrorCode::Engine, "the box's init sent no network namespace");
+  if (byte != 'n' || !netns) {
+    throw Error(ErrorCode::Engine,
+                "the box's init sent no network namespace: is boxlite-guest from another build than the shim? "
+                "Install boxlite-shim and boxlite-guest together");
+  }
   UniqueFd owner(::ioctl(netns.get(), NS_GET_USERNS));
   struct stat want {
   }, have{};

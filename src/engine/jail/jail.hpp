@@ -58,6 +58,7 @@ class Zygote {
   UniqueFd sock_;
   Child process_;
   std::string failure_;  // why there is none
+  std::string binary_;   // the boxlite-guest it runs
 };
 
 // Where the shim mounts the box's root (ShimSpec::root_mountpoint).
