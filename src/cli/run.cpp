@@ -30,7 +30,7 @@ int run_detached(const GlobalFlags& g, const RunFlags& f) {
   core::prestart_shim(/*detached=*/true);  // its start overlaps ours (core/shim_launch.hpp)
   Runtime rt(runtime_options(g));
   PullDisplay progress(rt, stderr);
-  auto box = rt.create(o, f.name);
+  auto box = rt.create_to_start(o, f.name);
   try {
     box->start();
   } catch (const Error&) {
@@ -54,7 +54,7 @@ int run_box(const GlobalFlags& g, const RunFlags& f) {
   Runtime rt(runtime_options(g));
   trace("cli: runtime open");
   PullDisplay progress(rt, stderr);
-  auto box = rt.create(o, f.name);
+  auto box = rt.create_to_start(o, f.name);
   trace("cli: created");
   std::optional<ExecResult> result;
   std::optional<Error> failure;

@@ -278,7 +278,9 @@ BoxMetrics Box::metrics() {
 
 FileLock Box::lock_box() {
   // Serialises start/stop/remove of this box across processes (mu_ does it
-  // within one). The kernel drops it if the holder dies.
+  // within one). The kernel drops it if the holder dies. A shim handed the box
+  // ahead of a start() that did not come holds it: it is stopped first.
+  handed_.reset();
   return FileLock::acquire_directory(spec_.box_dir);
 }
 
@@ -295,25 +297,33 @@ void Box::check_valid_locked() const {
 void Box::start() {
   trace("core: start");
   std::lock_guard lk(mu_);
-  FileLock box_lock = lock_box();
+  // Handed the box when it was created, under the lock held since: nobody else can
+  // have started it, and its shim is booting it already.
+  std::optional<core::HandedShim> handed = std::exchange(handed_, std::nullopt);
+  FileLock box_lock = handed ? handed->take_lock() : lock_box();
   trace("core: start locked");
   invalidated_ = false;  // an explicit start re-validates the handle (docs/storage.md)
-  if (state_ == BoxState::Running) {
-    if (client_ && !client_->closed()) return;
-    stop_locked();
+  if (!handed) {
+    if (state_ == BoxState::Running) {
+      if (client_ && !client_->closed()) return;
+      stop_locked();
+    }
+    if (join_started_elsewhere_locked()) return;
+    // Booting it here would make a second owner of another process's box.
+    if (attached_) throw Error(ErrorCode::Stopped, "box " + id() + " is not running");
   }
-  if (join_started_elsewhere_locked()) return;
-  // Booting it here would make a second owner of another process's box.
-  if (attached_) throw Error(ErrorCode::Stopped, "box " + id() + " is not running");
   trace("core: start checks");
   if (spec_.engine == "jail") engine::jail::prime_cgroup_attach();
   // The CLI's `run` started one already (core/shim_launch.hpp); else start it now.
-  std::optional<core::ShimLaunch> launch = core::take_prestarted_shim(record_.detach);
+  std::optional<core::ShimLaunch> launch =
+      handed ? std::optional(handed->take_launch()) : core::take_prestarted_shim(record_.detach);
   double spawn_started_ms = now_ms();
   if (!launch) launch.emplace(core::ShimLaunch::spawn(record_.detach));
-  ::unlink((spec_.box_dir + "/exit.json").c_str());
-  launch->hand_box_dir(spec_.box_dir);
-  trace("core: shim handed its box");
+  if (!handed) {
+    ::unlink((spec_.box_dir + "/exit.json").c_str());
+    launch->hand_box_dir(spec_.box_dir);
+    trace("core: shim handed its box");
+  }
   Child shim = launch->take_process();
   std::string report = read_until_eof(launch->ready(), spec_.boot_timeout_secs * 1000 + 15000);
   trace("core: shim ready");

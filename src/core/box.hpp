@@ -15,6 +15,7 @@
 #include "core/counters.hpp"
 #include "core/execution.hpp"
 #include "core/options.hpp"
+#include "core/shim_launch.hpp"
 #include "core/snapshots.hpp"
 #include "engine/spec.hpp"
 #include "store/store.hpp"
@@ -52,6 +53,9 @@ class Box {
   // Starts the box (a no-op when running). On a handle invalidated by stop(), start()
   // makes it valid again: code that does box->stop(); box->start() keeps working.
   void start();
+  // A shim already handed this box, under its lock (Runtime::create_to_start): the
+  // next start() takes it; anything else that locks the box stops it first.
+  void adopt_handed_shim(core::HandedShim shim) { handed_.emplace(std::move(shim)); }
   // box.snapshot: create/list/get/remove/restore (core/snapshots.hpp).
   SnapshotHandle snapshot() { return SnapshotHandle(*this); }
   // Refused (InvalidState) when the box stopped because its main command exited:
@@ -136,6 +140,7 @@ class Box {
   BoxState state_ = BoxState::Created;
   Child shim_;
   UniqueFd lifeline_;
+  std::optional<core::HandedShim> handed_;
   std::shared_ptr<core::ShimClient> client_;
   std::shared_ptr<core::RuntimeCounters> counters_;  // null: not counted
 };

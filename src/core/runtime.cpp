@@ -559,9 +559,17 @@ RuntimeMetrics Runtime::metrics() {
 }
 
 std::shared_ptr<Box> Runtime::create(const BoxOptions& opts, const std::string& name) {
+  return create_counted(opts, name, /*start_now=*/false);
+}
+
+std::shared_ptr<Box> Runtime::create_to_start(const BoxOptions& opts, const std::string& name) {
+  return create_counted(opts, name, /*start_now=*/true);
+}
+
+std::shared_ptr<Box> Runtime::create_counted(const BoxOptions& opts, const std::string& name, bool start_now) {
   if (shut_down_) throw Error(ErrorCode::Stopped, "Cannot create box: runtime has been shut down");
   try {
-    auto box = create_box(opts, name);
+    auto box = create_box(opts, name, start_now);
     ++counters_->boxes_created;
     return box;
   } catch (const Error& e) {
@@ -571,7 +579,7 @@ std::shared_ptr<Box> Runtime::create(const BoxOptions& opts, const std::string& 
   }
 }
 
-std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::string& name) {
+std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::string& name, bool start_now) {
   validate_box_options(opts);
   validate_name(name);
   if (!name.empty() && store_->find(name))
@@ -663,6 +671,22 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   // A box removed when it stops need not survive a host crash: no fsync.
   write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600, /*durable=*/!spec.ephemeral);
   trace("core: spec written");
+  // A box that cannot be recorded after all has its handed shim stopped (~HandedShim);
+  // the cgroups a jail's shim made go then too, should it have been killed first.
+  struct CgroupBackstop {
+    const engine::ShimSpec& spec;
+    bool committed = false;
+    ~CgroupBackstop() {
+      if (committed || spec.engine != "jail") return;
+      try {
+        engine::jail::remove_cgroups(spec.box_id);
+      } catch (const std::exception&) {
+        // The error on its way out says what failed; this is only a backstop.
+      }
+    }
+  } cgroup_backstop{spec};
+  std::optional<core::HandedShim> handed =
+      start_now ? core::hand_prestarted_shim(spec.box_dir, opts.detach) : std::nullopt;
 
   store::BoxRecord rec;
   rec.id = spec.box_id;
@@ -677,8 +701,10 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   timings["create_ms"] = static_cast<int64_t>(now_ms() - create_started_ms);
   rec.timings_json = timings.dump();
   store_->insert(rec);  // a taken name fails here too (a race with another creator)
-  guard.committed = true;
-  return track(std::make_shared<Box>(spec, rec, argv, store_));
+  auto box = std::make_shared<Box>(spec, rec, argv, store_);
+  if (handed) box->adopt_handed_shim(std::move(*handed));
+  guard.committed = cgroup_backstop.committed = true;
+  return track(std::move(box));
 }
 
 // A box's directory is made before its row and removed before it, so an auto_remove

@@ -8,6 +8,7 @@
 
 #include "common/error.hpp"
 #include "common/io.hpp"
+#include "common/trace.hpp"
 #include "core/paths.hpp"
 
 namespace boxlite::core {
@@ -108,6 +109,27 @@ std::optional<ShimLaunch> take_prestarted_shim(bool detached) {
   std::optional<ShimLaunch> l = std::move(prestarted);
   prestarted.reset();
   return l;
+}
+
+HandedShim::~HandedShim() {
+  if (!launch_) return;
+  Child shim = launch_->take_process();
+  if (shim.valid()) shim.terminate(2000);
+}
+
+ShimLaunch HandedShim::take_launch() {
+  ShimLaunch l = std::move(*launch_);
+  launch_.reset();
+  return l;
+}
+
+std::optional<HandedShim> hand_prestarted_shim(const std::string& box_dir, bool detached) {
+  std::optional<ShimLaunch> launch = take_prestarted_shim(detached);
+  if (!launch) return std::nullopt;
+  FileLock lock = FileLock::acquire_directory(box_dir);
+  launch->hand_box_dir(box_dir);
+  trace("core: shim handed its box");
+  return HandedShim(std::move(*launch), std::move(lock));
 }
 
 }  // namespace boxlite::core

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/fd.hpp"
+#include "common/file_lock.hpp"
 #include "common/process.hpp"
 
 namespace boxlite::core {
@@ -67,5 +68,27 @@ class ShimLaunch {
 void prestart_shim(bool detached, ShimMain shim_main = nullptr);
 // The prestarted shim, if there is one of that kind.
 std::optional<ShimLaunch> take_prestarted_shim(bool detached);
+
+// A shim handed its box before the box's start() (Runtime::create_to_start), with
+// the box's lock held since, so that no other process can start the box meanwhile:
+// Box::start takes both. One dropped instead (the box could not be recorded, or goes
+// unstarted) is stopped as a failed boot's shim is: SIGTERM, then SIGKILL after 2 s.
+class HandedShim {
+ public:
+  HandedShim(ShimLaunch launch, FileLock lock) : launch_(std::move(launch)), lock_(std::move(lock)) {}
+  HandedShim(HandedShim&&) noexcept = default;
+  HandedShim& operator=(HandedShim&&) = delete;
+  ~HandedShim();
+  ShimLaunch take_launch();
+  FileLock take_lock() { return std::move(lock_); }
+
+ private:
+  std::optional<ShimLaunch> launch_;
+  FileLock lock_;
+};
+
+// The prestarted shim of that kind, handed `box_dir` under the box's lock; nullopt
+// when this process has none.
+std::optional<HandedShim> hand_prestarted_shim(const std::string& box_dir, bool detached);
 
 }  // namespace boxlite::core

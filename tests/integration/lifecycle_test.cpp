@@ -574,6 +574,48 @@ TEST_F(ShimLaunchTest, AnAttachedRunsForkedShimNamesItsBoxAndOthersSeeItRunning)
   expect_no_leftovers();
 }
 
+// Runtime::create_to_start (the CLI's run) hands the prestarted shim its box as
+// soon as the box's spec is written, under the box's lock, so the shim boots the box
+// while its record is written. A box dropped unstarted has that shim stopped, and
+// leaves nothing: no process, directory, row or cgroup. One that is started takes
+// the shim that is booting it, and runs.
+TEST_F(ShimLaunchTest, AShimHandedItsBoxAtCreateIsTakenByStartOrStopped) {
+  Runtime rt(RuntimeOptions{.home_dir = home_});
+  BoxOptions o;
+  o.rootfs_path = image("busybox");
+  o.engine = "jail";
+  for (bool start : {false, true}) {
+    core::prestart_shim(/*detached=*/false);
+    auto box = rt.create_to_start(o);
+    std::string id = box->id();
+    // The handed shim boots the box before anyone starts it: its init appears.
+    bool booting = false;
+    for (int i = 0; i < 500 && !booting; ++i) {
+      for (pid_t p : processes_mentioning(box->dir() + " ")) {
+        for (pid_t c : children_of(p))
+          booting = booting || trim(read_file("/proc/" + std::to_string(c) + "/comm")) == "boxlite-guest";
+      }
+      if (!booting) ::usleep(10000);
+    }
+    EXPECT_TRUE(booting) << "no shim of box " << id << " had a child";
+    if (start) {
+      box->start();
+      ExecOptions e;
+      e.argv = {"sh", "-c", "echo started"};
+      auto r = box->run(e);
+      EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+      EXPECT_EQ(r.stdout_text, "started\n");
+    }
+    box.reset();  // auto_remove: destroyed
+    EXPECT_FALSE(rt.get(id)) << "box " << id << " was not removed (started: " << start << ")";
+    for (const char* c : {"memory", "pids", "cpu"}) {
+      EXPECT_FALSE(path_exists(std::string("/sys/fs/cgroup/") + c + "/boxlite/" + id)) << c << " cgroup of " << id;
+    }
+    EXPECT_FALSE(path_exists("/sys/fs/cgroup/boxlite/" + id));
+    expect_no_leftovers();
+  }
+}
+
 TEST_F(ShimLaunchTest, AShimWhoseBoxNeverComesExitsQuietly) {
   int sv[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
