@@ -107,6 +107,8 @@ std::shared_ptr<Box> Box::attach(engine::ShimSpec spec) {
 }
 
 Box::~Box() {
+  // A shim handed the box at its creation that it never started: stopped.
+  core::take_handed_shim(spec_.box_dir);
   // Not ours to stop (another process's, or detached to outlive us), or gone.
   if (attached_ || record_.detach || removed_) return;
   try {
@@ -280,8 +282,7 @@ FileLock Box::lock_box() {
   // Serialises start/stop/remove of this box across processes (mu_ does it
   // within one). The kernel drops it if the holder dies. A shim handed the box
   // ahead of a start() that did not come holds it: it is stopped first.
-  handed_.reset();
-  return FileLock::acquire_directory(spec_.box_dir);
+  return core::lock_box_directory(spec_.box_dir);
 }
 
 bool Box::invalidated() {
@@ -299,7 +300,7 @@ void Box::start() {
   std::lock_guard lk(mu_);
   // Handed the box when it was created, under the lock held since: nobody else can
   // have started it, and its shim is booting it already.
-  std::optional<core::HandedShim> handed = std::exchange(handed_, std::nullopt);
+  std::optional<core::HandedShim> handed = core::take_handed_shim(spec_.box_dir);
   FileLock box_lock = handed ? handed->take_lock() : lock_box();
   trace("core: start locked");
   invalidated_ = false;  // an explicit start re-validates the handle (docs/storage.md)
@@ -317,7 +318,7 @@ void Box::start() {
   // The CLI's `run` started one already (core/shim_launch.hpp); else start it now.
   std::optional<core::ShimLaunch> launch =
       handed ? std::optional(handed->take_launch()) : core::take_prestarted_shim(record_.detach);
-  double spawn_started_ms = now_ms();
+  double spawn_started_ms = handed ? handed->handed_at_ms() : now_ms();
   if (!launch) launch.emplace(core::ShimLaunch::spawn(record_.detach));
   if (!handed) {
     ::unlink((spec_.box_dir + "/exit.json").c_str());

@@ -52,10 +52,9 @@ class Box {
 
   // Starts the box (a no-op when running). On a handle invalidated by stop(), start()
   // makes it valid again: code that does box->stop(); box->start() keeps working.
+  // A shim handed the box by Runtime::create_to_start is taken here (with the box's
+  // lock, held since).
   void start();
-  // A shim already handed this box, under its lock (Runtime::create_to_start): the
-  // next start() takes it; anything else that locks the box stops it first.
-  void adopt_handed_shim(core::HandedShim shim) { handed_.emplace(std::move(shim)); }
   // box.snapshot: create/list/get/remove/restore (core/snapshots.hpp).
   SnapshotHandle snapshot() { return SnapshotHandle(*this); }
   // Refused (InvalidState) when the box stopped because its main command exited:
@@ -140,7 +139,6 @@ class Box {
   BoxState state_ = BoxState::Created;
   Child shim_;
   UniqueFd lifeline_;
-  std::optional<core::HandedShim> handed_;
   std::shared_ptr<core::ShimClient> client_;
   std::shared_ptr<core::RuntimeCounters> counters_;  // null: not counted
 };

@@ -36,11 +36,13 @@ BuiltinOutcome finish(Execution& e, std::string stderr_text = {}) {
 Error builtin_error(const BuiltinOutcome& o, const std::string& context) {
   int code = o.result.exit_code;
   std::string msg = trim(o.stderr_text);
-  if (code < 0) return Error(ErrorCode::Execution, context + ": the copy was killed by signal " + std::to_string(-code));
+  if (code < 0)
+    return Error(ErrorCode::Execution, context + ": the copy was killed by signal " + std::to_string(-code));
   if (code > 0 && code <= static_cast<int>(ErrorCode::SessionReaped)) {
     return Error(static_cast<ErrorCode>(code), context + ": " + (msg.empty() ? "failed" : msg));
   }
-  return Error(ErrorCode::Execution, context + ": failed with exit code " + std::to_string(code) + (msg.empty() ? "" : ": " + msg));
+  return Error(ErrorCode::Execution,
+               context + ": failed with exit code " + std::to_string(code) + (msg.empty() ? "" : ": " + msg));
 }
 
 // Box paths are taken from the box's "/" (docker cp does the same).
@@ -151,7 +153,8 @@ void Box::copy_out(const std::string& box_path, const std::string& host_path, co
     try {
       if (la::archive_read_open(reader.get(), &source, nullptr, &StdoutSource::read, nullptr) != ARCHIVE_OK) {
         const char* msg = la::archive_error_string(reader.get());
-        throw Error(ErrorCode::Storage, std::string("read the copy archive: ") + (msg ? msg : "unknown libarchive error"));
+        throw Error(ErrorCode::Storage,
+                    std::string("read the copy archive: ") + (msg ? msg : "unknown libarchive error"));
       }
       image::extract_copy_archive(reader.get(), dst, xo);
     } catch (const Error& err) {

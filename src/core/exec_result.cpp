@@ -41,7 +41,8 @@ std::string BufferedResult::as_text(size_t max_chars) const {
     size_t cut_from = head < starts.size() ? starts[head] : body.size();
     size_t cut_to = starts[starts.size() - tail];
     size_t omitted = starts.size() - max_chars;
-    body = body.substr(0, cut_from) + "\n... (" + std::to_string(omitted) + " chars truncated) ...\n" + body.substr(cut_to);
+    body = body.substr(0, cut_from) + "\n... (" + std::to_string(omitted) + " chars truncated) ...\n" +
+           body.substr(cut_to);
   }
   std::string exit_line = "Exit code: " + std::to_string(exit_code);
   if (body.empty()) return exit_line;

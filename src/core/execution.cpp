@@ -64,7 +64,8 @@ void Execution::close_stdin() {
 }
 
 void Execution::signal(int signo) {
-  if (signo <= 0 || signo >= NSIG) throw Error(ErrorCode::InvalidArgument, "invalid signal number " + std::to_string(signo));
+  if (signo <= 0 || signo >= NSIG)
+    throw Error(ErrorCode::InvalidArgument, "invalid signal number " + std::to_string(signo));
   {
     std::lock_guard lk(client_->mutex());
     if (stream_->finished()) return;
@@ -78,7 +79,8 @@ void Execution::kill() { signal(SIGKILL); }
 
 void Execution::resize(unsigned rows, unsigned cols) {
   if (rows == 0 || cols == 0 || rows > 65535 || cols > 65535) {
-    throw Error(ErrorCode::InvalidArgument, "invalid terminal size " + std::to_string(rows) + "x" + std::to_string(cols));
+    throw Error(ErrorCode::InvalidArgument,
+                "invalid terminal size " + std::to_string(rows) + "x" + std::to_string(cols));
   }
   proto::Resize r;
   r.set_rows(rows);

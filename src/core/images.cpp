@@ -31,7 +31,8 @@ std::vector<std::string> dir_entries(const std::string& dir) {
 }
 
 bool is_hex(const std::string& s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  return !s.empty() &&
+         std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 uint64_t file_size(const std::string& path) {
@@ -82,7 +83,8 @@ std::vector<std::string> Runtime::remove_image(const std::string& reference_or_i
         refs.push_back(i.reference);
       }
     }
-    if (digests.size() > 1) throw Error(ErrorCode::InvalidArgument, "image id prefix '" + id + "' is ambiguous: use more digits");
+    if (digests.size() > 1)
+      throw Error(ErrorCode::InvalidArgument, "image id prefix '" + id + "' is ambiguous: use more digits");
   }
   if (refs.empty()) {
     std::vector<registry::ImageRef> wanted;
@@ -145,7 +147,9 @@ uint64_t Runtime::prune_store(bool all, const std::set<std::string>* only) {
     live.insert(i.manifest_digest.substr(7));
     for (const auto& b : i.blobs) live.insert(b.substr(7));
   }
-  auto removable = [&](const std::string& hex) { return is_hex(hex) && !live.count(hex) && (!only || only->count(hex)); };
+  auto removable = [&](const std::string& hex) {
+    return is_hex(hex) && !live.count(hex) && (!only || only->count(hex));
+  };
   std::string disks = layout_.images() + "/disk-images";
   for (const auto& n : dir_entries(disks)) {
     std::string hex = n.substr(0, n.find('.'));

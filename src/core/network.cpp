@@ -29,10 +29,12 @@ net::NetConfig make_net_config(const BoxOptions& opts) {
   c.allow_net = opts.network.allow_net;
   for (const auto& p : opts.ports) {
     if (p.guest_port < 1 || p.guest_port > 65535) {
-      throw Error(ErrorCode::InvalidArgument, "guest_port must be between 1 and 65535, got " + std::to_string(p.guest_port));
+      throw Error(ErrorCode::InvalidArgument,
+                  "guest_port must be between 1 and 65535, got " + std::to_string(p.guest_port));
     }
     if (p.host_port < 0 || p.host_port > 65535) {
-      throw Error(ErrorCode::InvalidArgument, "host_port must be between 0 and 65535, got " + std::to_string(p.host_port));
+      throw Error(ErrorCode::InvalidArgument,
+                  "host_port must be between 0 and 65535, got " + std::to_string(p.host_port));
     }
     if (p.protocol != "tcp" && p.protocol != "udp") {
       throw Error(ErrorCode::InvalidArgument, "invalid port protocol '" + p.protocol + "': expected 'tcp' or 'udp'");
@@ -49,12 +51,13 @@ net::NetConfig make_net_config(const BoxOptions& opts) {
     if (sec.value.empty()) throw Error(ErrorCode::InvalidArgument, "secret '" + sec.name + "' has an empty value");
     std::string placeholder = sec.placeholder.empty() ? "<BOXLITE_SECRET:" + sec.name + ">" : sec.placeholder;
     if (placeholder.find(sec.value) != std::string::npos || sec.value.find(placeholder) != std::string::npos) {
-      throw Error(ErrorCode::InvalidArgument, "secret '" + sec.name + "': the placeholder and the value must not contain each other");
+      throw Error(ErrorCode::InvalidArgument,
+                  "secret '" + sec.name + "': the placeholder and the value must not contain each other");
     }
     for (const auto& other : c.secrets) {
       if (secret_env_name(other.name) == secret_env_name(sec.name)) {
-        throw Error(ErrorCode::InvalidArgument, "secrets '" + other.name + "' and '" + sec.name + "' map to the same variable " +
-                                                    secret_env_name(sec.name));
+        throw Error(ErrorCode::InvalidArgument, "secrets '" + other.name + "' and '" + sec.name +
+                                                    "' map to the same variable " + secret_env_name(sec.name));
       }
     }
     c.secrets.push_back(net::SecretRule{sec.name, placeholder, sec.value, sec.hosts});
@@ -152,9 +155,9 @@ void make_ca(const std::string& cert_path, const std::string& key_path) {
   c.X509_set_issuer_name(cert.get(), name);
   X509V3_CTX ctx;
   c.X509V3_set_ctx(&ctx, cert.get(), cert.get(), nullptr, nullptr, 0);
-  for (auto [nid, value] : {std::pair{NID_basic_constraints, "critical,CA:TRUE,pathlen:0"},
-                            std::pair{NID_key_usage, "critical,keyCertSign,cRLSign"},
-                            std::pair{NID_subject_key_identifier, "hash"}}) {
+  for (auto [nid, value] :
+       {std::pair{NID_basic_constraints, "critical,CA:TRUE,pathlen:0"},
+        std::pair{NID_key_usage, "critical,keyCertSign,cRLSign"}, std::pair{NID_subject_key_identifier, "hash"}}) {
     X509_EXTENSION* ext = c.X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
     if (!ext) throw Error(ErrorCode::Internal, "CA certificate extension");
     c.X509_add_ext(cert.get(), ext, -1);

@@ -81,8 +81,9 @@ struct SecurityOptions {
 };
 
 struct BoxOptions {
-  std::string image;        // a registry reference ("alpine", "host:5000/repo:tag", "...@sha256:..."), an OCI layout path or oci:DIR[:TAG]
-  std::string rootfs_path;  // a local OCI image layout directory
+  std::string image;  // a registry reference ("alpine", "host:5000/repo:tag", "...@sha256:..."), an OCI layout path or
+                      // oci:DIR[:TAG]
+  std::string rootfs_path;        // a local OCI image layout directory
   std::optional<int> cpus;        // default 1
   std::optional<int> memory_mib;  // default 1024
   EnvList env;
@@ -90,9 +91,9 @@ struct BoxOptions {
   std::string user;
   std::vector<std::string> entrypoint;  // overrides the image's when non-empty
   std::vector<std::string> cmd;         // overrides the image's when non-empty
-  std::string engine;  // "" = $BOXLITE_ENGINE or "vm"
-  std::string accel;   // "auto" | "kvm" | "tcg"; "" = $BOXLITE_ACCEL or auto
-  std::string kernel;  // "" = the minimal kernel; "debian"; or a path (file, or a dpkg -x tree)
+  std::string engine;                   // "" = $BOXLITE_ENGINE or "vm"
+  std::string accel;                    // "auto" | "kvm" | "tcg"; "" = $BOXLITE_ACCEL or auto
+  std::string kernel;                   // "" = the minimal kernel; "debian"; or a path (file, or a dpkg -x tree)
   bool auto_remove = true;
   // Keep running after the creating process exits (needs auto_remove=false).
   bool detach = false;
@@ -171,8 +172,8 @@ struct BoxMetrics {
   // create() plus the last start(); guest_boot: from the engine's start to the agent's hello.
   int64_t total_create_duration_ms = 0, guest_boot_duration_ms = 0;
   // nullopt where the stage did not happen (never started; no disk image for a jail).
-  std::optional<int64_t> stage_filesystem_setup_ms, stage_image_prepare_ms, stage_guest_rootfs_ms,
-      stage_box_spawn_ms, stage_container_init_ms;
+  std::optional<int64_t> stage_filesystem_setup_ms, stage_image_prepare_ms, stage_guest_rootfs_ms, stage_box_spawn_ms,
+      stage_container_init_ms;
 };
 
 // runtime.metrics(): counters of this Runtime object since it was made, and the

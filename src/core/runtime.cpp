@@ -671,22 +671,28 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   // A box removed when it stops need not survive a host crash: no fsync.
   write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600, /*durable=*/!spec.ephemeral);
   trace("core: spec written");
-  // A box that cannot be recorded after all has its handed shim stopped (~HandedShim);
-  // the cgroups a jail's shim made go then too, should it have been killed first.
-  struct CgroupBackstop {
-    const engine::ShimSpec& spec;
+  // create_to_start: the prestarted shim boots the box while its row is written,
+  // under the box's lock (taken first, so no other process starts the box meanwhile;
+  // start() takes it over). A named box is recorded before its shim is handed it: a
+  // name taken meanwhile (a race with another creator) fails the insert, and by then
+  // the box's main command must not have run. A shim stopped mid-boot (the box not
+  // recorded, or never started) leaves its cgroups: they go after it.
+  std::optional<core::ShimLaunch> early = start_now ? core::take_prestarted_shim(opts.detach) : std::nullopt;
+  FileLock early_lock = early ? FileLock::acquire_directory(spec.box_dir) : FileLock();
+  auto after_stop = [id = spec.box_id, jail = engine == "jail"] {
+    if (jail) engine::jail::remove_cgroups(id);
+  };
+  struct DropHanded {  // the insert failed: the shim handed the box goes
+    const std::string& dir;
     bool committed = false;
-    ~CgroupBackstop() {
-      if (committed || spec.engine != "jail") return;
-      try {
-        engine::jail::remove_cgroups(spec.box_id);
-      } catch (const std::exception&) {
-        // The error on its way out says what failed; this is only a backstop.
-      }
+    ~DropHanded() {
+      if (!committed) core::take_handed_shim(dir);
     }
-  } cgroup_backstop{spec};
-  std::optional<core::HandedShim> handed =
-      start_now ? core::hand_prestarted_shim(spec.box_dir, opts.detach) : std::nullopt;
+  } drop_handed{spec.box_dir};
+  if (early && name.empty()) {
+    core::hand_and_keep(spec.box_dir, std::move(*early), std::move(early_lock), after_stop);
+    early.reset();
+  }
 
   store::BoxRecord rec;
   rec.id = spec.box_id;
@@ -701,10 +707,10 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   timings["create_ms"] = static_cast<int64_t>(now_ms() - create_started_ms);
   rec.timings_json = timings.dump();
   store_->insert(rec);  // a taken name fails here too (a race with another creator)
-  auto box = std::make_shared<Box>(spec, rec, argv, store_);
-  if (handed) box->adopt_handed_shim(std::move(*handed));
-  guard.committed = cgroup_backstop.committed = true;
-  return track(std::move(box));
+  drop_handed.committed = true;
+  if (early) core::hand_and_keep(spec.box_dir, std::move(*early), std::move(early_lock), after_stop);
+  guard.committed = true;
+  return track(std::make_shared<Box>(spec, rec, argv, store_));
 }
 
 // A box's directory is made before its row and removed before it, so an auto_remove

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <mutex>
 
 #include "common/error.hpp"
@@ -111,10 +112,19 @@ std::optional<ShimLaunch> take_prestarted_shim(bool detached) {
   return l;
 }
 
+HandedShim::HandedShim(ShimLaunch launch, FileLock lock, std::function<void()> after_stop)
+    : launch_(std::move(launch)), lock_(std::move(lock)), after_stop_(std::move(after_stop)), handed_at_ms_(now_ms()) {}
+
 HandedShim::~HandedShim() {
   if (!launch_) return;
   Child shim = launch_->take_process();
-  if (shim.valid()) shim.terminate(2000);
+  if (!shim.valid()) return;  // moved from
+  shim.terminate(2000);
+  try {
+    if (after_stop_) after_stop_();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "boxlite: warning: cleaning up after an unstarted box's shim: %s\n", e.what());
+  }
 }
 
 ShimLaunch HandedShim::take_launch() {
@@ -123,13 +133,35 @@ ShimLaunch HandedShim::take_launch() {
   return l;
 }
 
-std::optional<HandedShim> hand_prestarted_shim(const std::string& box_dir, bool detached) {
-  std::optional<ShimLaunch> launch = take_prestarted_shim(detached);
-  if (!launch) return std::nullopt;
-  FileLock lock = FileLock::acquire_directory(box_dir);
-  launch->hand_box_dir(box_dir);
+namespace {
+
+std::mutex handed_mu;
+// By box directory. Destroyed at exit, which stops a shim whose box was never started.
+std::map<std::string, HandedShim> handed;
+
+}  // namespace
+
+void hand_and_keep(const std::string& box_dir, ShimLaunch launch, FileLock lock, std::function<void()> after_stop) {
+  launch.hand_box_dir(box_dir);
   trace("core: shim handed its box");
-  return HandedShim(std::move(*launch), std::move(lock));
+  HandedShim h(std::move(launch), std::move(lock), std::move(after_stop));
+  std::lock_guard lk(handed_mu);
+  handed.erase(box_dir);
+  handed.emplace(box_dir, std::move(h));
+}
+
+std::optional<HandedShim> take_handed_shim(const std::string& box_dir) {
+  std::lock_guard lk(handed_mu);
+  auto it = handed.find(box_dir);
+  if (it == handed.end()) return std::nullopt;
+  std::optional<HandedShim> h(std::move(it->second));
+  handed.erase(it);
+  return h;
+}
+
+FileLock lock_box_directory(const std::string& box_dir) {
+  take_handed_shim(box_dir);  // dropped here: stopped
+  return FileLock::acquire_directory(box_dir);
 }
 
 }  // namespace boxlite::core

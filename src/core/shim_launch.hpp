@@ -5,6 +5,8 @@
 // work (the store, the image, the box's spec) instead of following it.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -72,23 +74,35 @@ std::optional<ShimLaunch> take_prestarted_shim(bool detached);
 // A shim handed its box before the box's start() (Runtime::create_to_start), with
 // the box's lock held since, so that no other process can start the box meanwhile:
 // Box::start takes both. One dropped instead (the box could not be recorded, or goes
-// unstarted) is stopped as a failed boot's shim is: SIGTERM, then SIGKILL after 2 s.
+// unstarted) is stopped: SIGTERM, which ends a shim still booting at once (one that
+// booted stops its box), then SIGKILL after 2 s; `after_stop` then removes what a
+// shim killed mid-boot leaves (a jail's cgroups).
 class HandedShim {
  public:
-  HandedShim(ShimLaunch launch, FileLock lock) : launch_(std::move(launch)), lock_(std::move(lock)) {}
+  HandedShim(ShimLaunch launch, FileLock lock, std::function<void()> after_stop);
   HandedShim(HandedShim&&) noexcept = default;
   HandedShim& operator=(HandedShim&&) = delete;
   ~HandedShim();
   ShimLaunch take_launch();
   FileLock take_lock() { return std::move(lock_); }
+  double handed_at_ms() const { return handed_at_ms_; }
 
  private:
   std::optional<ShimLaunch> launch_;
   FileLock lock_;
+  std::function<void()> after_stop_;
+  double handed_at_ms_;
 };
 
-// The prestarted shim of that kind, handed `box_dir` under the box's lock; nullopt
-// when this process has none.
-std::optional<HandedShim> hand_prestarted_shim(const std::string& box_dir, bool detached);
+// Hands `launch` its box, `box_dir`, whose lock the caller holds, and keeps both for
+// the box's start() (take_handed_shim).
+void hand_and_keep(const std::string& box_dir, ShimLaunch launch, FileLock lock, std::function<void()> after_stop);
+// The shim handed `box_dir` and not taken yet, if any: for the box's start(); a
+// caller that only drops it stops it.
+std::optional<HandedShim> take_handed_shim(const std::string& box_dir);
+// The box's lock (FileLock::acquire_directory), for every taker but a start() that
+// takes a handed shim: a shim handed the box in this process and never started is
+// stopped first, since its lock, held by this process, would be waited on forever.
+FileLock lock_box_directory(const std::string& box_dir);
 
 }  // namespace boxlite::core

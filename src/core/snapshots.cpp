@@ -222,7 +222,7 @@ void validate_snapshot_name(const std::string& name) {
 }
 
 // The lock that keeps a start (in any process) out while the disk changes.
-FileLock lock_box_dir(Box& b) { return FileLock::acquire_directory(b.dir()); }
+FileLock lock_box_dir(Box& b) { return core::lock_box_directory(b.dir()); }
 
 bool is_jail(const Box& b) { return b.spec().engine == "jail"; }
 

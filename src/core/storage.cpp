@@ -325,7 +325,7 @@ engine::ShimSpec Runtime::clone_spec(const Box& source) {
 std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& requested_name) {
   std::string name = requested_name.empty() ? clone_name_for(*store_, source) : requested_name;
   validate_new_name(*store_, name);
-  FileLock lock = FileLock::acquire_directory(source.dir());
+  FileLock lock = core::lock_box_directory(source.dir());
   if (source.spec().engine == "jail") return clone_jail(source, name);
   auto rec = store_->find(source.id());
   if (!rec) throw Error(ErrorCode::NotFound, "No such box: " + source.id());
@@ -414,7 +414,7 @@ void Runtime::release_clones(const std::string& id, bool force) {
   }
   for (const auto& c : clones) {
     engine::ShimSpec spec = engine::spec_from_json(read_file(layout_.box_dir(c.id) + "/shim.json"));
-    FileLock lock = FileLock::acquire_directory(spec.box_dir);
+    FileLock lock = core::lock_box_directory(spec.box_dir);
     // Safe-mode rebase onto the image's base: the clone keeps every byte it sees,
     // and nothing of it lives in the source's directory any more.
     disk::rebase(spec.disk, spec.disk_base, "raw");
@@ -435,7 +435,7 @@ std::string Runtime::export_box(Box& box, const std::string& dest_dir) {
   if (dest_dir.empty() || ::stat(dest_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     throw Error(ErrorCode::InvalidArgument, "export destination '" + dest_dir + "' is not an existing directory");
   }
-  FileLock lock = FileLock::acquire_directory(box.dir());
+  FileLock lock = core::lock_box_directory(box.dir());
   if (box.spec().engine == "jail") return export_jail(box, dest_dir);
   std::string dest = dest_dir + "/" + (box.name().empty() ? box.id() : box.name()) + ".boxlite";
   make_dirs(layout_.tmp());

@@ -40,9 +40,11 @@ void validate_guest_path(const std::string& g) {
 
 void validate_volume(const VolumeSpec& v) {
   const std::string& h = v.host_path;
-  if (h.empty() || h[0] != '/') throw Error(ErrorCode::InvalidArgument, "Invalid host path '" + h + "' (must be absolute)");
+  if (h.empty() || h[0] != '/')
+    throw Error(ErrorCode::InvalidArgument, "Invalid host path '" + h + "' (must be absolute)");
   struct stat st;
-  if (::stat(h.c_str(), &st) != 0) throw_errno(ErrorCode::InvalidArgument, "volume host path '" + h + "' does not exist");
+  if (::stat(h.c_str(), &st) != 0)
+    throw_errno(ErrorCode::InvalidArgument, "volume host path '" + h + "' does not exist");
   if (!S_ISDIR(st.st_mode)) throw Error(ErrorCode::InvalidArgument, "volume host path '" + h + "' is not a directory");
   if (h.find(',') != std::string::npos) {
     // QEMU's -fsdev option syntax has no escape that survives every version.
@@ -55,8 +57,9 @@ void validate_volumes(const std::vector<VolumeSpec>& volumes) {
   std::set<std::string> seen;
   for (const auto& v : volumes) {
     validate_volume(v);
-    std::string g = v.guest_path.size() > 1 && v.guest_path.back() == '/' ? v.guest_path.substr(0, v.guest_path.size() - 1)
-                                                                        : v.guest_path;
+    std::string g = v.guest_path.size() > 1 && v.guest_path.back() == '/'
+                        ? v.guest_path.substr(0, v.guest_path.size() - 1)
+                        : v.guest_path;
     if (!seen.insert(g).second) throw Error(ErrorCode::InvalidArgument, "two volumes are mounted at '" + g + "'");
   }
 }
@@ -71,7 +74,8 @@ VolumeSpec parse_volume_flag(const std::string& flag) {
     if (parts[2] == "ro") {
       v.read_only = true;
     } else if (parts[2] != "rw") {
-      throw Error(ErrorCode::InvalidArgument, "invalid volume mode '" + parts[2] + "' in '" + flag + "': expected ro or rw");
+      throw Error(ErrorCode::InvalidArgument,
+                  "invalid volume mode '" + parts[2] + "' in '" + flag + "': expected ro or rw");
     }
   }
   return v;
@@ -81,7 +85,11 @@ namespace {
 
 bool read_only_flag(const nlohmann::json& j) {
   if (j.is_boolean()) return j.get<bool>();
-  std::string type = j.is_string() ? "str" : j.is_number_integer() ? "int" : j.is_number() ? "float" : j.is_null() ? "NoneType" : "object";
+  std::string type = j.is_string()           ? "str"
+                     : j.is_number_integer() ? "int"
+                     : j.is_number()         ? "float"
+                     : j.is_null()           ? "NoneType"
+                                             : "object";
   throw Error(ErrorCode::InvalidArgument, "argument 'volumes': '" + type + "' object cannot be cast as 'bool'");
 }
 
@@ -95,7 +103,8 @@ std::string path_field(const nlohmann::json& j, const char* what) {
 VolumeSpec volume_from_json(const nlohmann::json& j) {
   VolumeSpec v;
   if (j.is_array()) {
-    if (j.size() < 2 || j.size() > 3) throw Error(ErrorCode::InvalidArgument, "volumes tuples must be (host, guest[, read_only])");
+    if (j.size() < 2 || j.size() > 3)
+      throw Error(ErrorCode::InvalidArgument, "volumes tuples must be (host, guest[, read_only])");
     v.host_path = path_field(j[0], "host");
     v.guest_path = path_field(j[1], "guest");
     if (j.size() == 3) v.read_only = read_only_flag(j[2]);

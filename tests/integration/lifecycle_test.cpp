@@ -576,17 +576,19 @@ TEST_F(ShimLaunchTest, AnAttachedRunsForkedShimNamesItsBoxAndOthersSeeItRunning)
 
 // Runtime::create_to_start (the CLI's run) hands the prestarted shim its box as
 // soon as the box's spec is written, under the box's lock, so the shim boots the box
-// while its record is written. A box dropped unstarted has that shim stopped, and
-// leaves nothing: no process, directory, row or cgroup. One that is started takes
-// the shim that is booting it, and runs.
+// while its row is written (a named box's after it). A box dropped unstarted has that
+// shim stopped and leaves nothing: no process, directory, row or cgroup; one that is
+// started takes the shim that is booting it, and runs; anything else in the process
+// that locks the box (a removal by id, here) stops the shim first instead of waiting
+// on the lock it holds.
 TEST_F(ShimLaunchTest, AShimHandedItsBoxAtCreateIsTakenByStartOrStopped) {
   Runtime rt(RuntimeOptions{.home_dir = home_});
   BoxOptions o;
   o.rootfs_path = image("busybox");
   o.engine = "jail";
-  for (bool start : {false, true}) {
+  for (std::string how : {"drop", "start", "remove", "named"}) {
     core::prestart_shim(/*detached=*/false);
-    auto box = rt.create_to_start(o);
+    auto box = rt.create_to_start(o, how == "named" ? "handed" : "");
     std::string id = box->id();
     // The handed shim boots the box before anyone starts it: its init appears.
     bool booting = false;
@@ -597,21 +599,27 @@ TEST_F(ShimLaunchTest, AShimHandedItsBoxAtCreateIsTakenByStartOrStopped) {
       }
       if (!booting) ::usleep(10000);
     }
-    EXPECT_TRUE(booting) << "no shim of box " << id << " had a child";
-    if (start) {
+    EXPECT_TRUE(booting) << how << ": no shim of box " << id << " had a child";
+    if (how == "start" || how == "named") {
       box->start();
       ExecOptions e;
       e.argv = {"sh", "-c", "echo started"};
       auto r = box->run(e);
-      EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
-      EXPECT_EQ(r.stdout_text, "started\n");
+      EXPECT_EQ(r.exit_code, 0) << how << ": " << r.stderr_text;
+      EXPECT_EQ(r.stdout_text, "started\n") << how;
+    }
+    if (how == "remove") {
+      std::thread remover([&] { rt.remove(id, /*force=*/true); });
+      for (int i = 0; i < 1000 && rt.get(id); ++i) ::usleep(10000);
+      EXPECT_FALSE(rt.get(id)) << "the removal waits on the lock the handed shim holds";
+      remover.join();  // hangs the test if it never finished
     }
     box.reset();  // auto_remove: destroyed
-    EXPECT_FALSE(rt.get(id)) << "box " << id << " was not removed (started: " << start << ")";
+    EXPECT_FALSE(rt.get(id)) << how << ": box " << id << " was not removed";
     for (const char* c : {"memory", "pids", "cpu"}) {
-      EXPECT_FALSE(path_exists(std::string("/sys/fs/cgroup/") + c + "/boxlite/" + id)) << c << " cgroup of " << id;
+      EXPECT_FALSE(path_exists(std::string("/sys/fs/cgroup/") + c + "/boxlite/" + id)) << how << ": " << c;
     }
-    EXPECT_FALSE(path_exists("/sys/fs/cgroup/boxlite/" + id));
+    EXPECT_FALSE(path_exists("/sys/fs/cgroup/boxlite/" + id)) << how;
     expect_no_leftovers();
   }
 }
