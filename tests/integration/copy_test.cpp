@@ -112,13 +112,15 @@ TEST_P(CopyTest, FilesAndTreesRoundTripWithModesMtimesSymlinksAndHardlinks) {
   for (const char* d : {"/sub/deep", "/sub", "/bin", "/empty", ""}) set_mtime(src + d, 1300000000, 7);
 
   box().copy_in(src, "/root");
-  EXPECT_EQ(sh("cd /root/src && cat a.txt && stat -c '%a %Y' a.txt bin/run.sh empty && readlink link && readlink abs && "
-               "wc -c < sub/deep/f && [ $(stat -c %i a.txt) = $(stat -c %i hard) ] && echo hardlinked"),
-            "alpha\n640 1600000000\n755 1400000000\n700 1300000000\na.txt\n/etc/hostname\n300000\nhardlinked\n");
+  EXPECT_EQ(
+      sh("cd /root/src && cat a.txt && stat -c '%a %Y' a.txt bin/run.sh empty && readlink link && readlink abs && "
+         "wc -c < sub/deep/f && [ $(stat -c %i a.txt) = $(stat -c %i hard) ] && echo hardlinked"),
+      "alpha\n640 1600000000\n755 1400000000\n700 1300000000\na.txt\n/etc/hostname\n300000\nhardlinked\n");
 
   box().copy_out("/root/src", h("back"));  // a new destination takes the tree's contents
   EXPECT_EQ(snapshot(h("back")), snapshot(src));
-  struct stat a {}, hard {};
+  struct stat a {
+  }, hard{};
   ASSERT_EQ(::lstat(h("back/a.txt").c_str(), &a), 0);
   ASSERT_EQ(::lstat(h("back/hard").c_str(), &hard), 0);
   EXPECT_EQ(a.st_ino, hard.st_ino);
@@ -141,10 +143,11 @@ TEST_P(CopyTest, PlacementFollowsDockerCpWithAndWithoutTheParent) {
   CopyOptions contents;
   contents.include_parent = false;
   box().copy_in(h("d"), "/root/e2", contents);  // its contents
-  box().copy_in(h("d") + "/.", "/root/e3");      // a new dir: the contents
-  box().copy_in(h("d/x"), "/root/e1/");          // a file into a dir
+  box().copy_in(h("d") + "/.", "/root/e3");     // a new dir: the contents
+  box().copy_in(h("d/x"), "/root/e1/");         // a file into a dir
   EXPECT_EQ(sh("cd /root && find e1 e2 e3 | sort"),
-            "e1\ne1/d\ne1/d/inner\ne1/d/inner/y\ne1/d/x\ne1/x\ne2\ne2/inner\ne2/inner/y\ne2/x\ne3\ne3/inner\ne3/inner/y\ne3/x\n");
+            "e1\ne1/d\ne1/d/inner\ne1/d/inner/y\ne1/d/x\ne1/x\ne2\ne2/inner\ne2/inner/y\ne2/x\ne3\ne3/inner\ne3/inner/"
+            "y\ne3/x\n");
 
   make_dirs(h("o1"));
   make_dirs(h("o2"));
@@ -264,7 +267,7 @@ std::map<std::string, std::string> outside_of(const std::string& root, const std
       it.disable_recursion_pending();
       continue;
     }
-    std::string d = it->is_symlink() ? "link " + fs::read_symlink(it->path()).string()
+    std::string d = it->is_symlink()        ? "link " + fs::read_symlink(it->path()).string()
                     : it->is_regular_file() ? "file " + read_file(it->path())
                                             : "dir";
     out[it->path().string()] = d;
@@ -278,12 +281,14 @@ TEST_P(CopyTest, HostileSymlinksInTheBoxNeverLeadACopyOutside) {
   write_file_atomic(h("canary/c.txt"), "canary\n");
   make_dirs(h("dest"));
   sh("mkdir -p /tmp/out /tmp/x && echo data > /tmp/out/file && ln -s /etc /tmp/out/evil && ln -s / /tmp/x/up && "
-     "ln -s " + h("canary") + " /tmp/out/canarylink && ln -s /etc/passwd /tmp/x/pw");
+     "ln -s " +
+     h("canary") + " /tmp/out/canarylink && ln -s /etc/passwd /tmp/x/pw");
   auto before = outside_of(host_, h("dest"));
   box().copy_out("/tmp/out", h("dest"));
   EXPECT_EQ(outside_of(host_, h("dest")), before);
   std::vector<std::string> got;
-  for (const auto& e : fs::recursive_directory_iterator(h("dest"))) got.push_back(e.path().lexically_relative(h("dest")));
+  for (const auto& e : fs::recursive_directory_iterator(h("dest")))
+    got.push_back(e.path().lexically_relative(h("dest")));
   std::sort(got.begin(), got.end());
   EXPECT_EQ(got, (std::vector<std::string>{"out", "out/canarylink", "out/evil", "out/file"}));
   EXPECT_EQ(fs::read_symlink(h("dest/out/evil")).string(), "/etc");

@@ -11,7 +11,7 @@ namespace {
 class HostileGuestTest : public BoxliteTest {};
 
 off_t file_size(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(path.c_str(), &st) == 0 ? st.st_size : -1;
 }
 
@@ -49,7 +49,8 @@ TEST_F(HostileGuestTest, AConsoleFloodIsCappedOnTheHost) {
   o.engine = "vm";
   auto box = rt.create(o);
   // 3 MiB through the serial console: three times what one console.log keeps.
-  auto r = box->run(ExecOptions{.argv = {"sh", "-c", "head -c 3145728 /dev/zero | tr '\\0' x > /dev/console; echo done"}});
+  auto r =
+      box->run(ExecOptions{.argv = {"sh", "-c", "head -c 3145728 /dev/zero | tr '\\0' x > /dev/console; echo done"}});
   ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
   EXPECT_EQ(r.stdout_text, "done\n");
   std::string log = box->dir() + "/console.log";

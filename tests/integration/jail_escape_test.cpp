@@ -432,15 +432,8 @@ TEST_F(JailEscapeTest, TheBoxsNetworkNamespaceIsItsOwnAndItsRoots) {
 // box's TAP device in its own namespace, the host's. The real boxlite-guest, asked
 // with a request of another protocol version, answers EPROTO and exits.
 TEST_F(JailEscapeTest, TheZygoteRefusesARequestOfAnotherVersion) {
-  int sv[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
-  UniqueFd ours(sv[0]), theirs(sv[1]);
-  SpawnOptions so;
-  so.argv = {bin_dir() + "/boxlite-guest", "--jail-zygote", "3"};
-  so.fds = {{theirs.get(), 3}};
-  so.stdout_path = so.stderr_path = "/dev/null";
-  Child zygote = spawn(so);
-  theirs.reset();
+  auto [ours, zygote] =
+      spawn_on_socket({bin_dir() + "/boxlite-guest", "--jail-zygote", "3"}, SOCK_SEQPACKET, "/dev/null");
   engine::jail::InitParams params{};
   params.version = engine::jail::kInitProtocolVersion - 1;
   std::strcpy(params.hostname, "skewed");

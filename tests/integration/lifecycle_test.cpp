@@ -661,15 +661,8 @@ TEST_F(ShimLaunchTest, AShimHandedItsBoxAtCreateIsTakenByStartOrStopped) {
 }
 
 TEST_F(ShimLaunchTest, AShimWhoseBoxNeverComesExitsQuietly) {
-  int sv[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-  UniqueFd ours(sv[0]), theirs(sv[1]);
-  SpawnOptions so;
-  so.argv = {bin_dir() + "/boxlite-shim", "--box-dir-fd", "3"};
-  so.fds = {{theirs.get(), 3}};
-  so.stdout_path = so.stderr_path = home_ + "/shim.out";
-  Child shim = spawn(so);
-  theirs.reset();
+  auto [ours, shim] =
+      spawn_on_socket({bin_dir() + "/boxlite-shim", "--box-dir-fd", "3"}, SOCK_STREAM, home_ + "/shim.out");
   // Waiting, it has started the jail's zygote (engine/jail/jail.hpp), which goes with it.
   std::vector<pid_t> zygote;
   for (int i = 0; i < 200; ++i) {

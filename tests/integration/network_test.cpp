@@ -325,8 +325,9 @@ TEST_P(NetworkTest, DownloadFromTheHostThroughItsAliasMatchesSha256) {
   HttpServer http(www_, "127.0.0.1");
   auto box = make_box({});
   std::string url = "http://host.boxlite.internal:" + std::to_string(http.port()) + "/blob.bin";
-  auto r = sh(*box, "wget -q -O /root/blob.bin " + url + " && sha256sum /root/blob.bin && cat /etc/resolv.conf && "
-                    "grep host.boxlite.internal /etc/hosts && ifconfig eth0");
+  auto r = sh(*box, "wget -q -O /root/blob.bin " + url +
+                        " && sha256sum /root/blob.bin && cat /etc/resolv.conf && "
+                        "grep host.boxlite.internal /etc/hosts && ifconfig eth0");
   ASSERT_EQ(r.exit_code, 0) << r.stdout_text << r.stderr_text;
   EXPECT_NE(r.stdout_text.find(sha256(blob) + "  /root/blob.bin"), std::string::npos) << r.stdout_text;
   EXPECT_NE(r.stdout_text.find("nameserver 192.168.127.1"), std::string::npos) << r.stdout_text;
@@ -380,14 +381,14 @@ TEST_P(NetworkTest, DisabledModeLeavesOnlyLoopback) {
 TEST_P(NetworkTest, PublishedPortReachesAServiceOnAllAddressesButNotOnLoopback) {
   int open_port = free_port(), local_port = free_port();
   BoxOptions o;
-  o.ports.push_back(PortSpec{0, open_port, "tcp", "127.0.0.1"});       // host port 0: same as the guest's
+  o.ports.push_back(PortSpec{0, open_port, "tcp", "127.0.0.1"});  // host port 0: same as the guest's
   o.ports.push_back(PortSpec{free_port(), local_port, "tcp", ""});
   int local_host_port = o.ports[1].host_port;
   auto box = make_box(o);
   write_file_atomic(www_ + "/hello.txt", "hello from the box\n");
   box->copy_in(www_ + "/hello.txt", "/root/hello.txt");
-  auto r = sh(*box, "httpd -p 0.0.0.0:" + std::to_string(open_port) + " -h /root && httpd -p 127.0.0.1:" +
-                        std::to_string(local_port) + " -h /root && echo started");
+  auto r = sh(*box, "httpd -p 0.0.0.0:" + std::to_string(open_port) +
+                        " -h /root && httpd -p 127.0.0.1:" + std::to_string(local_port) + " -h /root && echo started");
   ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
   std::string got;
   for (int i = 0; i < 50 && got.find("hello from the box") == std::string::npos; ++i) {
@@ -406,7 +407,8 @@ TEST_P(NetworkTest, PublishedPortReachesAServiceOnAllAddressesButNotOnLoopback) 
     second->start();
     ADD_FAILURE() << "a box publishing a host port in use started";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("host port 127.0.0.1:" + std::to_string(open_port) + "/tcp"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("host port 127.0.0.1:" + std::to_string(open_port) + "/tcp"),
+              std::string::npos)
         << e.what();
     EXPECT_NE(std::string(e.what()).find("already in use"), std::string::npos) << e.what();
   }
@@ -429,8 +431,9 @@ TEST_P(NetworkTest, AllowlistResolvesOnlyListedNamesAndDropsEverythingElseOnTheH
   o.ports.push_back(PortSpec{0, published, "tcp", "127.0.0.1"});
   auto box = make_box(o);
 
-  auto names = sh(*box, "for n in allowed.test api.wild.test wild.test denied.test host.boxlite.internal; do "
-                        "echo \"== $n\"; nslookup $n 2>&1 | sed -n '/^Name:/,$p' | grep Address; done");
+  auto names = sh(*box,
+                  "for n in allowed.test api.wild.test wild.test denied.test host.boxlite.internal; do "
+                  "echo \"== $n\"; nslookup $n 2>&1 | sed -n '/^Name:/,$p' | grep Address; done");
   std::string out = names.stdout_text;
   EXPECT_NE(out.find("== allowed.test\nAddress: " + addrs.first() + "\n"), std::string::npos) << out;
   EXPECT_NE(out.find("== api.wild.test\nAddress: " + addrs.first() + "\n"), std::string::npos) << out;
@@ -450,8 +453,8 @@ TEST_P(NetworkTest, AllowlistResolvesOnlyListedNamesAndDropsEverythingElseOnTheH
   EXPECT_NE(fetch("api.wild.test").find("FETCHED"), std::string::npos) << fetch("api.wild.test");
   // Hard-coded addresses get nowhere: another server's IP, the host alias, the
   // gateway (libslirp would otherwise map those to the host).
-  for (const auto& target : {addrs.second(), std::string("192.168.127.254"), std::string("192.168.127.1"),
-                             std::string("denied.test")}) {
+  for (const auto& target :
+       {addrs.second(), std::string("192.168.127.254"), std::string("192.168.127.1"), std::string("denied.test")}) {
     EXPECT_EQ(fetch(target).find("FETCHED"), std::string::npos) << target;
   }
   // UDP too: a DNS query sent straight to the resolver's real address is dropped.
@@ -464,7 +467,9 @@ TEST_P(NetworkTest, AllowlistResolvesOnlyListedNamesAndDropsEverythingElseOnTheH
 
   // A published port still answers: the guest's replies on a flow the forward opened
   // pass the filter (the host's 127.0.0.1 reaches the box as .254, which is not allowed).
-  ASSERT_EQ(sh(*box, "echo published > /tmp/p.txt && httpd -p 0.0.0.0:" + std::to_string(published) + " -h /tmp").exit_code, 0);
+  ASSERT_EQ(
+      sh(*box, "echo published > /tmp/p.txt && httpd -p 0.0.0.0:" + std::to_string(published) + " -h /tmp").exit_code,
+      0);
   std::string got;
   for (int i = 0; i < 50 && got.find("published") == std::string::npos; ++i) {
     got = http_get("127.0.0.1", published, "/p.txt");
@@ -475,7 +480,8 @@ TEST_P(NetworkTest, AllowlistResolvesOnlyListedNamesAndDropsEverythingElseOnTheH
   // The control: without an allowlist the same hard-coded address is reachable,
   // so the refusals above are the policy's doing.
   auto open_box = make_box({});
-  auto r = sh(*open_box, "timeout 10 wget -q -O /tmp/got http://" + addrs.second() + ":" + port + "/blob.bin && echo FETCHED");
+  auto r = sh(*open_box,
+              "timeout 10 wget -q -O /tmp/got http://" + addrs.second() + ":" + port + "/blob.bin && echo FETCHED");
   EXPECT_NE(r.stdout_text.find("FETCHED"), std::string::npos) << r.stderr_text;
 }
 
@@ -493,7 +499,8 @@ TEST_P(NetworkTest, SecretsAreSubstitutedOnTheHostAndNeverEnterTheBox) {
   ASSERT_TRUE(addrs.ok());
   TestHttpsServer https(home_, {addrs.first(), addrs.second()}, {"api.secret.test", "other.test"});
   ASSERT_TRUE(https.ok()) << "could not start the test HTTPS server";
-  TestResolver dns(std::map<std::string, std::string>{{"api.secret.test", addrs.first()}, {"other.test", addrs.second()}});
+  TestResolver dns(
+      std::map<std::string, std::string>{{"api.secret.test", addrs.first()}, {"other.test", addrs.second()}});
   ::setenv("BOXLITE_DNS_SERVER", dns.address().c_str(), 1);
   ::setenv("BOXLITE_UPSTREAM_CA", https.ca().c_str(), 1);
   const std::string real = "sk-real-" + random_hex(12);
@@ -574,7 +581,8 @@ TEST_P(NetworkTest, PublishedUdpPortReachesAGuestService) {
   o.ports.push_back(PortSpec{0, port, "udp", "127.0.0.1"});
   auto box = make_box(o, "debian-python");
   std::string server = "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.bind(('0.0.0.0', " +
-                       std::to_string(port) + "))\nwhile True:\n    d, a = s.recvfrom(2048)\n    s.sendto(b'echo:' + d, a)\n";
+                       std::to_string(port) +
+                       "))\nwhile True:\n    d, a = s.recvfrom(2048)\n    s.sendto(b'echo:' + d, a)\n";
   write_file_atomic(www_ + "/udp.py", server);
   box->copy_in(www_ + "/udp.py", "/root/udp.py");
   ASSERT_EQ(sh(*box, "python3 /root/udp.py >/dev/null 2>&1 &").exit_code, 0);
@@ -601,7 +609,8 @@ TEST_P(NetworkTest, CliFlagsNetworkAllowNetAndPublish) {
   EXPECT_EQ(off.exit_code, 0) << off.err;
   EXPECT_EQ(off.out.find("eth0"), std::string::npos) << off.out;
 
-  TestResolver dns(std::map<std::string, std::string>{{"allowed.test", "203.0.113.9"}, {"denied.test", "203.0.113.10"}});
+  TestResolver dns(
+      std::map<std::string, std::string>{{"allowed.test", "203.0.113.9"}, {"denied.test", "203.0.113.10"}});
   ::setenv("BOXLITE_DNS_SERVER", dns.address().c_str(), 1);
   auto allow = run_cli({"run", "--rm", "--allow-net", "allowed.test", "--allow-net", "*.wild.test", img, "sh", "-c",
                         "nslookup allowed.test; nslookup denied.test"});

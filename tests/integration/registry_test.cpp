@@ -179,8 +179,8 @@ TEST_F(RegistryTest, RunFromColdCacheOnJailThenShortNameWithSearchRegistry) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "hi\n");
   // "busybox" = library/busybox on the search registry.
-  auto s = run_cli({"--registry", http_->host() + ",transport=http", "run", "--rm", "--engine", "jail", "busybox", "cat",
-                    "/etc/boxlite-image"});
+  auto s = run_cli({"--registry", http_->host() + ",transport=http", "run", "--rm", "--engine", "jail", "busybox",
+                    "cat", "/etc/boxlite-image"});
   ASSERT_EQ(s.exit_code, 0) << s.err;
   EXPECT_EQ(s.out, "busybox test image, layer 3\n");
   expect_no_leftovers();
@@ -228,7 +228,8 @@ TEST_F(RegistryTest, SearchOrderFirstSuccessWinsAndQualifiedBypasses) {
 
 TEST_F(RegistryTest, ConfigFileAndHomeConfigSupplyRegistries) {
   std::string cfg = home_ + "/regs.json";
-  write_file_atomic(cfg, R"({"image_registries":[{"host":")" + http_->host() + R"(","transport":"http","search":true}]})");
+  write_file_atomic(cfg,
+                    R"({"image_registries":[{"host":")" + http_->host() + R"(","transport":"http","search":true}]})");
   auto r = run_cli({"--config", cfg, "pull", "-q", "busybox"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, busybox_manifest_digest() + "\n");
@@ -240,7 +241,8 @@ TEST_F(RegistryTest, ConfigFileAndHomeConfigSupplyRegistries) {
   write_file_atomic(cfg, R"({"image_registries":[{"host":"https://x"}]})");
   auto bad = run_cli({"--config", cfg, "images"});
   EXPECT_NE(bad.exit_code, 0);
-  EXPECT_NE(bad.err.find("image registry host must be host[:port], not a URL: https://x"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("image registry host must be host[:port], not a URL: https://x"), std::string::npos)
+      << bad.err;
   auto flag = run_cli({"--registry", "h:1,transport=HTTP", "images"});
   EXPECT_NE(flag.err.find("unsupported registry transport: HTTP"), std::string::npos) << flag.err;
 }
@@ -295,7 +297,8 @@ TEST_F(RegistryTest, RegistryGoingDownMidPull) {
     t.join();
     ASSERT_TRUE(failure.has_value());
     EXPECT_EQ(failure->code(), ErrorCode::Network) << failure->what();
-    EXPECT_NE(std::string(failure->what()).find("cannot reach registry " + reg.host()), std::string::npos) << failure->what();
+    EXPECT_NE(std::string(failure->what()).find("cannot reach registry " + reg.host()), std::string::npos)
+        << failure->what();
     registry::ImageStore store(home_ + "/images");
     EXPECT_FALSE(store.lookup(ref + ":latest"));
     EXPECT_TRUE(store_files("ingest").empty()) << "no partial download stays";
@@ -385,8 +388,8 @@ class RegistryAuthTest : public BoxliteTest {};
 
 std::string write_creds(const std::string& home, const TestRegistry& r, const std::string& password) {
   std::string path = home + "/creds.json";
-  write_file_atomic(path, R"({"image_registries":[{"host":")" + r.host() + R"(","transport":"http","username":"boxlite","password":")" +
-                              password + R"("}]})");
+  write_file_atomic(path, R"({"image_registries":[{"host":")" + r.host() +
+                              R"(","transport":"http","username":"boxlite","password":")" + password + R"("}]})");
   return path;
 }
 
@@ -397,7 +400,9 @@ TEST_F(RegistryAuthTest, BasicChallenge) {
   EXPECT_NE(anon.err.find("401 Unauthorized"), std::string::npos) << anon.err;
   auto wrong = run_cli({"--config", write_creds(home_, reg, "nope"), "pull", reg.ref("test/busybox")});
   EXPECT_NE(wrong.exit_code, 0);
-  EXPECT_NE(wrong.err.find("401 Unauthorized: the registry refused the credentials for user 'boxlite'"), std::string::npos) << wrong.err;
+  EXPECT_NE(wrong.err.find("401 Unauthorized: the registry refused the credentials for user 'boxlite'"),
+            std::string::npos)
+      << wrong.err;
   auto ok = run_cli({"--config", write_creds(home_, reg, "s3cret-test-pw"), "pull", "-q", reg.ref("test/busybox")});
   ASSERT_EQ(ok.exit_code, 0) << ok.err;
   EXPECT_EQ(ok.out, busybox_manifest_digest() + "\n");
@@ -427,7 +432,8 @@ TEST_F(RegistryAuthTest, BearerTokenFlowFromWwwAuthenticate) {
     rt.pull_image(reg.ref("test/busybox-extra"));
     FAIL() << "expected a 401";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("401 Unauthorized: the registry refused the bearer token"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("401 Unauthorized: the registry refused the bearer token"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -47,9 +47,9 @@ TEST_P(EngineTest, ImageConfigAndLayersAreHonoured) {
 
 TEST_P(EngineTest, ArgvIsNeverAShellStringAndEnvAndWorkdirApply) {
   ::setenv("BOXLITE_TEST_FROM_HOST", "host-value", 1);
-  auto r = run_cli({"run", "--rm", "-e", "A=1", "-e", "IMAGE_VAR=overridden", "-e", "BOXLITE_TEST_FROM_HOST", "-w", "/etc",
-                    image("busybox"), "sh", "-c", "echo \"$1|$A|$IMAGE_VAR|$BOXLITE_TEST_FROM_HOST\"; pwd", "sh",
-                    "a  b $HOME ;"});
+  auto r = run_cli({"run", "--rm", "-e", "A=1", "-e", "IMAGE_VAR=overridden", "-e", "BOXLITE_TEST_FROM_HOST", "-w",
+                    "/etc", image("busybox"), "sh", "-c", "echo \"$1|$A|$IMAGE_VAR|$BOXLITE_TEST_FROM_HOST\"; pwd",
+                    "sh", "a  b $HOME ;"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "a  b $HOME ;|1|overridden|host-value\n/etc\n");
   auto echo = run_cli({"run", "--rm", image("busybox"), "echo", "$(id)", "*"});
@@ -153,8 +153,8 @@ TEST_P(EngineTest, HundredMegabytesOfStdoutArriveIntactWithBoundedMemory) {
     ASSERT_TRUE(f.valid());
     write_all(f.get(), "5", 1);
   }
-  auto exec = box->exec(ExecOptions{{"sh", "-c",
-                                     "head -c 100000000 /dev/urandom > /tmp/blob && sha256sum /tmp/blob >&2 && cat /tmp/blob"}});
+  auto exec = box->exec(ExecOptions{
+      {"sh", "-c", "head -c 100000000 /dev/urandom > /tmp/blob && sha256sum /tmp/blob >&2 && cat /tmp/blob"}});
   std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
   size_t total = 0;
@@ -196,12 +196,16 @@ TEST_P(EngineTest, BoxesOfOneImageNeverSeeEachOthersWrites) {
   // What boxes share (the ext4 base, or the overlay lower layers) never changes.
   std::string shared = vm() ? rt.home() + "/images/disk-images" : rt.home() + "/images/layers";
   auto fingerprint = [&] {
-    return run_capture({"sh", "-c", "cd " + shared + " && find . -name '*.json' -prune -o -print0 | sort -z | "
-                                    "xargs -0 ls -ld --time-style=+%s-%N | sha256sum; find . -type f ! -name '*.json' "
-                                    "-print0 | sort -z | xargs -0 cat | sha256sum"}).out;
+    return run_capture({"sh", "-c",
+                        "cd " + shared +
+                            " && find . -name '*.json' -prune -o -print0 | sort -z | "
+                            "xargs -0 ls -ld --time-style=+%s-%N | sha256sum; find . -type f ! -name '*.json' "
+                            "-print0 | sort -z | xargs -0 cat | sha256sum"})
+        .out;
   };
   std::string before = fingerprint();
-  ASSERT_EQ(a->run(ExecOptions{{"sh", "-c", "echo more > /etc/boxlite-image && rm -f /bin/true && sync"}}).exit_code, 0);
+  ASSERT_EQ(a->run(ExecOptions{{"sh", "-c", "echo more > /etc/boxlite-image && rm -f /bin/true && sync"}}).exit_code,
+            0);
   a->stop();
   b->stop();
   EXPECT_EQ(fingerprint(), before) << "the shared image data changed";
@@ -246,7 +250,8 @@ TEST_P(EngineTest, ACliKilledWithSigkillLeavesNoVmRunning) {
 }
 
 TEST_F(VmTest, DebianPrebuiltKernelBootsWithItsModules) {
-  auto r = run_cli({"run", "--rm", "--kernel", "debian", image("busybox"), "sh", "-c", "uname -r; grep -c virtio /proc/modules"});
+  auto r = run_cli(
+      {"run", "--rm", "--kernel", "debian", image("busybox"), "sh", "-c", "uname -r; grep -c virtio /proc/modules"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto lines = split(r.out, '\n');
   EXPECT_NE(lines[0].find("-amd64"), std::string::npos) << r.out;
@@ -374,7 +379,6 @@ TEST_P(EngineTest, ProtocolVersionMismatchIsAClearError) {
 }
 
 BOXLITE_ON_BOTH_ENGINES(EngineTest);
-
 
 class AccelTest : public BoxliteTest {};
 

@@ -116,23 +116,29 @@ TEST_P(StorageTest, ReadOnlyVolumeResistsRootInTheBox) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.stderr_text.find("Read-only file system"), std::string::npos) << r.stderr_text;
   // Every trick we know, each followed by write attempts; none may reach the host.
-  const char* writes = "echo pwned > /ro/keep.txt; echo pwned > /ro/new.txt; rm -f /ro/sub/deep.txt; chmod 777 /ro/keep.txt; "
-                       "touch /ro/keep.txt; mv /ro/keep.txt /ro/moved.txt; ";
-  std::string tricks = std::string("mount -o remount,rw /ro; ") + writes +
-                       "mount -o remount,rw,bind /ro; " + writes +
-                       "mkdir -p /m1 && mount --bind /ro /m1 && mount -o remount,rw /m1; " + writes +
-                       "echo pwned > /m1/keep.txt; "
-                       "umount -l /ro; " + writes +
-                       "mkdir -p /m2 && mount -t 9p -o trans=virtio,version=9p2000.L vol0 /m2; echo pwned > /m2/keep.txt; "
-                       "mount -t 9p -o trans=virtio,version=9p2000.L,rw vol0 /ro; " + writes + "true";
+  const char* writes =
+      "echo pwned > /ro/keep.txt; echo pwned > /ro/new.txt; rm -f /ro/sub/deep.txt; chmod 777 /ro/keep.txt; "
+      "touch /ro/keep.txt; mv /ro/keep.txt /ro/moved.txt; ";
+  std::string tricks =
+      std::string("mount -o remount,rw /ro; ") + writes + "mount -o remount,rw,bind /ro; " + writes +
+      "mkdir -p /m1 && mount --bind /ro /m1 && mount -o remount,rw /m1; " + writes +
+      "echo pwned > /m1/keep.txt; "
+      "umount -l /ro; " +
+      writes +
+      "mkdir -p /m2 && mount -t 9p -o trans=virtio,version=9p2000.L vol0 /m2; echo pwned > /m2/keep.txt; "
+      "mount -t 9p -o trans=virtio,version=9p2000.L,rw vol0 /ro; " +
+      writes + "true";
   r = sh(tricks);
   EXPECT_EQ(tree_state(ro_), before) << r.stdout_text << r.stderr_text;
   if (vm()) {
     // Root in a VM may remount and mount afresh (the VM is the boundary): those
     // tricks really ran, and QEMU still refused every write.
     // (virtio-9p takes one mount per share at a time: unmount it first.)
-    r = sh("umount /m1 2>/dev/null; umount /ro; umount /ro; mkdir -p /m3 && mount -t 9p -o trans=virtio,version=9p2000.L,rw vol0 /m3 && "
-           "echo mounted; cat /m3/keep.txt; echo pwned > /m3/keep.txt; echo pwned > /m3/n; mount -o remount,rw /m3; echo pwned > /m3/n2");
+    r =
+        sh("umount /m1 2>/dev/null; umount /ro; umount /ro; mkdir -p /m3 && mount -t 9p -o "
+           "trans=virtio,version=9p2000.L,rw vol0 /m3 && "
+           "echo mounted; cat /m3/keep.txt; echo pwned > /m3/keep.txt; echo pwned > /m3/n; mount -o remount,rw /m3; "
+           "echo pwned > /m3/n2");
     EXPECT_EQ(r.stdout_text, "mounted\noriginal\n") << r.stderr_text;
     EXPECT_EQ(tree_state(ro_), before);
   }
@@ -247,7 +253,7 @@ TEST_P(StorageTest, DiskSizeGivesThatMuchDiskAndAFullDiskIsEnospcInTheBox) {
   fields.erase(std::remove(fields.begin(), fields.end(), ""), fields.end());
   ASSERT_GE(fields.size(), 2u) << r.stdout_text;
   uint64_t total_kib = std::stoull(fields[1]);
-  EXPECT_GT(total_kib, 900u * 1024) << r.stdout_text;   // grown from the ~260 MiB base
+  EXPECT_GT(total_kib, 900u * 1024) << r.stdout_text;  // grown from the ~260 MiB base
   EXPECT_LT(total_kib, 1025u * 1024) << r.stdout_text;
   r = sh("dd if=/dev/zero of=/fill bs=1M 2>&1; sync");
   EXPECT_NE(r.stdout_text.find("No space left on device"), std::string::npos) << r.stdout_text << r.stderr_text;
@@ -263,8 +269,9 @@ TEST_P(StorageTest, DiskSizeGivesThatMuchDiskAndAFullDiskIsEnospcInTheBox) {
 TEST_P(StorageTest, AVolumeUnderTmpIsNotHiddenByTheTmpfs) {
   write_file_atomic(work_ + "/from-host.txt", "host\n");
   Box& b = box_with({{work_, "/tmp/ws", false}});
-  auto r = sh("cat /tmp/ws/from-host.txt && echo box > /tmp/ws/from-box.txt && echo scratch > /tmp/scratch && "
-              "grep -c ' /tmp tmpfs ' /proc/mounts");
+  auto r =
+      sh("cat /tmp/ws/from-host.txt && echo box > /tmp/ws/from-box.txt && echo scratch > /tmp/scratch && "
+         "grep -c ' /tmp tmpfs ' /proc/mounts");
   EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
   EXPECT_EQ(r.stdout_text, "host\n1\n");
   EXPECT_EQ(read_file(work_ + "/from-box.txt"), "box\n");
@@ -370,7 +377,8 @@ TEST_F(SnapshotTest, CreateListGetRestoreRemoveWithTheDocumentedErrors) {
   box->snapshot().restore("v1");
   EXPECT_EQ(sh(*box, "cat /data.txt; ls /extra 2>&1 || true"), "v1\nls: /extra: No such file or directory\n");
   stop(box);
-  EXPECT_NE(error_of([&] { box->snapshot().remove("v1"); }, ErrorCode::InvalidState).find("current disk depends on this snapshot"),
+  EXPECT_NE(error_of([&] { box->snapshot().remove("v1"); }, ErrorCode::InvalidState)
+                .find("current disk depends on this snapshot"),
             std::string::npos);
   error_of([&] { box->snapshot().restore("missing"); }, ErrorCode::NotFound);
   // "after" holds v2; the disk now grows from v1, so "after" can go.
@@ -393,20 +401,24 @@ TEST_F(SnapshotTest, CloneIsIndependentStartsStoppedAndProtectsItsSource) {
   EXPECT_EQ(clone->state(), BoxState::Created);
   EXPECT_EQ(rt_->get_info("c1").status, "created");
   // The first exec starts it.
-  EXPECT_EQ(sh(*clone, "cat /f; md5sum -c /r.md5 >/dev/null && echo same; echo clone > /f; echo only > /mine"), "shared\nsame\n");
+  EXPECT_EQ(sh(*clone, "cat /f; md5sum -c /r.md5 >/dev/null && echo same; echo clone > /f; echo only > /mine"),
+            "shared\nsame\n");
   EXPECT_EQ(sh(*src, "cat /f; ls /mine 2>/dev/null || echo absent; echo src2 > /f"), "shared\nabsent\n");
   EXPECT_EQ(sh(*clone, "cat /f"), "clone\n");
   stop(src);
   stop(clone);
-  EXPECT_NE(error_of([&] { rt_->remove("src"); }, ErrorCode::InvalidState).find("have clone dependencies"), std::string::npos);
+  EXPECT_NE(error_of([&] { rt_->remove("src"); }, ErrorCode::InvalidState).find("have clone dependencies"),
+            std::string::npos);
   rt_->remove("src", true);
   EXPECT_EQ(sh(*clone, "cat /f /mine; md5sum -c /r.md5 >/dev/null && echo same"), "clone\nonly\nsame\n");
 }
 
 TEST_F(SnapshotTest, ExportImportIntoAnotherHomeGivesIdenticalFiles) {
   auto box = new_box("exp");
-  std::string sum = sh(*box, "mkdir -p /proj && echo hello > /proj/a && dd if=/dev/urandom of=/proj/bin bs=64k count=32 2>/dev/null && "
-                             "md5sum /proj/a /proj/bin");
+  std::string sum =
+      sh(*box,
+         "mkdir -p /proj && echo hello > /proj/a && dd if=/dev/urandom of=/proj/bin bs=64k count=32 2>/dev/null && "
+         "md5sum /proj/a /proj/bin");
   stop(box);
   std::string out_dir = home_ + "/out";
   make_dirs(out_dir);
@@ -470,7 +482,8 @@ TEST_F(SnapshotTest, JailSnapshotsAndClonesCopyTheUpperLayer) {
   EXPECT_EQ(s.box_id, box->id());
   ASSERT_EQ(box->snapshot().list().size(), 1u);
   EXPECT_EQ(sh(*box, "echo v2 > /data.txt; echo x > /extra; cat /data.txt"), "v2\n");
-  EXPECT_NE(error_of([&] { box->snapshot().restore("v1"); }, ErrorCode::InvalidState).find("while box is running"), std::string::npos);
+  EXPECT_NE(error_of([&] { box->snapshot().restore("v1"); }, ErrorCode::InvalidState).find("while box is running"),
+            std::string::npos);
   stop(box);
   box->snapshot().restore("v1");
   EXPECT_EQ(sh(*box, "cat /data.txt; ls /extra /bin/true 2>&1 | wc -l"), "v1\n2\n");
@@ -506,12 +519,15 @@ TEST_F(SnapshotTest, EveryRemovePathChecksCloneDependencies) {
     auto src = rt_->create(o, "auto");
     sh(*src, "echo x > /f");
     clone = rt_->clone_box(*src, "dep");  // of the running source
-    EXPECT_NE(error_of([&] { src->destroy(); }, ErrorCode::InvalidState).find("have clone dependencies"), std::string::npos);
+    EXPECT_NE(error_of([&] { src->destroy(); }, ErrorCode::InvalidState).find("have clone dependencies"),
+              std::string::npos);
   }  // auto_remove: the handle goes, the box it cannot remove is left stopped
   EXPECT_EQ(rt_->get_info("auto").status, "stopped");
   auto c = run_cli({"rm", "auto"});
   EXPECT_NE(c.exit_code, 0);
-  EXPECT_NE(c.err.find("Cannot remove box: boxes [" + clone->id() + "] have clone dependencies on it"), std::string::npos) << c.err;
+  EXPECT_NE(c.err.find("Cannot remove box: boxes [" + clone->id() + "] have clone dependencies on it"),
+            std::string::npos)
+      << c.err;
   rt_->remove("auto", /*force=*/true);
   EXPECT_EQ(sh(*clone, "cat /f"), "x\n");
   clone->stop();
@@ -524,7 +540,8 @@ TEST_F(SnapshotTest, ImportCarriesPublishedPorts) {
   BoxOptions o;
   o.rootfs_path = image("busybox");
   o.auto_remove = false;
-  o.ports = {PortSpec{.host_port = 18081, .guest_port = 8080}, PortSpec{.host_port = 0, .guest_port = 53, .protocol = "udp"}};
+  o.ports = {PortSpec{.host_port = 18081, .guest_port = 8080},
+             PortSpec{.host_port = 0, .guest_port = 53, .protocol = "udp"}};
   auto box = rt_->create(o, "ports");
   boxes_.push_back(box);
   std::string path = rt_->export_box(*box, home_);  // never started: an empty upper layer
@@ -548,9 +565,10 @@ TEST_F(SnapshotTest, ImportCarriesPublishedPorts) {
 TEST_F(SnapshotTest, JailExportImportIntoAnotherHomeGivesIdenticalFiles) {
   ::setenv("BOXLITE_ENGINE", "jail", 1);
   auto box = new_box("je");
-  sh(*box, "mkdir -p /proj/sub && echo hello > /proj/a && dd if=/dev/urandom of=/proj/bin bs=64k count=8 2>/dev/null && "
-           "ln /proj/a /proj/hard && ln -s ../a /proj/sub/link && chown 1234:5678 /proj/bin && chmod 4751 /proj/bin && "
-           "chmod 0750 /proj/sub && rm /bin/true && rm -rf /var/old && mkdir /var/old && echo new > /var/old/fresh");
+  sh(*box,
+     "mkdir -p /proj/sub && echo hello > /proj/a && dd if=/dev/urandom of=/proj/bin bs=64k count=8 2>/dev/null && "
+     "ln /proj/a /proj/hard && ln -s ../a /proj/sub/link && chown 1234:5678 /proj/bin && chmod 4751 /proj/bin && "
+     "chmod 0750 /proj/sub && rm /bin/true && rm -rf /var/old && mkdir /var/old && echo new > /var/old/fresh");
   const std::string fingerprint =
       "cd / && for f in $(find proj var/old var/keep | sort); do stat -c '%n %u:%g %a %F %h %s' $f; done; "
       "md5sum proj/a proj/bin; cat proj/sub/link; ls bin/true 2>&1; true";
@@ -603,13 +621,13 @@ with tarfile.open(dst, "w") as t:
     auto r = run_capture({"python3", "-c", craft, path, bad, kind});
     ASSERT_TRUE(r.ok()) << r.err;
     auto before_boxes = dir_entries(other + "/boxes").size();
-    EXPECT_NE(error_of([&] { rt2.import_box(bad); }, ErrorCode::InvalidArgument).find("refused upper layer entry"), std::string::npos)
+    EXPECT_NE(error_of([&] { rt2.import_box(bad); }, ErrorCode::InvalidArgument).find("refused upper layer entry"),
+              std::string::npos)
         << kind;
     EXPECT_EQ(dir_entries(other + "/boxes").size(), before_boxes) << kind;
   }
   EXPECT_FALSE(path_exists("/tmp/escape"));
 }
-
 
 // Snapshot, clone and export of a RUNNING box (the documented "quiesces and resumes
 // the source"): vm through QMP (stop, blockdev-snapshot-sync, cont) after the agent
@@ -618,10 +636,11 @@ class LiveStorageTest : public WithBoxes<PerEngineTest> {
  protected:
   // Files written, then a writer still busy in the background while the disk freezes.
   std::string write_files(Box& b) {
-    return sh(b, "set -e; echo v1 > /root/data; dd if=/dev/urandom of=/root/r bs=64k count=16 2>/dev/null; "
-                 "md5sum /root/r > /root/r.md5; "
-                 "(i=0; while [ $i -lt 2000 ]; do echo $i >> /root/busy; i=$((i+1)); done) >/dev/null 2>&1 </dev/null & "
-                 "cat /root/r.md5");
+    return sh(b,
+              "set -e; echo v1 > /root/data; dd if=/dev/urandom of=/root/r bs=64k count=16 2>/dev/null; "
+              "md5sum /root/r > /root/r.md5; "
+              "(i=0; while [ $i -lt 2000 ]; do echo $i >> /root/busy; i=$((i+1)); done) >/dev/null 2>&1 </dev/null & "
+              "cat /root/r.md5");
   }
 };
 
@@ -644,8 +663,9 @@ TEST_P(LiveStorageTest, SnapshotOfARunningBoxKeepsItsFilesAndTheBoxRunsOn) {
   EXPECT_EQ(sh(*box, "cat /root/data /root/extra"), "v3\nx\n") << "the writes after the snapshots are on the disk";
   stop(box);
   box->snapshot().restore("live");
-  EXPECT_EQ(sh(*box, "cat /root/data; md5sum -c /root/r.md5 >/dev/null && echo same; test -e /root/extra || echo no-extra"),
-            "v1\nsame\nno-extra\n");
+  EXPECT_EQ(
+      sh(*box, "cat /root/data; md5sum -c /root/r.md5 >/dev/null && echo same; test -e /root/extra || echo no-extra"),
+      "v1\nsame\nno-extra\n");
   stop(box);
   box->snapshot().restore("live2");
   EXPECT_EQ(sh(*box, "cat /root/data /root/extra"), "v2\nx\n");
@@ -699,8 +719,6 @@ TEST_P(LiveStorageTest, ExportOfARunningBoxImportsWithItsFiles) {
 }
 
 BOXLITE_ON_BOTH_ENGINES(LiveStorageTest);
-
-
 
 }  // namespace
 }  // namespace boxlite::testing

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,6 +62,24 @@ inline std::vector<pid_t> processes_mentioning(const std::string& needle) {
 }
 
 // The children of `pid` (its main thread's), as /proc lists them.
+// `argv` spawned with one end of a socketpair of `type` as its fd 3 and its output
+// to `output`; `ours` is the other end.
+struct ChildOnSocket {
+  UniqueFd ours;
+  Child child;
+};
+inline ChildOnSocket spawn_on_socket(std::vector<std::string> argv, int type, const std::string& output) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, sv) != 0) throw_errno(ErrorCode::Internal, "socketpair");
+  UniqueFd ours(sv[0]), theirs(sv[1]);
+  SpawnOptions so;
+  so.argv = std::move(argv);
+  so.fds = {{theirs.get(), 3}};
+  so.stdout_path = so.stderr_path = output;
+  Child child = spawn(so);
+  return {std::move(ours), std::move(child)};
+}
+
 inline std::vector<pid_t> children_of(pid_t pid) {
   std::vector<pid_t> out;
   try {
