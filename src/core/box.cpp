@@ -314,7 +314,8 @@ void Box::start() {
     if (attached_) throw Error(ErrorCode::Stopped, "box " + id() + " is not running");
   }
   trace("core: start checks");
-  if (spec_.engine == "jail") engine::jail::prime_cgroup_attach();
+  // (A handed shim's create primed it already.)
+  if (spec_.engine == "jail" && !handed) engine::jail::prime_cgroup_attach();
   // The CLI's `run` started one already (core/shim_launch.hpp); else start it now.
   std::optional<core::ShimLaunch> launch =
       handed ? std::optional(handed->take_launch()) : core::take_prestarted_shim(record_.detach);

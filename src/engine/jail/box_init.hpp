@@ -15,14 +15,14 @@ namespace boxlite::engine::jail {
 // channel and the /proc helper's gate, it returns the init's exit status.
 using AgentMain = int (*)(int channel_fd, int proc_gate_fd);
 
-// What the box's init is told: nothing of the host's but what the box itself may
-// know (the spec's network secrets stay in the shim).
 // What a shim and a zygote must agree on, beyond the struct's size: a zygote of
 // another build refuses the request (EPROTO) before anything is made. 2: the init
 // gets its network namespace from its /proc helper, not from the clone (a shim of
 // version 1 would make its box's TAP device in its own namespace, the host's).
 inline constexpr uint32_t kInitProtocolVersion = 2;
 
+// What the box's init is told: nothing of the host's but what the box itself may
+// know (the spec's network secrets stay in the shim).
 struct InitParams {
   uint32_t version;   // kInitProtocolVersion
   char hostname[65];  // NUL-terminated (Linux allows 64)

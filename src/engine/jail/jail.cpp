@@ -480,9 +480,7 @@ UniqueFd receive_box_netns(int channel, int box_userns) {
   char byte = 0;
   int fd = -1;
   size_t got = 0;
-  ssize_t n;
-  while ((n = recv_with_fds(channel, &byte, 1, &fd, 1, &got)) < 0 && errno == EINTR) {
-  }
+  ssize_t n = recv_with_fds(channel, &byte, 1, &fd, 1, &got);  // retries EINTR itself
   if (n == 0 || (n < 0 && errno == ECONNRESET)) return UniqueFd();
   if (n < 0) throw_errno(ErrorCode::Engine, "hear the box's network namespace from its init");
   UniqueFd netns(got == 1 ? fd : -1);
