@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -167,6 +169,15 @@ void make_dirs(const std::string& path, mode_t mode) {
     cur += part;
     if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) throw_errno(ErrorCode::Storage, "mkdir " + cur);
   }
+}
+
+void spread_subdirectories(const std::string& path) noexcept {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return;
+  int flags = 0;  // the kernel reads and writes an int, whatever the ioctl's name says
+  if (::ioctl(fd.get(), FS_IOC_GETFLAGS, &flags) != 0 || (flags & FS_TOPDIR_FL) != 0) return;
+  flags |= FS_TOPDIR_FL;
+  (void)::ioctl(fd.get(), FS_IOC_SETFLAGS, &flags);
 }
 
 namespace {

@@ -48,6 +48,11 @@ void set_nonblocking(int fd, bool on = true);
 void set_cloexec(int fd, bool on = true);
 // mkdir -p.
 void make_dirs(const std::string& path, mode_t mode = 0755);
+// Asks the file system to spread the directories made in `path` over the whole disk
+// rather than pack them beside it (FS_TOPDIR_FL: ext4's allocator then places each one
+// as it places a directory of the root). A hint: where it is unsupported or refused,
+// nothing changes. See docs/jail.md for why box directories want it.
+void spread_subdirectories(const std::string& path) noexcept;
 void remove_tree(const std::string& path);
 bool path_exists(const std::string& path);
 std::vector<std::string> split(std::string_view s, char sep);

@@ -1,7 +1,10 @@
 // common/io: remove_tree removes whole trees (by levels, in parallel) without
-// following a symlink out of them; read_file_if_present; send_all.
+// following a symlink out of them; spread_subdirectories; read_file_if_present;
+// send_all.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -58,6 +61,28 @@ TEST(RemoveTreeTest, AFileOrAMissingPath) {
 }
 
 // A missing file is an answer, not an error; anything else still is one.
+int inode_flags(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  int flags = -1;
+  if (!fd || ::ioctl(fd.get(), FS_IOC_GETFLAGS, &flags) != 0) return -1;
+  return flags;
+}
+
+TEST(SpreadSubdirectoriesTest, FlagsTheDirectoryOnceAndNeverThroughASymlink) {
+  ScratchDir scratch;
+  std::string dir = scratch.path() + "/boxes", other = scratch.path() + "/other";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir(other.c_str(), 0700), 0);
+  ASSERT_EQ(::symlink(other.c_str(), (scratch.path() + "/link").c_str()), 0);
+  spread_subdirectories(scratch.path() + "/missing");  // a hint: nothing to throw
+  spread_subdirectories(scratch.path() + "/link");
+  spread_subdirectories(dir);
+  spread_subdirectories(dir);
+  int flags = inode_flags(dir);
+  if (flags < 0 || (flags & FS_TOPDIR_FL) == 0) GTEST_SKIP() << "this file system keeps no FS_TOPDIR_FL";
+  EXPECT_EQ(inode_flags(other) & FS_TOPDIR_FL, 0) << "the hint followed a symlink";
+}
+
 TEST(ReadFileIfPresentTest, MissingIsNulloptOtherFailuresThrow) {
   ScratchDir scratch;
   std::string f = scratch.path() + "/f";
