@@ -3,6 +3,8 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <system_error>
+
 #include "common/error.hpp"
 #include "common/io.hpp"
 
@@ -121,15 +123,14 @@ Store::Store(const std::string& db_path) {
   sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
   try {
     enable_wal();
-    // wal_autocheckpoint=100 pages: each process rebuilds the -wal's index when it
-    // first opens the database (no connection keeps it), reading the -wal's frames
-    // up to the first stale one, so they are kept under ~400 KiB. The file itself is
+    // Checkpoints every ~32 pages (on_wal_commit): each process rebuilds the -wal's
+    // index when it first opens the database (no connection keeps it), reading the
+    // -wal's frames up to the first stale one, so they are kept few. The file itself is
     // reused after a checkpoint, not truncated (journal_size_limit caps it at 1 MiB):
     // blocks freed and allocated again every few boxes cost a discard each on hosts
     // that discard synchronously, ~0.35 ms a `run --rm` here (docs/jail.md).
-    exec_sql(db_,
-             "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA journal_size_limit=1048576; "
-             "PRAGMA wal_autocheckpoint=100;");
+    exec_sql(db_, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA journal_size_limit=1048576;");
+    sqlite3_wal_hook(db_, &Store::on_wal_commit, this);  // replaces wal_autocheckpoint
     // Nearly every open finds the schema current: a plain read, no write lock.
     if (schema_version() != kSchemaVersion) write(/*durable=*/true, [&] { migrate(); });
   } catch (...) {
@@ -139,7 +140,38 @@ Store::Store(const std::string& db_path) {
   }
 }
 
-Store::~Store() { sqlite3_close(db_); }
+Store::~Store() {
+  if (checkpointer_.joinable()) checkpointer_.join();
+  sqlite3_close(db_);
+}
+
+namespace {
+constexpr int kBackgroundCheckpointFrames = 32;
+constexpr int kInlineCheckpointFrames = 128;
+}  // namespace
+
+int Store::on_wal_commit(void* self, sqlite3* db, const char* schema, int frames) {
+  auto* store = static_cast<Store*>(self);
+  if (frames >= kInlineCheckpointFrames) {
+    sqlite3_wal_checkpoint_v2(db, schema, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+  } else if (frames >= kBackgroundCheckpointFrames && !store->removing_) {
+    store->checkpoint_in_background();
+  }
+  return SQLITE_OK;  // a checkpoint that could not finish is retried by a later commit
+}
+
+void Store::checkpoint_in_background() {
+  if (checkpointing_.exchange(true)) return;           // one is under way
+  if (checkpointer_.joinable()) checkpointer_.join();  // the last one, finished
+  try {
+    checkpointer_ = std::thread([this] {
+      sqlite3_wal_checkpoint_v2(db_, "main", SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+      checkpointing_ = false;
+    });
+  } catch (const std::system_error&) {
+    checkpointing_ = false;  // no thread to be had: a later commit tries again
+  }
+}
 
 // Turning a new database to WAL needs it alone for a moment, and SQLite returns
 // BUSY for that without waiting on the busy handler: processes (or threads) opening
@@ -285,6 +317,11 @@ std::vector<BoxRecord> Store::list() {
 bool Store::remove(const std::string& id, bool durable) {
   bool removed = false;
   write(durable, [&] {
+    removing_ = true;
+    struct Reset {
+      bool& flag;
+      ~Reset() { flag = false; }
+    } reset{removing_};
     Stmt s(db_, "DELETE FROM boxes WHERE id=?");
     s.bind(1, id);
     s.step();

@@ -2,12 +2,14 @@
 // versioned schema. Every process that uses a home sees the same boxes through it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 struct sqlite3;
@@ -69,8 +71,23 @@ class Store {
   void write(bool durable, const std::function<void()>& body);
   void insert_row(const BoxRecord& r);
   void update_row(const BoxRecord& r);
+  // SQLite's commit hook in WAL mode, standing in for its autocheckpoint (below).
+  static int on_wal_commit(void* self, sqlite3* db, const char* schema, int frames);
+  void checkpoint_in_background();
+
   sqlite3* db_ = nullptr;
   std::mutex write_mu_;
+  // A checkpoint copies the -wal's pages into the database and syncs both, which a
+  // commit that crosses SQLite's autocheckpoint threshold waits for. Here a commit
+  // that leaves kBackgroundCheckpointFrames or more starts one on this thread
+  // instead (the connection serialises it with the caller's next statement), and the
+  // commit returns: in `run`, it overlaps the box's start. Not after a removal, the
+  // last write of a box's life (the caller is usually about to exit and would wait
+  // for it in ~Store). A -wal that still reaches kInlineCheckpointFrames is
+  // checkpointed by the commit itself, as SQLite's autocheckpoint does.
+  std::thread checkpointer_;
+  std::atomic<bool> checkpointing_{false};
+  bool removing_ = false;  // under write_mu_
 };
 
 }  // namespace boxlite::store
