@@ -28,7 +28,9 @@ int run_detached(const GlobalFlags& g, const RunFlags& f) {
   // Exec'd, not forked: it outlives us, and a fork of the CLI holds more memory (~4
   // MiB resident against ~2.5) for the box's whole life.
   core::prestart_shim(/*detached=*/true);  // its start overlaps ours (core/shim_launch.hpp)
-  Runtime rt(runtime_options(g));
+  RuntimeOptions ro = runtime_options(g);
+  ro.open_store_in_background = true;  // it overlaps the image and the spec
+  Runtime rt(std::move(ro));
   PullDisplay progress(rt, stderr);
   auto box = rt.create_to_start(o, f.name);
   try {
@@ -51,7 +53,9 @@ int run_box(const GlobalFlags& g, const RunFlags& f) {
   // Forked from us: it lives as long as we do, and its start costs no exec.
   core::prestart_shim(/*detached=*/false, shim::shim_main);  // its start overlaps ours (core/shim_launch.hpp)
 
-  Runtime rt(runtime_options(g));
+  RuntimeOptions ro = runtime_options(g);
+  ro.open_store_in_background = true;  // it overlaps the image and the spec
+  Runtime rt(std::move(ro));
   trace("cli: runtime open");
   PullDisplay progress(rt, stderr);
   auto box = rt.create_to_start(o, f.name);

@@ -100,7 +100,7 @@ std::vector<std::string> Runtime::remove_image(const std::string& reference_or_i
     }
   }
   if (refs.empty()) throw Error(ErrorCode::NotFound, "No such image: " + reference_or_id);
-  for (const auto& r : store_->list()) {
+  for (const auto& r : this->store()->list()) {
     if (std::find(refs.begin(), refs.end(), r.image) != refs.end()) {
       throw Error(ErrorCode::InvalidState, "image " + r.image + " is used by box " + (r.name.empty() ? r.id : r.name) +
                                                ": remove the box first");
@@ -125,7 +125,7 @@ uint64_t Runtime::prune_store(bool all, const std::set<std::string>* only) {
   registry::ImageStore store(layout_.images());
   std::set<std::string> used_refs;
   std::set<std::string> used_paths;  // ext4 bases and jail layer dirs boxes run on
-  for (const auto& r : store_->list()) {
+  for (const auto& r : this->store()->list()) {
     used_refs.insert(r.image);
     try {
       auto spec = engine::spec_from_json(read_file(layout_.box_dir(r.id) + "/shim.json"));

@@ -26,6 +26,11 @@ struct RuntimeOptions {
   // Runtime::default_runtime() does): a second exclusive runtime on the same home,
   // in any process, fails with "Another BoxliteRuntime is already using directory".
   bool exclusive = false;
+  // Opens the state store on a thread while the constructor returns: its first use
+  // waits for it and throws what opening it threw (Database, ...), which a runtime
+  // made without this throws from its constructor. The CLI's `run` sets it: the
+  // store's open (~0.4 ms) overlaps reading the image and writing the box's spec.
+  bool open_store_in_background = false;
 };
 
 // The documented NetworkSpec: mode "enabled" (default) or "disabled" (no interface

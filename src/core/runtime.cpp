@@ -36,6 +36,10 @@ namespace boxlite {
 
 namespace {
 
+// Set on the store's opener thread (RuntimeOptions::open_store_in_background): its
+// warnings wait there for the first use of the store, on the caller's thread.
+thread_local std::vector<std::string>* deferred_warnings = nullptr;
+
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v && *v ? v : fallback;
@@ -294,9 +298,41 @@ Runtime::Runtime(RuntimeOptions opts) {
   registries_ = opts.image_registries;
   load_home_config(!registries_.empty());
   trace("core: config loaded");
+  if (!opts.open_store_in_background) {
+    open_store();
+    return;
+  }
+  // Last: a constructor that throws after this would destroy a joinable thread.
+  store_opener_ = std::thread([this] {
+    deferred_warnings = &opener_warnings_;  // the caller may set its warning sink meanwhile
+    try {
+      open_store();
+    } catch (...) {
+      store_error_ = std::current_exception();
+    }
+  });
+}
+
+Runtime::~Runtime() {
+  std::call_once(store_opener_joined_, [this] {
+    if (store_opener_.joinable()) store_opener_.join();
+  });
+}
+
+void Runtime::open_store() {
   store_ = std::make_shared<store::Store>(layout_.root + "/db/boxlite.db");
   trace("core: store open");
   sweep_half_made_boxes();
+}
+
+const std::shared_ptr<store::Store>& Runtime::store() {
+  std::call_once(store_opener_joined_, [this] {
+    if (!store_opener_.joinable()) return;
+    store_opener_.join();
+    for (const auto& w : opener_warnings_) warn(w);
+  });
+  if (store_error_) std::rethrow_exception(store_error_);
+  return store_;
 }
 
 std::shared_ptr<Runtime> Runtime::default_runtime() {
@@ -310,6 +346,7 @@ std::shared_ptr<Runtime> Runtime::default_runtime() {
 // A create killed between making the box directory and recording the box leaves a
 // directory nobody knows. A create spends milliseconds in that window, so one
 // older than a minute with no record is debris.
+// On the store's opener: store_, not store().
 void Runtime::sweep_half_made_boxes() {
   std::set<std::string> known;
   for (const auto& r : store_->list()) {
@@ -414,7 +451,9 @@ HostInfo Runtime::host_info() {
 }
 
 void Runtime::warn(const std::string& msg) const {
-  if (warn_) {
+  if (deferred_warnings) {
+    deferred_warnings->push_back(msg);
+  } else if (warn_) {
     warn_(msg);
   } else {
     std::fprintf(stderr, "boxlite: warning: %s\n", msg.c_str());
@@ -582,7 +621,7 @@ std::shared_ptr<Box> Runtime::create_counted(const BoxOptions& opts, const std::
 std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::string& name, bool start_now) {
   validate_box_options(opts);
   validate_name(name);
-  if (!name.empty() && store_->find(name))
+  if (!name.empty() && store()->find(name))
     throw Error(ErrorCode::AlreadyExists, "box name '" + name + "' is already in use");
   std::string engine = opts.engine.empty() ? default_engine() : opts.engine;
   if (engine != "vm" && engine != "jail") {
@@ -706,11 +745,11 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   rec.options_json = nlohmann::json{{"argv", argv}, {"cpus", spec.cpus}, {"memory_mib", spec.memory_mib}}.dump();
   timings["create_ms"] = static_cast<int64_t>(now_ms() - create_started_ms);
   rec.timings_json = timings.dump();
-  store_->insert(rec);  // a taken name fails here too (a race with another creator)
+  store()->insert(rec);  // a taken name fails here too (a race with another creator)
   drop_handed.committed = true;
   if (early) core::hand_and_keep(spec.box_dir, std::move(*early), std::move(early_lock), after_stop);
   guard.committed = true;
-  return track(std::make_shared<Box>(spec, rec, argv, store_));
+  return track(std::make_shared<Box>(spec, rec, argv, store()));
 }
 
 // A box's directory is made before its row and removed before it, so an auto_remove
@@ -721,7 +760,7 @@ bool Runtime::forget_if_removed(const store::BoxRecord& r) {
   struct stat st;
   if (!r.auto_remove || ::lstat(layout_.box_dir(r.id).c_str(), &st) == 0 || errno != ENOENT) return false;
   try {
-    store_->remove(r.id, /*durable=*/false);
+    store_->remove(r.id, /*durable=*/false);  // store_: the opener's sweep calls this too
   } catch (const Error& err) {
     warn("could not forget the removed box " + r.id + ": " + err.what());
   }
@@ -759,7 +798,7 @@ bool Runtime::reconcile(store::BoxRecord& r) {
   // A killed shim could not retire the jail's cgroups; its processes died with it.
   if (r.engine == "jail") engine::jail::remove_cgroups(r.id);
   try {
-    store_->update(r);
+    store()->update(r);
   } catch (const Error&) {
     // Removed meanwhile.
   }
@@ -781,8 +820,8 @@ std::shared_ptr<Box> Runtime::box_from_record(const store::BoxRecord& r) {
   } catch (const std::exception&) {
     argv = {"sh"};
   }
-  if (r.state == "running") return track(Box::attach(std::move(spec), r, store_));
-  return track(std::make_shared<Box>(std::move(spec), r, argv, store_));
+  if (r.state == "running") return track(Box::attach(std::move(spec), r, store()));
+  return track(std::make_shared<Box>(std::move(spec), r, argv, store()));
 }
 
 std::pair<std::shared_ptr<Box>, bool> Runtime::get_or_create(const BoxOptions& opts, const std::string& name) {
@@ -798,7 +837,7 @@ std::pair<std::shared_ptr<Box>, bool> Runtime::get_or_create(const BoxOptions& o
 }
 
 std::shared_ptr<Box> Runtime::get(const std::string& id_or_name) {
-  auto r = store_->find(id_or_name);
+  auto r = store()->find(id_or_name);
   if (!r || !reconcile(*r)) return nullptr;
   try {
     return box_from_record(*r);
@@ -835,21 +874,21 @@ static BoxInfo info_of(const store::BoxRecord& r) {
 }
 
 BoxInfo Runtime::get_info(const std::string& id_or_name) {
-  auto r = store_->find(id_or_name);
+  auto r = store()->find(id_or_name);
   if (!r || !reconcile(*r)) throw Error(ErrorCode::NotFound, "No such box: " + id_or_name);
   return info_of(*r);
 }
 
 std::vector<BoxInfo> Runtime::list_info() {
   std::vector<BoxInfo> out;
-  for (auto& r : store_->list()) {
+  for (auto& r : store()->list()) {
     if (reconcile(r)) out.push_back(info_of(r));
   }
   return out;
 }
 
 void Runtime::remove(const std::string& id_or_name, bool force) {
-  auto r = store_->find(id_or_name);
+  auto r = store()->find(id_or_name);
   if (!r || !reconcile(*r)) throw Error(ErrorCode::NotFound, "No such box: " + id_or_name);
   if (r->state == "running" && !force) {
     throw Error(ErrorCode::InvalidState, "box " + r->id + " is running: stop it first, or remove it with force");
@@ -865,11 +904,11 @@ void Runtime::remove(const std::string& id_or_name, bool force) {
   if (r->shim_pid > 0 && process_alive(r->shim_pid)) ::kill(r->shim_pid, SIGKILL);
   if (r->engine == "jail") engine::jail::remove_cgroups(r->id);
   remove_tree(layout_.box_dir(r->id));
-  store_->remove(r->id, /*durable=*/!r->auto_remove);
+  store()->remove(r->id, /*durable=*/!r->auto_remove);
 }
 
 std::shared_ptr<Box> Runtime::attach(const std::string& id) {
-  if (auto r = store_->find(id); r && reconcile(*r)) {
+  if (auto r = store()->find(id); r && reconcile(*r)) {
     if (r->state != "running") throw Error(ErrorCode::Stopped, "box " + r->id + " is not running");
     return box_from_record(*r);
   }

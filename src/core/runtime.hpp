@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -9,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -49,6 +51,9 @@ struct BoxInfo {
 class Runtime {
  public:
   explicit Runtime(RuntimeOptions opts = {});
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
   // The process-wide runtime of $BOXLITE_HOME (~/.boxlite), made on first use. It
   // holds the home's lock until the process exits: a second process's default
   // runtime on that home gets InvalidState "Another BoxliteRuntime is already
@@ -169,7 +174,15 @@ class Runtime {
 
   core::HomeLayout layout_;
   FileLock home_lock_;
+  // The store, open, once its opener is done (RuntimeOptions::open_store_in_background);
+  // throws what opening it threw. Everything but the opener itself goes through it.
+  const std::shared_ptr<store::Store>& store();
+  void open_store();  // and sweeps half-made boxes
   std::shared_ptr<store::Store> store_;
+  std::thread store_opener_;
+  std::once_flag store_opener_joined_;
+  std::exception_ptr store_error_;
+  std::vector<std::string> opener_warnings_;  // the opener's, given once it is joined
   std::mutex boxes_mu_;
   std::vector<std::weak_ptr<Box>> handed_out_;
   std::atomic<bool> shut_down_{false};

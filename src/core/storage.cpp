@@ -323,11 +323,11 @@ engine::ShimSpec Runtime::clone_spec(const Box& source) {
 }
 
 std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& requested_name) {
-  std::string name = requested_name.empty() ? clone_name_for(*store_, source) : requested_name;
-  validate_new_name(*store_, name);
+  std::string name = requested_name.empty() ? clone_name_for(*store(), source) : requested_name;
+  validate_new_name(*store(), name);
   FileLock lock = core::lock_box_directory(source.dir());
   if (source.spec().engine == "jail") return clone_jail(source, name);
-  auto rec = store_->find(source.id());
+  auto rec = store()->find(source.id());
   if (!rec) throw Error(ErrorCode::NotFound, "No such box: " + source.id());
 
   engine::ShimSpec spec = clone_spec(source);
@@ -351,15 +351,15 @@ std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& requeste
   }
   opts["clone_of"] = source.id();
   r.options_json = opts.dump();
-  store_->insert(r);
+  store()->insert(r);
   guard.committed = true;
-  return track(std::make_shared<Box>(spec, r, recorded_argv(opts), store_));
+  return track(std::make_shared<Box>(spec, r, recorded_argv(opts), store()));
 }
 
 // A jail's clone copies the source's upper layer (O(data)) over the same image
 // layers: fully independent, so the source keeps no clone dependency.
 std::shared_ptr<Box> Runtime::clone_jail(Box& source, const std::string& name) {
-  auto rec = store_->find(source.id());
+  auto rec = store()->find(source.id());
   if (!rec) throw Error(ErrorCode::NotFound, "No such box: " + source.id());
   engine::ShimSpec spec = clone_spec(source);
   PathGuard guard{spec.box_dir};
@@ -367,14 +367,14 @@ std::shared_ptr<Box> Runtime::clone_jail(Box& source, const std::string& name) {
   copy_jail_upper(source, spec.box_dir + "/upper");  // a running source is frozen meanwhile
   write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600);
   store::BoxRecord r = clone_record(*rec, spec.box_id, name);
-  store_->insert(r);
+  store()->insert(r);
   guard.committed = true;
   nlohmann::json opts;
   try {
     opts = nlohmann::json::parse(rec->options_json);
   } catch (const nlohmann::json::exception&) {
   }
-  return track(std::make_shared<Box>(spec, r, recorded_argv(opts), store_));
+  return track(std::make_shared<Box>(spec, r, recorded_argv(opts), store()));
 }
 
 namespace {
@@ -403,7 +403,7 @@ void check_no_clone_dependents(store::Store& store, const std::string& box_id) {
 }
 
 void Runtime::release_clones(const std::string& id, bool force) {
-  std::vector<store::BoxRecord> clones = clones_of(*store_, id);
+  std::vector<store::BoxRecord> clones = clones_of(*store(), id);
   if (clones.empty()) return;
   if (!force) throw_clone_dependents(clones);
   for (const auto& c : clones) {
@@ -424,7 +424,7 @@ void Runtime::release_clones(const std::string& id, bool force) {
       auto opts = nlohmann::json::parse(r.options_json);
       opts.erase("clone_of");
       r.options_json = opts.dump();
-      store_->update(r);
+      store()->update(r);
     } catch (const nlohmann::json::exception&) {
     }
   }
@@ -462,7 +462,7 @@ std::string Runtime::write_export(Box& box, const std::string& dest, const std::
   engine::ShimSpec spec = box.spec();
   spec.net.secrets.clear();  // secret values never leave the machine
   spec.volumes.clear();      // host paths mean nothing elsewhere
-  auto rec = store_->find(box.id());
+  auto rec = store()->find(box.id());
   nlohmann::json manifest = {{"format", kExportFormat},
                              {"engine", spec.engine},
                              {"box_id", box.id()},
@@ -516,7 +516,7 @@ std::string Runtime::export_jail(Box& box, const std::string& dest_dir) {
 }
 
 std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::string& name) {
-  validate_new_name(*store_, name);
+  validate_new_name(*store(), name);
   ReadArchive a(la::archive_read_new());
   la::archive_read_support_format_tar(a.get());
   if (la::archive_read_open_filename(a.get(), path.c_str(), 1 << 20) != ARCHIVE_OK) {
@@ -622,9 +622,9 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
   nlohmann::json opts = manifest.value("options", nlohmann::json::object());
   opts.erase("clone_of");
   r.options_json = opts.dump();
-  store_->insert(r);
+  store()->insert(r);
   guard.committed = true;
-  return track(std::make_shared<Box>(spec, r, recorded_argv(opts), store_));
+  return track(std::make_shared<Box>(spec, r, recorded_argv(opts), store()));
 }
 
 // The image comes from this home: the reference the box was made from (a layout
@@ -672,8 +672,8 @@ std::shared_ptr<Box> Runtime::import_jail(engine::ShimSpec spec, const nlohmann:
   nlohmann::json opts = manifest.value("options", nlohmann::json::object());
   opts.erase("clone_of");
   r.options_json = opts.dump();
-  store_->insert(r);
-  return track(std::make_shared<Box>(spec, r, recorded_argv(opts), store_));
+  store()->insert(r);
+  return track(std::make_shared<Box>(spec, r, recorded_argv(opts), store()));
 }
 
 }  // namespace boxlite

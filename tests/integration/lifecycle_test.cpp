@@ -533,6 +533,40 @@ TEST_F(LockTest, ASecondExclusiveRuntimeOnTheHomeIsRefused) {
   EXPECT_EQ(try_in_child(), 0) << "the lock is released with its runtime";
 }
 
+// A store that cannot be used fails the runtime's constructor, or, opened in the
+// background (the CLI's `run`), every use of it, with the store's own error; a
+// `run` that meets it leaves no box directory and no process.
+class StoreOpenTest : public BoxliteTest {};
+
+TEST_F(StoreOpenTest, AnUnusableStoreFailsTheConstructorOrEveryUseWhenOpenedInTheBackground) {
+  ASSERT_TRUE(run_capture({"mkdir", "-p", home_ + "/db"}).ok());
+  write_file_atomic(home_ + "/db/boxlite.db", std::string(8192, 'x'), 0600, /*durable=*/false);
+  auto is_database_error = [](const Error& e) {
+    return e.code() == ErrorCode::Database && std::string(e.what()).find("not a database") != std::string::npos;
+  };
+  try {
+    Runtime rt(RuntimeOptions{.home_dir = home_});
+    ADD_FAILURE() << "a runtime opened an unusable store";
+  } catch (const Error& e) {
+    EXPECT_TRUE(is_database_error(e)) << e.what();
+  }
+  {
+    Runtime rt(RuntimeOptions{.home_dir = home_, .open_store_in_background = true});
+    for (int i = 0; i < 2; ++i) {
+      try {
+        rt.list_info();
+        ADD_FAILURE() << "the store's use " << i << " succeeded";
+      } catch (const Error& e) {
+        EXPECT_TRUE(is_database_error(e)) << e.what();
+      }
+    }
+  }
+  auto r = run_cli({"run", "--rm", "--engine", "jail", image("busybox"), "true"});
+  EXPECT_EQ(r.exit_code, 125) << r.err;
+  EXPECT_NE(r.err.find("not a database"), std::string::npos) << r.err;
+  expect_no_leftovers();
+}
+
 // The CLI's `run` starts the box's shim before it opens the runtime
 // (core/shim_launch.hpp); the shim learns its box over a socket.
 class ShimLaunchTest : public BoxliteTest {};
