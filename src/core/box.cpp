@@ -418,7 +418,27 @@ Execution Box::exec(const ExecOptions& o) {
 std::optional<Execution> Box::finished_main_locked() {
   refresh_locked();
   if (state_ != BoxState::Stopped || !record_.main_exit_code) return std::nullopt;
-  // It already ran: hand back that run, read from its log.
+  return replay_main_locked(*record_.main_exit_code);
+}
+
+// The shim writes exit.json before it tells its clients the box is down: once it has
+// hung up on us after that, the main command's exit is there, and its shim's own exit
+// (~0.5 ms: its mounts' teardown) need not be waited for (refresh_locked does), nor
+// the box's row written as stopped; a destroy() then overlaps that exit with the
+// removal of the box's layers, as after a main command that ended while attached.
+std::optional<Execution> Box::main_from_exit_record_locked() {
+  if (state_ != BoxState::Running || !client_ || !client_->box_down()) return std::nullopt;
+  try {
+    auto j = nlohmann::json::parse(read_file(spec_.box_dir + "/exit.json"));
+    if (!j.contains("main_exit_code")) return std::nullopt;
+    return replay_main_locked(j.at("main_exit_code").get<int>());
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// It already ran: hand back that run, read from its log.
+Execution Box::replay_main_locked(int exit_code) {
   auto stream = std::make_shared<core::ExecStream>();
   stream->started = true;
   for (auto& f : protocol::read_main_log(spec_.box_dir)) {
@@ -427,7 +447,7 @@ std::optional<Execution> Box::finished_main_locked() {
     stream->output.push_back(OutputChunk{kind, std::move(f.payload)});
   }
   proto::ExecExit ex;
-  ex.set_exit_code(*record_.main_exit_code);
+  ex.set_exit_code(exit_code);
   stream->exit = ex;
   return Execution(core::ShimClient::offline(id()), stream);
 }
@@ -440,6 +460,7 @@ Execution Box::attach(bool with_stdin) {
   if (state() == BoxState::Created) start();  // its main command may be over by the time this returns
   {
     std::lock_guard lk(mu_);
+    if (auto done = main_from_exit_record_locked()) return std::move(*done);
     if (auto done = finished_main_locked()) return std::move(*done);
   }
   if (spec_.main_argv.empty()) throw Error(ErrorCode::NotFound, "box " + id() + " has no main command to attach to");
@@ -453,6 +474,7 @@ Execution Box::attach(bool with_stdin) {
     // The main command exited (and the box stopped) before we got there.
     client->wait_closed(5000);
     std::lock_guard lk(mu_);
+    if (auto done = main_from_exit_record_locked()) return std::move(*done);
     if (auto done = finished_main_locked()) return std::move(*done);
     throw;
   }

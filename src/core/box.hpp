@@ -119,6 +119,8 @@ class Box {
   bool join_started_elsewhere_locked();
   // The main command's finished run, when the box stopped because it exited.
   std::optional<Execution> finished_main_locked();
+  std::optional<Execution> main_from_exit_record_locked();
+  Execution replay_main_locked(int exit_code);
   // The connection to the running box, starting it first if needed.
   std::shared_ptr<core::ShimClient> running_client();
   // Starts a guest builtin (copy.cpp) as an exec.

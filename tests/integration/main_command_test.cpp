@@ -68,6 +68,25 @@ TEST_P(MainCommandTest, RunsAsPid1AndItsExitStopsTheBox) {
   expect_no_leftovers();
 }
 
+// An attach that comes after the main command ended (as `run` of a quick command
+// often does) hands back its output and exit code from the shim's exit record, then
+// the box reads as stopped, with that exit, and a remove leaves nothing.
+TEST_P(MainCommandTest, AnAttachAfterTheMainCommandEndedHandsBackItsRun) {
+  Runtime rt;
+  auto box = rt.create(opts({"sh", "-c", "echo done; exit 9"}));
+  box->start();
+  for (int i = 0; i < 200 && !path_exists(box->dir() + "/exit.json"); ++i) ::usleep(25000);
+  ASSERT_TRUE(path_exists(box->dir() + "/exit.json")) << "the main command did not end";
+  Execution late = box->attach();
+  EXPECT_EQ(collect(late), "done\n");
+  EXPECT_EQ(late.wait().exit_code, 9);
+  ASSERT_TRUE(wait_stopped(*box));
+  EXPECT_EQ(box->main_exit_code(), 9);
+  EXPECT_EQ(rt.get_info(box->id()).status, "stopped");
+  rt.remove(box->id());
+  expect_no_leftovers();
+}
+
 TEST_P(MainCommandTest, StartRunsItAgainAndExecWorksWhileItRuns) {
   Runtime rt;
   // Exits the first time; the second time it keeps running.
