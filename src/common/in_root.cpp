@@ -10,19 +10,16 @@
 #include "common/io.hpp"
 
 namespace boxlite {
-namespace {
 
-UniqueFd open_in_root(int root_fd, const std::string& rel) {
+UniqueFd open_in_root(int root_fd, const std::string& path, int flags) {
   open_how how{};
-  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+  how.flags = static_cast<uint64_t>(flags) | O_CLOEXEC;
   how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
   for (;;) {
-    int fd = static_cast<int>(::syscall(SYS_openat2, root_fd, rel.c_str(), &how, sizeof how));
+    int fd = static_cast<int>(::syscall(SYS_openat2, root_fd, path.c_str(), &how, sizeof how));
     if (fd >= 0 || errno != EAGAIN) return UniqueFd(fd);
   }
 }
-
-}  // namespace
 
 UniqueFd make_dirs_in_root(int root_fd, const std::string& path, ErrorCode code) {
   auto parts = split(path, '/');
@@ -35,8 +32,9 @@ UniqueFd make_dirs_in_root(int root_fd, const std::string& path, ErrorCode code)
     if (part.empty() || part == ".") continue;
     std::string next = rel.empty() ? part : rel + "/" + part;
     // mkdirat never follows a final symlink (EEXIST); the open below resolves it in the root.
-    if (::mkdirat(cur.get(), part.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(code, "create mount point /" + next);
-    UniqueFd opened = open_in_root(root_fd, next);
+    if (::mkdirat(cur.get(), part.c_str(), 0755) != 0 && errno != EEXIST)
+      throw_errno(code, "create mount point /" + next);
+    UniqueFd opened = open_in_root(root_fd, next, O_PATH | O_DIRECTORY);
     if (!opened && errno == ENOENT) {
       // A dangling symlink: go on from its target, read as a path inside the root
       // (an absolute target starts again at the root), like runc does.

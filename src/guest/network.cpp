@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "common/error.hpp"
+#include "common/etc_files.hpp"
 #include "common/fd.hpp"
 #include "common/io.hpp"
 #include "common/netif.hpp"
@@ -65,13 +66,12 @@ void configure_network(const proto::BoxConfig& cfg, bool vm) {
   if (n.configure_link()) {
     configure_ipv4_interface(n.interface(), n.address(), static_cast<int>(n.prefix_len()), n.gateway());
   }
-  replace_file("/etc/resolv.conf", "nameserver " + n.dns() + "\n");
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  std::string hosts = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n";
-  if (host[0]) hosts += n.address() + "\t" + host + "\n";
-  hosts += n.host_alias() + "\t" + n.host_alias_name() + "\n";
-  replace_file("/etc/hosts", hosts);
+  if (!n.etc_files_bound()) {  // a jail's shim has bound its own over them
+    replace_file("/etc/resolv.conf", resolv_conf_text(n.dns()));
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    replace_file("/etc/hosts", hosts_file_text(n.address(), host, n.host_alias(), n.host_alias_name()));
+  }
   if (!n.trusted_ca_pem().empty()) trust_ca(n.trusted_ca_pem());
 }
 

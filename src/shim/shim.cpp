@@ -181,6 +181,7 @@ void Shim::start_jail() {
     engine_ = std::move(j.init);
     guest_ = std::move(j.channel);
     warnings_ = std::move(j.warnings);
+    etc_files_bound_ = j.etc_files_bound;
   } catch (const Error& e) {
     throw Error(e.code(), "box " + spec_.box_id + " failed to start: " + e.what());
   }
@@ -250,6 +251,7 @@ void Shim::send_hello_and_config() {
     n->set_dns(net::kGatewayAddress);
     n->set_host_alias(net::kHostAlias);
     n->set_host_alias_name(net::kHostAliasName);
+    n->set_etc_files_bound(etc_files_bound_);
     if (!spec_.net.secrets.empty()) {
       try {
         n->set_trusted_ca_pem(read_file(spec_.net.ca_cert));

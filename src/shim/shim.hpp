@@ -116,6 +116,7 @@ class Shim {
   std::string stop_reason_;
   std::string net_said_;  // boxlite-net's ready pipe so far, when the boot did not wait for it
   std::vector<std::string> warnings_;
+  bool etc_files_bound_ = false;  // jail: /etc/hosts and /etc/resolv.conf bound by start()
   std::optional<int> engine_status_;
   // The guest's serial console and QEMU's stderr (vm), boxlite-net's output.
   CappedLog console_log_, engine_log_, net_log_;

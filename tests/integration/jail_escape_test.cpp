@@ -531,6 +531,53 @@ TEST_F(JailEscapeTest, AnUpperLayerSymlinkWhereTheBoxMountsIsRefused) {
   EXPECT_EQ(again->run(ExecOptions{{"true"}}).exit_code, 0) << "the box starts once it is a directory again";
 }
 
+// /etc/hosts and /etc/resolv.conf are files of the box's directory bound onto its
+// root (jail.cpp, bind_etc_files), as Docker's are: an image with symlinks there (to
+// a host file, out of the root) gets the box's own, the host file is untouched, and
+// nothing of /etc is copied into the box's upper layer. Box root can edit them (as
+// in Docker, not replace them), and a kept box keeps its edits across a restart.
+TEST_F(JailEscapeTest, TheBoxsEtcFilesAreItsOwnWhateverTheImageHasThere) {
+  auto box = busybox_image_box("symlinked-etc-files", [&](const std::string& layer) {
+    ::mkdir((layer + "/etc").c_str(), 0755);
+    ::symlink(secret_path_.c_str(), (layer + "/etc/hosts").c_str());
+    ::symlink(("../../../../../../.." + secret_path_).c_str(), (layer + "/etc/resolv.conf").c_str());
+  });
+  ASSERT_TRUE(box);
+  auto r = box->run(ExecOptions{{"sh", "-c",
+                                 "cat /etc/hosts /etc/resolv.conf; grep -c ' /etc/hosts \\| /etc/resolv.conf ' "
+                                 "/proc/self/mountinfo; echo '10.9.8.7 edited' >> /etc/hosts"}});
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  expect_no_secret(r);
+  EXPECT_NE(r.stdout_text.find("192.168.127.2\t" + box->id() + "\n"), std::string::npos) << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find("192.168.127.254\thost.boxlite.internal\n"), std::string::npos) << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find("nameserver 192.168.127.1\n2\n"), std::string::npos) << r.stdout_text;
+  EXPECT_EQ(read_file(secret_path_), secret_ + "\n");
+  EXPECT_FALSE(path_exists(box->dir() + "/upper/etc")) << "/etc was copied up";
+  box->stop();
+  box->start();
+  EXPECT_EQ(sh(box, "tail -1 /etc/hosts").stdout_text, "10.9.8.7 edited\n") << "the edit was lost at the restart";
+}
+
+// Where the box's own upper layer has something other than a file at /etc/hosts (an
+// imported layer could), nothing is bound: the agent writes the files into the root
+// as a VM's does, replacing that entry, never following it.
+TEST_F(JailEscapeTest, AnUpperLayerSymlinkAtAnEtcFileIsReplacedNotFollowed) {
+  auto box = jail();
+  ASSERT_EQ(sh(box, "true").exit_code, 0);
+  box->stop();
+  struct stat upper {};
+  ASSERT_EQ(::stat((box->dir() + "/upper").c_str(), &upper), 0);
+  std::string etc = box->dir() + "/upper/etc";
+  ASSERT_EQ(::mkdir(etc.c_str(), 0755), 0);
+  ASSERT_EQ(::symlink(secret_path_.c_str(), (etc + "/hosts").c_str()), 0);
+  for (const auto& p : {etc, etc + "/hosts"}) ASSERT_EQ(::lchown(p.c_str(), upper.st_uid, upper.st_gid), 0);
+  box->start();
+  auto r = sh(box, "cat /etc/hosts; grep -c ' /etc/hosts ' /proc/self/mountinfo");
+  expect_no_secret(r);
+  EXPECT_NE(r.stdout_text.find("\thost.boxlite.internal\n0\n"), std::string::npos) << r.stdout_text;
+  EXPECT_EQ(read_file(secret_path_), secret_ + "\n");
+}
+
 TEST_F(JailEscapeTest, AForkBombIsStoppedByThePidsLimit) {
   auto box = jail();
   auto r = sh(box, "bomb() { bomb | bomb & }; bomb; sleep 3", 8);

@@ -27,6 +27,7 @@ struct Jail {
   Child init;                         // the box's PID 1 (the guest agent)
   UniqueFd channel;                   // host end of the agent channel
   std::vector<std::string> warnings;  // limits that could not be enforced
+  bool etc_files_bound = false;       // /etc/hosts and /etc/resolv.conf (bind_etc_files)
 };
 
 // The box's init is cloned from a zygote, `boxlite-guest --jail-zygote` (box_init.hpp),
