@@ -581,6 +581,16 @@ void Box::stop_locked(int timeout_ms, bool record) {
   }
 }
 
+namespace {
+// What is left goes with the box directory's removal.
+void remove_tree_quietly(const std::string& path) {
+  try {
+    remove_tree(path);
+  } catch (const Error&) {
+  }
+}
+}  // namespace
+
 void Box::destroy() {
   std::lock_guard lk(mu_);
   FileLock box_lock = lock_box();
@@ -601,17 +611,17 @@ void Box::destroy() {
     // The shim hangs up right after it tells its clients the box is down.
     if (!client_->wait_closed(2000)) trace("core: destroy: the shim did not hang up in 2 s");
   }
-  if (spec_.engine == "jail" && client_ && client_->box_down()) {
+  bool early = spec_.engine == "jail" && client_ && client_->box_down();
+  if (early) {
     trace("core: destroy: early removal");
+    // Each on a thread: every directory freed waits for a discard on some hosts.
     early_removal = std::jthread([dir = spec_.box_dir] {
-      for (const char* sub : {"/upper", "/work"}) {
-        try {
-          remove_tree(dir + sub);
-        } catch (const Error&) {
-          // What is left goes with the rest below.
-        }
-      }
+      std::jthread upper([&] { remove_tree_quietly(dir + "/upper"); });
+      remove_tree_quietly(dir + "/work");
     });
+    // Forgotten while the shim exits and the layers go: a removal that fails after
+    // this leaves a directory with no row, which the next runtime sweeps.
+    if (store_) store_->remove(id(), /*durable=*/!auto_remove_);
   }
   stop_locked(kDefaultStopTimeoutMs, /*record=*/false);
   if (early_removal.joinable()) early_removal.join();
@@ -621,7 +631,7 @@ void Box::destroy() {
   trace("core: destroy: cgroups");
   remove_tree(spec_.box_dir);
   trace("core: destroy: tree removed");
-  if (store_) store_->remove(id(), /*durable=*/!auto_remove_);
+  if (store_ && !early) store_->remove(id(), /*durable=*/!auto_remove_);
   removed_ = true;
 }
 
