@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <system_error>
 
 #include "common/error.hpp"
 #include "common/io.hpp"
@@ -110,6 +111,7 @@ Shim::Shim(engine::ShimSpec spec, engine::jail::Zygote zygote) : spec_(std::move
 
 Shim::~Shim() {
   trace("shim: destructor");
+  if (tap_closer_.joinable()) tap_closer_.join();
   if (engine_.valid()) engine_.kill_now();
   if (spec_.engine == "jail") engine::jail::remove_cgroups(spec_.box_id);
   trace("shim: cgroups retired");
@@ -450,6 +452,18 @@ void Shim::begin_stop(const std::string& why) {
   // The box needs no network to shut down: end boxlite-net alongside the guest's
   // shutdown; the process is reaped when the shim ends.
   if (net_.child.valid()) ::kill(net_.child.pid(), SIGKILL);
+  // The TAP we watched for the box's first frame: closing it waits for an RCU grace
+  // period (the kernel detaches its queue), so on a thread while the box goes down,
+  // not at our exit, which the box's removal waits for. The device stays (persistent)
+  // and goes with the box's network namespace.
+  if (tap_) {
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, tap_.get(), nullptr);
+    try {
+      tap_closer_ = std::thread([fd = std::move(tap_)]() mutable { fd.reset(); });
+    } catch (const std::system_error&) {
+      // No thread to be had: the lambda's copy closed it here.
+    }
+  }
 }
 
 void Shim::stop_engine() {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/fd.hpp"
@@ -87,6 +88,7 @@ class Shim {
   NetProcess net_;  // boxlite-net, when the box has a network
   // A jail box's TAP until its first frame: boxlite-net starts then (start_net_now).
   UniqueFd tap_;
+  std::thread tap_closer_;  // begin_stop's
   UniqueFd agent_listen_;
   UniqueFd guest_;
   UniqueFd listen_;

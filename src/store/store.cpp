@@ -314,6 +314,16 @@ std::vector<BoxRecord> Store::list() {
   return out;
 }
 
+std::vector<BoxRecord> Store::list_options_containing(const std::string& text) {
+  Stmt s(db_, (std::string("SELECT ") + kColumns +
+               " FROM boxes WHERE instr(options_json, ?) > 0 ORDER BY created_at_ms DESC, rowid DESC")
+                  .c_str());
+  s.bind(1, text);
+  std::vector<BoxRecord> out;
+  while (s.step()) out.push_back(read_row(s));
+  return out;
+}
+
 bool Store::remove(const std::string& id, bool durable) {
   bool removed = false;
   write(durable, [&] {

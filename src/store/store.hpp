@@ -58,6 +58,8 @@ class Store {
   std::optional<BoxRecord> find(const std::string& id_or_name);
   // Newest first.
   std::vector<BoxRecord> list();
+  // Those whose options_json contains `text` (a prefilter: the caller parses them).
+  std::vector<BoxRecord> list_options_containing(const std::string& text);
   // Returns false when there was no such box. durable=false: the box was
   // auto_remove (as above).
   bool remove(const std::string& id, bool durable = true);

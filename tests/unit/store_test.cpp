@@ -118,6 +118,19 @@ TEST_F(StoreTest, ACommitPastAFewDozenPagesCheckpointsOnAThread) {
   EXPECT_TRUE(s.list().empty());
 }
 
+TEST_F(StoreTest, ListOptionsContainingFindsOnlyRowsWhoseOptionsHoldTheText) {
+  Store s(path_);
+  BoxRecord a = record("aaaaaaaaaaaa", "", 1), b = record("bbbbbbbbbbbb", "", 2), c = record("cccccccccccc", "", 3);
+  b.options_json = R"({"clone_of":"aaaaaaaaaaaa"})";
+  c.options_json = R"({"clone_of":"aaaaaaaaaaaa","image":"x"})";
+  for (const auto& r : {a, b, c}) s.insert(r);
+  auto found = s.list_options_containing("\"aaaaaaaaaaaa\"");
+  ASSERT_EQ(found.size(), 2u);
+  EXPECT_EQ(found[0].id, "cccccccccccc");  // newest first, as list()
+  EXPECT_EQ(found[1].id, "bbbbbbbbbbbb");
+  EXPECT_TRUE(s.list_options_containing("\"bbbbbbbbbbbb\"").empty());
+}
+
 TEST_F(StoreTest, NamesAndIdsAreUnique) {
   Store s(path_);
   s.insert(record("aaaaaaaaaaaa", "dup", 1));
