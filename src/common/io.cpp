@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/thread.hpp"
+
 namespace boxlite {
 
 namespace {
@@ -229,7 +231,7 @@ bool remove_dirs_in_parallel(const std::vector<std::string>& dirs) {
   size_t n = std::min<size_t>(dirs.size(), 8);
   std::vector<std::thread> threads;
   try {
-    for (size_t i = 1; i < n; ++i) threads.emplace_back(work);
+    for (size_t i = 1; i < n; ++i) threads.push_back(start_thread_without_signals(work));
   } catch (const std::system_error&) {
     // No more threads: this one does the rest.
   }

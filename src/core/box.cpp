@@ -16,6 +16,7 @@
 #include "common/error.hpp"
 #include "common/file_lock.hpp"
 #include "common/io.hpp"
+#include "common/thread.hpp"
 #include "common/trace.hpp"
 #include "core/client.hpp"
 #include "core/network.hpp"
@@ -326,6 +327,8 @@ void Box::start() {
     launch->hand_box_dir(spec_.box_dir);
     trace("core: shim handed its box");
   }
+  // The box is recorded and started: its main command may run.
+  launch->go();
   Child shim = launch->take_process();
   std::string report = read_until_eof(launch->ready(), spec_.boot_timeout_secs * 1000 + 15000);
   trace("core: shim ready");
@@ -615,8 +618,13 @@ void Box::destroy() {
   if (early) {
     trace("core: destroy: early removal");
     // Each on a thread: every directory freed waits for a discard on some hosts.
-    early_removal = std::jthread([dir = spec_.box_dir] {
-      std::jthread upper([&] { remove_tree_quietly(dir + "/upper"); });
+    early_removal = start_thread_without_signals<std::jthread>([dir = spec_.box_dir] {
+      std::jthread upper;
+      try {
+        upper = std::jthread([&] { remove_tree_quietly(dir + "/upper"); });
+      } catch (const std::system_error&) {
+        remove_tree_quietly(dir + "/upper");  // no second thread to be had
+      }
       remove_tree_quietly(dir + "/work");
     });
     // Forgotten while the shim exits and the layers go: a removal that fails after
@@ -629,7 +637,19 @@ void Box::destroy() {
   // The shim retires them; this covers a shim that was killed first.
   if (spec_.engine == "jail") engine::jail::remove_cgroups(spec_.box_id);
   trace("core: destroy: cgroups");
-  remove_tree(spec_.box_dir);
+  try {
+    remove_tree(spec_.box_dir);
+  } catch (const Error&) {
+    // Forgotten early: recorded again, so that the box is still listed and its
+    // removal can be retried.
+    if (store_ && early) {
+      try {
+        store_->insert(record_);
+      } catch (const Error&) {
+      }
+    }
+    throw;
+  }
   trace("core: destroy: tree removed");
   if (store_ && !early) store_->remove(id(), /*durable=*/!auto_remove_);
   removed_ = true;

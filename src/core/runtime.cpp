@@ -23,6 +23,7 @@
 #include "common/error.hpp"
 #include "common/io.hpp"
 #include "common/process.hpp"
+#include "common/thread.hpp"
 #include "common/trace.hpp"
 #include "core/network.hpp"
 #include "core/volumes.hpp"
@@ -303,7 +304,7 @@ Runtime::Runtime(RuntimeOptions opts) {
     return;
   }
   // Last: a constructor that throws after this would destroy a joinable thread.
-  store_opener_ = std::thread([this] {
+  store_opener_ = start_thread_without_signals([this] {
     deferred_warnings = &opener_warnings_;  // the caller may set its warning sink meanwhile
     try {
       open_store();
@@ -315,7 +316,14 @@ Runtime::Runtime(RuntimeOptions opts) {
 
 Runtime::~Runtime() {
   std::call_once(store_opener_joined_, [this] {
-    if (store_opener_.joinable()) store_opener_.join();
+    if (!store_opener_.joinable()) return;
+    store_opener_.join();
+    for (const auto& w : opener_warnings_) {  // the store was never used: said now
+      try {
+        warn(w);
+      } catch (...) {
+      }
+    }
   });
 }
 
@@ -752,10 +760,13 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   return track(std::make_shared<Box>(spec, rec, argv, store()));
 }
 
-// A box's directory is made before its row and removed before it, so an auto_remove
-// box without one is on its way out: removed by its shim (boxlite-shim: its owner
-// exited without removing it), by a destroy that has yet to forget it, or before a
-// host crash lost the unsynced removal of its row.
+// A box's directory is made before its row and, but for a jail box's destroy (which
+// forgets the row while its shim exits, and records it again if the directory then
+// cannot be removed), removed before it, so an auto_remove box without one is on its
+// way out: removed by its shim (boxlite-shim: its owner exited without removing it),
+// by a destroy that has yet to forget it, or before a host crash lost the unsynced
+// removal of its row. A directory whose row went first is swept as half-made once a
+// minute old (sweep_half_made_boxes).
 bool Runtime::forget_if_removed(const store::BoxRecord& r) {
   struct stat st;
   if (!r.auto_remove || ::lstat(layout_.box_dir(r.id).c_str(), &st) == 0 || errno != ENOENT) return false;

@@ -37,15 +37,17 @@ ShimLaunch ShimLaunch::spawn(bool detached, ShimMain shim_main) {
     throw_errno(ErrorCode::Internal, "socketpair for the box shim");
   UniqueFd box_dir_w(sv[0]), box_dir_r(sv[1]);
   Pipe ready = make_pipe();
+  Pipe go = make_pipe();
   Pipe lifeline = detached ? Pipe{} : make_pipe();
   SpawnOptions so;
   std::string libexec = libexec_dir();
-  so.argv = {libexec + "/boxlite-shim", "--box-dir-fd", "3", "--ready-fd", "4"};
-  so.fds = {{box_dir_r.get(), 3}, {ready.write.get(), 4}};
-  // A detached box has no lifeline: it outlives this process.
+  so.argv = {libexec + "/boxlite-shim", "--box-dir-fd", "3", "--ready-fd", "4", "--go-fd", "5"};
+  so.fds = {{box_dir_r.get(), 3}, {ready.write.get(), 4}, {go.read.get(), 5}};
+  // A detached box has no lifeline: it outlives this process. (Numbered last: no
+  // gap may be left below the highest, spawn.hpp.)
   if (!detached) {
-    so.argv.insert(so.argv.end(), {"--lifeline-fd", "5"});
-    so.fds.emplace_back(lifeline.read.get(), 5);
+    so.argv.insert(so.argv.end(), {"--lifeline-fd", "6"});
+    so.fds.emplace_back(lifeline.read.get(), 6);
   }
   // Room for the shim to name its box in its command line once it knows it: state
   // reconciliation (Runtime::reconcile) recognises a box's shim by it, and ps and
@@ -67,8 +69,15 @@ ShimLaunch ShimLaunch::spawn(bool detached, ShimMain shim_main) {
   l.box_dir_ = std::move(box_dir_w);
   l.ready_ = std::move(ready.read);
   l.lifeline_ = std::move(lifeline.write);
+  l.go_ = std::move(go.write);
   l.detached_ = detached;
   return l;
+}
+
+void ShimLaunch::go() {
+  if (!go_) return;
+  (void)!::write(go_.get(), "g", 1);  // a shim that is gone says so on ready()
+  go_.reset();
 }
 
 ShimLaunch::~ShimLaunch() {

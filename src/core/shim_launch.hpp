@@ -40,6 +40,10 @@ class ShimLaunch {
   bool detached() const { return detached_; }
   // Tells the shim its box; it then boots it and reports on ready().
   void hand_box_dir(const std::string& box_dir);
+  // Lets it run the box's main command (it configures the box only then): the box's
+  // start() says so, which may come after an early hand_box_dir (create_to_start).
+  // A shim whose go never comes (EOF) gives the boot up before the box runs anything.
+  void go();
   int ready() const { return ready_.get(); }
   Child take_process() { return std::move(process_); }
   UniqueFd take_lifeline() { return std::move(lifeline_); }
@@ -50,6 +54,7 @@ class ShimLaunch {
   UniqueFd box_dir_;  // write end: the box directory, then EOF
   UniqueFd ready_;    // read end: "OK ..." or "ERR ..."
   UniqueFd lifeline_;
+  UniqueFd go_;  // write end: "g", or EOF
   bool detached_ = false;
 };
 

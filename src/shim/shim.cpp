@@ -218,7 +218,18 @@ void Shim::start_vm(double deadline) {
   agent_listen_.reset();
 }
 
+void Shim::wait_for_go() {
+  if (!go_) return;
+  char g = 0;
+  ssize_t n;
+  while ((n = ::read(go_.get(), &g, 1)) < 0 && errno == EINTR) {
+  }
+  go_.reset();
+  if (n != 1 || g != 'g') boot_failed("wait for the box's start", "its start was called off");
+}
+
 void Shim::send_hello_and_config() {
+  wait_for_go();  // the configuration starts the main command
   proto::Hello ours;
   ours.set_version(protocol::kProtocolVersion);
   ours.set_peer("shim");

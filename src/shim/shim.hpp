@@ -28,6 +28,9 @@ class Shim {
   // the console tail, when it does not come up.
   void boot();
   void send_hello_and_config();
+  // The runtime's word that the box is started (core/shim_launch.hpp, ShimLaunch::go),
+  // read before the configuration, which starts the main command, is sent.
+  void set_go_fd(UniqueFd fd) { go_ = std::move(fd); }
   // Binds shim.sock; done before reporting ready so a client can connect at once.
   void listen();
   // How long each boot stage took (ms): the engine's start, the guest kernel and
@@ -87,6 +90,8 @@ class Shim {
   Child engine_;
   NetProcess net_;  // boxlite-net, when the box has a network
   // A jail box's TAP until its first frame: boxlite-net starts then (start_net_now).
+  void wait_for_go();
+  UniqueFd go_;
   UniqueFd tap_;
   std::thread tap_closer_;  // begin_stop's
   UniqueFd agent_listen_;

@@ -1,12 +1,13 @@
 // boxlite-shim's program: main.cpp execs it, and the CLI forks it (spawn_in_process
 // in core/shim_launch.cpp). Usage:
-//   boxlite-shim --box-dir-fd N [--ready-fd N] [--lifeline-fd N]
+//   boxlite-shim --box-dir-fd N [--ready-fd N] [--go-fd N] [--lifeline-fd N]
 //   boxlite-shim --probe-kvm
 // It is started before its box exists (core/shim_launch.hpp): it reads the box
 // directory BOX_DIR from fd N up to EOF (nothing: exit quietly), writes its output
 // to BOX_DIR/shim.log, reads BOX_DIR/shim.json, boots the box, writes "OK\n" (or
 // "ERR <code>\n<message>") to the ready fd, then serves BOX_DIR/shim.sock until the
-// box stops.
+// box stops. With --go-fd, it configures the box (which starts its main command)
+// only once the runtime writes "g" there (ShimLaunch::go).
 #include "shim/shim_main.hpp"
 
 #include <fcntl.h>
@@ -153,15 +154,16 @@ int shim_main(int argc, char** argv, const std::string& guest_dir) {
     std::printf("%s %.1f %s\n", r.usable ? "usable" : "unusable", r.probe_ms, r.reason.c_str());
     return r.usable ? 0 : 1;
   }
-  int box_dir_fd = -1, ready_fd = -1, lifeline_fd = -1;
+  int box_dir_fd = -1, ready_fd = -1, lifeline_fd = -1, go_fd = -1;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--box-dir-fd") == 0) box_dir_fd = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--ready-fd") == 0) ready_fd = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--lifeline-fd") == 0) lifeline_fd = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--go-fd") == 0) go_fd = std::atoi(argv[i + 1]);
     // --cmdline-room SPACES: see name_box_in_cmdline
   }
   if (box_dir_fd < 0) {
-    std::fprintf(stderr, "usage: boxlite-shim --box-dir-fd N [--ready-fd N] [--lifeline-fd N]\n");
+    std::fprintf(stderr, "usage: boxlite-shim --box-dir-fd N [--ready-fd N] [--go-fd N] [--lifeline-fd N]\n");
     return 2;
   }
   // Started now, its exec and start overlap everything before the box's init
@@ -190,6 +192,10 @@ int shim_main(int argc, char** argv, const std::string& guest_dir) {
     // The jail's overlay and every mount under it live and die with this process.
     if (spec.engine == "jail") engine::jail::enter_private_mount_namespace();
     shim::Shim s(std::move(spec), std::move(zygote));
+    if (go_fd >= 0) {
+      set_cloexec(go_fd);
+      s.set_go_fd(UniqueFd(go_fd));
+    }
     s.boot();
     boxlite::trace("shim: booted");
     s.listen();

@@ -7,6 +7,7 @@
 
 #include "common/error.hpp"
 #include "common/io.hpp"
+#include "common/thread.hpp"
 
 namespace boxlite::store {
 namespace {
@@ -15,10 +16,25 @@ namespace {
   throw Error(ErrorCode::Database, what + ": " + (db ? sqlite3_errmsg(db) : "out of memory"));
 }
 
+// The connection's mutex (recursive: SQLITE_OPEN_FULLMUTEX) held across a call and
+// the reading of its error: the store's checkpoint thread would otherwise reset the
+// connection's error message in between.
+class DbLock {
+ public:
+  explicit DbLock(sqlite3* db) : mu_(sqlite3_db_mutex(db)) { sqlite3_mutex_enter(mu_); }
+  ~DbLock() { sqlite3_mutex_leave(mu_); }
+  DbLock(const DbLock&) = delete;
+  DbLock& operator=(const DbLock&) = delete;
+
+ private:
+  sqlite3_mutex* mu_;
+};
+
 // RAII prepared statement.
 class Stmt {
  public:
   Stmt(sqlite3* db, const char* sql) : db_(db) {
+    DbLock lk(db);
     if (sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) != SQLITE_OK) db_error(db, std::string("prepare ") + sql);
   }
   ~Stmt() { sqlite3_finalize(s_); }
@@ -41,6 +57,7 @@ class Stmt {
   }
   // true: a row is ready; false: done.
   bool step() {
+    DbLock lk(db_);
     int rc = sqlite3_step(s_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
@@ -134,6 +151,7 @@ Store::Store(const std::string& db_path) {
     // Nearly every open finds the schema current: a plain read, no write lock.
     if (schema_version() != kSchemaVersion) write(/*durable=*/true, [&] { migrate(); });
   } catch (...) {
+    if (checkpointer_.joinable()) checkpointer_.join();  // a migration's commit may have started one
     sqlite3_close(db_);
     db_ = nullptr;
     throw;
@@ -164,7 +182,7 @@ void Store::checkpoint_in_background() {
   if (checkpointing_.exchange(true)) return;           // one is under way
   if (checkpointer_.joinable()) checkpointer_.join();  // the last one, finished
   try {
-    checkpointer_ = std::thread([this] {
+    checkpointer_ = start_thread_without_signals([this] {
       sqlite3_wal_checkpoint_v2(db_, "main", SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
       checkpointing_ = false;
     });

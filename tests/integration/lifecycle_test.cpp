@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <filesystem>
 #include <functional>
 #include <set>
 #include <thread>
@@ -535,7 +536,7 @@ TEST_F(LockTest, ASecondExclusiveRuntimeOnTheHomeIsRefused) {
 
 // A store that cannot be used fails the runtime's constructor, or, opened in the
 // background (the CLI's `run`), every use of it, with the store's own error; a
-// `run` that meets it leaves no box directory and no process.
+// `run` that meets it runs nothing and leaves no box directory and no process.
 class StoreOpenTest : public BoxliteTest {};
 
 TEST_F(StoreOpenTest, AnUnusableStoreFailsTheConstructorOrEveryUseWhenOpenedInTheBackground) {
@@ -561,9 +562,48 @@ TEST_F(StoreOpenTest, AnUnusableStoreFailsTheConstructorOrEveryUseWhenOpenedInTh
       }
     }
   }
-  auto r = run_cli({"run", "--rm", "--engine", "jail", image("busybox"), "true"});
+  // The shim is handed the box before the store is read (create_to_start), but its
+  // main command runs only once the box is recorded and started: never here.
+  std::string out = home_ + "/out";
+  make_dirs(out);
+  auto r = run_cli({"run", "--rm", "--engine", "jail", "-v", out + ":/out", image("busybox"), "touch", "/out/ran"});
   EXPECT_EQ(r.exit_code, 125) << r.err;
   EXPECT_NE(r.err.find("not a database"), std::string::npos) << r.err;
+  EXPECT_FALSE(path_exists(out + "/ran")) << "the main command ran for a box that was never recorded";
+  remove_tree(out);
+  expect_no_leftovers();
+}
+
+// `run` hands its shim the box before it records it (create_to_start); the box's
+// main command runs only once it is recorded and started. Here the record waits for
+// another process's write lock on the store: meanwhile nothing runs, then it does.
+TEST_F(StoreOpenTest, AHandedShimRunsNothingBeforeTheBoxIsRecorded) {
+  ASSERT_EQ(run_cli({"list"}).exit_code, 0);  // the store exists
+  std::string out = home_ + "/out", locked = home_ + "/locked";
+  make_dirs(out);
+  SpawnOptions holder;
+  holder.argv = {"python3", "-c",
+                 "import sqlite3, sys, time\n"
+                 "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+                 "c.execute('BEGIN IMMEDIATE')\n"
+                 "open(sys.argv[2], 'w').close()\n"
+                 "time.sleep(2)\n"
+                 "c.execute('COMMIT')\n",
+                 home_ + "/db/boxlite.db", locked};
+  Child lock = spawn(holder);
+  for (int i = 0; i < 200 && !path_exists(locked); ++i) ::usleep(10000);
+  ASSERT_TRUE(path_exists(locked)) << "the lock holder did not start";
+  SpawnOptions so;
+  so.argv = {cli(), "run", "--rm", "--engine", "jail", "-v", out + ":/out", image("busybox"), "touch", "/out/ran"};
+  so.stdout_path = so.stderr_path = home_ + "/run.log";
+  Child run = spawn(so);
+  ::usleep(800000);  // a box's start takes milliseconds
+  EXPECT_FALSE(path_exists(out + "/ran")) << "the main command ran before its box was recorded";
+  EXPECT_EQ(lock.wait(), 0);
+  int status = run.wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_file(home_ + "/run.log");
+  EXPECT_TRUE(path_exists(out + "/ran")) << "the box never ran once recorded: " << read_file(home_ + "/run.log");
+  remove_tree(out);
   expect_no_leftovers();
 }
 
@@ -572,6 +612,19 @@ TEST_F(StoreOpenTest, AnUnusableStoreFailsTheConstructorOrEveryUseWhenOpenedInTh
 class ShimLaunchTest : public BoxliteTest {};
 
 TEST_F(ShimLaunchTest, ARunThatFailsBeforeItsBoxStartsLeavesNoProcess) {
+  // The programs run from a directory of this test's, so that its orphan check sees
+  // its own zygotes only, not what tests running beside it leave for a moment. Links,
+  // not symlinks: an exec'd shim finds boxlite-guest beside its resolved self.
+  std::string libexec = home_ + "/libexec";
+  make_dirs(libexec);
+  for (std::string prog : {"boxlite-shim", "boxlite-guest", "boxlite-net"}) {
+    std::string from = bin_dir() + "/" + prog, to = libexec + "/" + prog;
+    if (::link(from.c_str(), to.c_str()) != 0) {
+      std::error_code ec;
+      ASSERT_TRUE(std::filesystem::copy_file(from, to, ec)) << prog << ": " << ec.message();
+    }
+  }
+  ::setenv("BOXLITE_LIBEXEC_DIR", libexec.c_str(), 1);
   unsigned long long since = boot_ticks_now();
   for (const char* mode : {"--rm", "-d"}) {
     auto r = run_cli({"run", mode, "--engine", "jail", home_ + "/no-such-image", "true"});
@@ -581,8 +634,10 @@ TEST_F(ShimLaunchTest, ARunThatFailsBeforeItsBoxStartsLeavesNoProcess) {
     // exits at EOF on its socket (AShimWhoseBoxNeverComesExitsQuietly).
     EXPECT_TRUE(processes_with_env("BOXLITE_HOME=" + home_).empty()) << mode;
     // Told at EOF rather than killed, the shim reaped the jail's zygote it had started.
-    EXPECT_TRUE(orphans_named("boxlite-guest", since).empty()) << mode << ": an orphaned zygote";
+    EXPECT_TRUE(orphans_named("boxlite-guest", since, libexec + "/").empty()) << mode << ": an orphaned zygote";
   }
+  ::unsetenv("BOXLITE_LIBEXEC_DIR");
+  remove_tree(libexec);
   expect_no_leftovers();
 }
 

@@ -127,6 +127,21 @@ inline std::vector<pid_t> orphans_named(const std::string& comm, unsigned long l
   });
 }
 
+// Those of them whose command line starts with `argv0_prefix`: a test that runs the
+// programs from a directory of its own (BOXLITE_LIBEXEC_DIR) sees only its own,
+// whatever the tests running beside it leave for a moment.
+inline std::vector<pid_t> orphans_named(const std::string& comm, unsigned long long since,
+                                        const std::string& argv0_prefix) {
+  std::vector<pid_t> out;
+  for (pid_t pid : orphans_named(comm, since)) {
+    try {
+      if (read_file("/proc/" + std::to_string(pid) + "/cmdline").rfind(argv0_prefix, 0) == 0) out.push_back(pid);
+    } catch (const Error&) {
+    }
+  }
+  return out;
+}
+
 // Pids of processes whose environment holds `entry` (NAME=value): everything the
 // tests start inherits BOXLITE_HOME, even a shim whose command line names no box.
 inline std::vector<pid_t> processes_with_env(const std::string& entry) {
@@ -202,7 +217,8 @@ class BoxliteTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    ::unsetenv("BOXLITE_ENGINE");  // some tests choose one
+    ::unsetenv("BOXLITE_ENGINE");       // some tests choose one
+    ::unsetenv("BOXLITE_LIBEXEC_DIR");  // and their programs' directory
     // Whatever a failed test left running goes now; then the home.
     for (int attempt = 0; attempt < 50; ++attempt) {
       auto pids = processes_mentioning(home_);

@@ -60,7 +60,7 @@ TEST(RemoveTreeTest, AFileOrAMissingPath) {
   EXPECT_NO_THROW(remove_tree(scratch.path() + "/missing"));
 }
 
-// A missing file is an answer, not an error; anything else still is one.
+// The inode's FS_IOC_GETFLAGS flags; -1 where the file system keeps none.
 int inode_flags(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   int flags = -1;
@@ -83,6 +83,7 @@ TEST(SpreadSubdirectoriesTest, FlagsTheDirectoryOnceAndNeverThroughASymlink) {
   EXPECT_EQ(inode_flags(other) & FS_TOPDIR_FL, 0) << "the hint followed a symlink";
 }
 
+// A missing file is an answer, not an error; anything else still is one.
 TEST(ReadFileIfPresentTest, MissingIsNulloptOtherFailuresThrow) {
   ScratchDir scratch;
   std::string f = scratch.path() + "/f";

@@ -208,6 +208,13 @@ void mount_tmp(const ShimSpec& spec, const std::string& root) {
 // than a file at either name (an imported upper layer's symlink, say): the agent then
 // writes them as a VM's does.
 bool bind_etc_files(const ShimSpec& spec, const std::string& root) {
+  // A volume there would hide the binds (volumes are mounted after): the agent then
+  // writes what it can, as before.
+  for (const auto& v : spec.volumes) {
+    for (const char* p : {"/etc", "/etc/hosts", "/etc/resolv.conf"}) {
+      if (v.guest_path == p || v.guest_path == std::string(p) + "/") return false;
+    }
+  }
   UniqueFd root_fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root_fd) throw_errno(ErrorCode::Engine, "open " + root);
   struct File {
@@ -228,19 +235,30 @@ bool bind_etc_files(const ShimSpec& spec, const std::string& root) {
     std::string source = spec.box_dir + "/" + f.name;
     UniqueFd fd(::open(source.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
     if (fd) {  // else kept from an earlier start, with whatever the box wrote into it
-      if (::write(fd.get(), f.text.data(), f.text.size()) != static_cast<ssize_t>(f.text.size()) ||
-          ::fchown(fd.get(), spec.uid_offset, spec.uid_offset) != 0 || ::fchmod(fd.get(), 0644) != 0) {
-        throw_errno(ErrorCode::Engine, "write " + source);
+      try {
+        write_all(fd.get(), f.text.data(), f.text.size());
+        if (::fchown(fd.get(), spec.uid_offset, spec.uid_offset) != 0 || ::fchmod(fd.get(), 0644) != 0)
+          throw_errno(ErrorCode::Engine, "own " + source);
+      } catch (...) {
+        ::unlink(source.c_str());  // not to be taken for a complete one at the next start
+        throw;
       }
     } else if (errno != EEXIST) {
       throw_errno(ErrorCode::Engine, "create " + source);
     }
-    UniqueFd tree(static_cast<int>(::open_tree(AT_FDCWD, source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)));
+    // What is bound is the regular file at that name, never what a link there names.
+    UniqueFd src(::open(source.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    struct stat st {};
+    if (!src || ::fstat(src.get(), &st) != 0) throw_errno(ErrorCode::Engine, "open " + source);
+    if (!S_ISREG(st.st_mode)) throw Error(ErrorCode::Engine, source + " is not a regular file");
+    UniqueFd tree(static_cast<int>(::open_tree(src.get(), "", AT_EMPTY_PATH | OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)));
     if (!tree) throw_errno(ErrorCode::Engine, "open " + source);
     mount_attr attr{};
     attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
-    if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0 ||
-        ::move_mount(tree.get(), "", f.target.get(), "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) {
+    // (Flags of hygiene only: a kernel before 5.12 binds the files without them.)
+    if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0 && errno != ENOSYS)
+      throw_errno(ErrorCode::Engine, "set flags of the bind of " + source);
+    if (::move_mount(tree.get(), "", f.target.get(), "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) {
       throw_errno(ErrorCode::Engine, std::string("bind ") + source + " onto the box's /etc/" + f.name);
     }
   }
