@@ -344,6 +344,24 @@ TEST_F(JailEscapeTest, ProcPathsAreMaskedAndReadOnly) {
   EXPECT_NE(sh(box, "echo 1 > /proc/sys/kernel/ns_last_pid").exit_code, 0);
 }
 
+// Beneath the box's /proc (box_init.cpp, put_inner_proc_in_place) is nothing of the
+// agent's: uncovered by a process with every capability of the box's namespaces
+// (nsenter from the host, as root there), it shows nothing of the host's (no
+// /proc/sys, kcore or uptime) and not the agent, PID 1 of the agent's namespace.
+TEST_F(JailEscapeTest, WhatLiesBeneathTheBoxsProcShowsNothingMore) {
+  auto box = jail();
+  ASSERT_EQ(sh(box, "true").exit_code, 0);
+  EXPECT_EQ(sh(box, "grep -c ' /proc .* - proc ' /proc/self/mountinfo").stdout_text, "1\n");
+  auto [shim, agent] = shim_and_agent(box);
+  ASSERT_GT(agent, 0) << "no agent for " << box->id();
+  auto r = run_capture({"nsenter", "-t", std::to_string(agent), "-U", "-m", "/bin/sh", "-c",
+                        "umount -l /proc && echo UNMOUNTED; ls -a /proc | tr '\\n' ' '"});
+  EXPECT_NE(r.out.find("UNMOUNTED"), std::string::npos) << "control: /proc was not uncovered: " << r.out << r.err;
+  for (const char* host : {" sys ", " uptime ", " kcore ", " sysrq-trigger ", " 1 "}) {
+    EXPECT_EQ((" " + r.out).find(host), std::string::npos) << host << " under the box's /proc: " << r.out;
+  }
+}
+
 TEST_F(JailEscapeTest, PtraceOfAnyProcessFails) {
   auto box = jail("debian-python");
   std::string py =
