@@ -50,8 +50,9 @@ int run_box(const GlobalFlags& g, const RunFlags& f) {
   o.main_tty = f.tty;
   o.main_stdin = f.interactive;
   if (f.tty) terminal_size(o.main_rows, o.main_cols);
-  // Forked from us: it lives as long as we do, and its start costs no exec.
-  core::prestart_shim(/*detached=*/false, shim::shim_main);  // its start overlaps ours (core/shim_launch.hpp)
+  // Forked from us: it lives as long as we do, and its start costs no exec. Usually
+  // main() forked it already, before parsing.
+  if (!core::has_prestarted_shim(/*detached=*/false)) core::prestart_shim(/*detached=*/false, shim::shim_main);
 
   RuntimeOptions ro = runtime_options(g);
   ro.open_store_in_background = true;  // it overlaps the image and the spec

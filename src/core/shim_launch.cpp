@@ -113,6 +113,11 @@ void prestart_shim(bool detached, ShimMain shim_main) {
   prestarted = std::move(l);
 }
 
+bool has_prestarted_shim(bool detached) {
+  std::lock_guard lk(prestarted_mu);
+  return prestarted && prestarted->detached() == detached;
+}
+
 std::optional<ShimLaunch> take_prestarted_shim(bool detached) {
   std::lock_guard lk(prestarted_mu);
   if (!prestarted || prestarted->detached() != detached) return std::nullopt;

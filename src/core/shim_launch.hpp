@@ -75,6 +75,7 @@ class ShimLaunch {
 void prestart_shim(bool detached, ShimMain shim_main = nullptr);
 // The prestarted shim, if there is one of that kind.
 std::optional<ShimLaunch> take_prestarted_shim(bool detached);
+bool has_prestarted_shim(bool detached);
 
 // A shim handed its box before the box's start() (Runtime::create_to_start), with
 // the box's lock held since, so that no other process can start the box meanwhile:

@@ -636,6 +636,15 @@ TEST_F(ShimLaunchTest, ARunThatFailsBeforeItsBoxStartsLeavesNoProcess) {
     // Told at EOF rather than killed, the shim reaped the jail's zygote it had started.
     EXPECT_TRUE(orphans_named("boxlite-guest", since, libexec + "/").empty()) << mode << ": an orphaned zygote";
   }
+  // An attached run forks its shim before it parses its command line (cli/main.cpp):
+  // a command line that then fails to parse, or asks for help, lets it go as well.
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"run", "--no-such-flag", "x"}, std::vector<std::string>{"run", "--help"}}) {
+    auto r = run_cli(args);
+    EXPECT_EQ(r.exit_code, args[1] == "--help" ? 0 : 2) << args[1] << ": " << r.err;
+    EXPECT_TRUE(processes_with_env("BOXLITE_HOME=" + home_).empty()) << args[1];
+    EXPECT_TRUE(orphans_named("boxlite-guest", since, libexec + "/").empty()) << args[1] << ": an orphaned zygote";
+  }
   ::unsetenv("BOXLITE_LIBEXEC_DIR");
   remove_tree(libexec);
   expect_no_leftovers();
