@@ -19,6 +19,13 @@ struct RunFlags : BoxFlags {
   bool rm = false, interactive = false, tty = false, detach = false;
 };
 
+// A run opens the store on a thread: it overlaps the image and the spec.
+RuntimeOptions run_runtime_options(const GlobalFlags& g) {
+  RuntimeOptions ro = runtime_options(g);
+  ro.open_store_in_background = true;
+  return ro;
+}
+
 int run_detached(const GlobalFlags& g, const RunFlags& f) {
   BoxOptions o = box_options_from(f);
   o.detach = true;
@@ -28,9 +35,7 @@ int run_detached(const GlobalFlags& g, const RunFlags& f) {
   // Exec'd, not forked: it outlives us, and a fork of the CLI holds more memory (~4
   // MiB resident against ~2.5) for the box's whole life.
   core::prestart_shim(/*detached=*/true);  // its start overlaps ours (core/shim_launch.hpp)
-  RuntimeOptions ro = runtime_options(g);
-  ro.open_store_in_background = true;  // it overlaps the image and the spec
-  Runtime rt(std::move(ro));
+  Runtime rt(run_runtime_options(g));
   PullDisplay progress(rt, stderr);
   auto box = rt.create_to_start(o, f.name);
   try {
@@ -54,9 +59,7 @@ int run_box(const GlobalFlags& g, const RunFlags& f) {
   // main() forked it already, before parsing.
   if (!core::has_prestarted_shim(/*detached=*/false)) core::prestart_shim(/*detached=*/false, shim::shim_main);
 
-  RuntimeOptions ro = runtime_options(g);
-  ro.open_store_in_background = true;  // it overlaps the image and the spec
-  Runtime rt(std::move(ro));
+  Runtime rt(run_runtime_options(g));
   trace("cli: runtime open");
   PullDisplay progress(rt, stderr);
   auto box = rt.create_to_start(o, f.name);

@@ -603,7 +603,7 @@ void Box::destroy() {
   // A jail box whose shim said it is down (then hung up) has no process left: only
   // the shim's own exit is, and its upper layer and overlay workdir (still mounted
   // in the shim's namespace, but written by nothing) go meanwhile.
-  std::jthread early_removal;
+  std::jthread early_upper, early_work;
   if (spec_.engine == "jail" && client_) {
     if (!client_->closed()) {
       try {
@@ -618,21 +618,21 @@ void Box::destroy() {
   if (early) {
     trace("core: destroy: early removal");
     // Each on a thread: every directory freed waits for a discard on some hosts.
-    early_removal = start_thread_without_signals<std::jthread>([dir = spec_.box_dir] {
-      std::jthread upper;
-      try {
-        upper = std::jthread([&] { remove_tree_quietly(dir + "/upper"); });
-      } catch (const std::system_error&) {
-        remove_tree_quietly(dir + "/upper");  // no second thread to be had
+    try {
+      for (auto [t, sub] : {std::pair{&early_upper, "/upper"}, std::pair{&early_work, "/work"}}) {
+        *t = start_thread_without_signals<std::jthread>([p = spec_.box_dir + sub] { remove_tree_quietly(p); });
       }
-      remove_tree_quietly(dir + "/work");
-    });
+    } catch (const std::system_error&) {
+      // No thread to be had: what is left goes with the box directory below.
+    }
     // Forgotten while the shim exits and the layers go: a removal that fails after
     // this leaves a directory with no row, which the next runtime sweeps.
     if (store_) store_->remove(id(), /*durable=*/!auto_remove_);
   }
   stop_locked(kDefaultStopTimeoutMs, /*record=*/false);
-  if (early_removal.joinable()) early_removal.join();
+  for (auto* t : {&early_upper, &early_work}) {
+    if (t->joinable()) t->join();
+  }
   trace("core: destroy: stopped");
   // The shim retires them; this covers a shim that was killed first.
   if (spec_.engine == "jail") engine::jail::remove_cgroups(spec_.box_id);

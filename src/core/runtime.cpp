@@ -314,14 +314,16 @@ Runtime::Runtime(RuntimeOptions opts) {
   });
 }
 
-Runtime::~Runtime() {
+Runtime::~Runtime() { join_store_opener(); }
+
+void Runtime::join_store_opener() {
   std::call_once(store_opener_joined_, [this] {
     if (!store_opener_.joinable()) return;
     store_opener_.join();
-    for (const auto& w : opener_warnings_) {  // the store was never used: said now
+    for (const auto& w : opener_warnings_) {
       try {
         warn(w);
-      } catch (...) {
+      } catch (...) {  // a caller's sink that throws loses its warning, not the store
       }
     }
   });
@@ -334,11 +336,7 @@ void Runtime::open_store() {
 }
 
 const std::shared_ptr<store::Store>& Runtime::store() {
-  std::call_once(store_opener_joined_, [this] {
-    if (!store_opener_.joinable()) return;
-    store_opener_.join();
-    for (const auto& w : opener_warnings_) warn(w);
-  });
+  join_store_opener();
   if (store_error_) std::rethrow_exception(store_error_);
   return store_;
 }

@@ -177,7 +177,8 @@ class Runtime {
   // The store, open, once its opener is done (RuntimeOptions::open_store_in_background);
   // throws what opening it threw. Everything but the opener itself goes through it.
   const std::shared_ptr<store::Store>& store();
-  void open_store();  // and sweeps half-made boxes
+  void open_store();         // and sweeps half-made boxes
+  void join_store_opener();  // once; then gives the opener's warnings
   std::shared_ptr<store::Store> store_;
   std::thread store_opener_;
   std::once_flag store_opener_joined_;

@@ -197,7 +197,10 @@ TEST_P(MainCommandTest, TheBoxsProcListsOnlyTheBoxsProcesses) {
   const std::string list = "for d in /proc/[0-9]*; do echo \"${d#/proc/} $(cat $d/comm)\"; done";
   auto box = rt.create(opts(
       {"sh", "-c",
-       "sleep 30 & s=$!; p=$(pidof sleep); echo \"bang=$s pidof=$p\"; " + list +
+       // (pidof finds it once the background child has exec'd sleep: it may not have yet)
+       "sleep 30 & s=$!; p=; i=0; while [ -z \"$p\" ] && [ $i -lt 1000 ]; do p=$(pidof sleep); i=$((i+1)); done; echo "
+       "\"bang=$s pidof=$p\"; " +
+           list +
            "; if kill $p; then echo killed; else echo kill-failed; fi; echo listed; wait; while :; do sleep 1; done"}));
   Execution a = box->attach();
   std::string out;
