@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 
 #include "common/error.hpp"
 
@@ -39,10 +40,38 @@ FileLock FileLock::lock(UniqueFd fd, const std::string& path, Mode mode, bool wa
   return l;
 }
 
+namespace {
+
+// Whether `fd`, just locked, is still the directory at `dir`. A removed box's
+// directory can be kept as a spare and become another box's (core/spare_dirs.hpp):
+// a process that waited for its lock meanwhile would otherwise hold that box's. A
+// directory removed outright (no links left) still counts, as before there were
+// spares: its waiters hold the lock of nothing.
+bool still_at_path(int fd, const std::string& dir) {
+  struct stat held, now;
+  if (::fstat(fd, &held) != 0 || held.st_nlink == 0) return true;
+  if (::stat(dir.c_str(), &now) != 0) return false;
+  return held.st_dev == now.st_dev && held.st_ino == now.st_ino;
+}
+
+}  // namespace
+
 FileLock FileLock::lock_directory(const std::string& dir, Mode mode, bool wait) {
-  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd) throw_errno(ErrorCode::Storage, "open directory to lock " + dir);
-  int err = flock_retrying(fd.get(), mode, wait);
+  for (int attempt = 0;; ++attempt) {
+    UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd) throw_errno(ErrorCode::Storage, "open directory to lock " + dir);
+    int err = flock_retrying(fd.get(), mode, wait);
+    // Moved away while we waited: the directory there now, or none (the error of a
+    // removal we came after).
+    if (err == 0 && !still_at_path(fd.get(), dir)) {
+      if (attempt < 100) continue;
+      throw Error(ErrorCode::Storage, "lock " + dir + ": the directory keeps being replaced");
+    }
+    return locked_directory(std::move(fd), dir, mode, wait, err);
+  }
+}
+
+FileLock FileLock::locked_directory(UniqueFd fd, const std::string& dir, Mode mode, bool wait, int err) {
   // NFS and CIFS emulate flock with byte-range locks, which want a file opened for
   // writing (EBADF on a directory): there a lock file inside it. Every process fails
   // the same way on one file system, so all of them take the same lock.

@@ -18,7 +18,9 @@ class FileLock {
   static FileLock try_acquire(const std::string& path, Mode mode = Mode::Exclusive);
   // The same on a directory itself (flock locks any open file), which then needs no
   // lock file inside it: a file made costs a box ~0.1 ms on some hosts (docs/jail.md).
-  // Where directories cannot be flocked (NFS, CIFS), on a `.lock` file in it.
+  // Where directories cannot be flocked (NFS, CIFS), on a `.lock` file in it. The
+  // lock is of the directory at `dir` when it is taken: one moved away meanwhile (a
+  // box directory kept as a spare) is let go, and the one there now locked instead.
   static FileLock acquire_directory(const std::string& dir, Mode mode = Mode::Exclusive);
   static FileLock try_acquire_directory(const std::string& dir, Mode mode = Mode::Exclusive);
   bool held() const { return fd_.valid(); }
@@ -27,6 +29,8 @@ class FileLock {
  private:
   static FileLock lock(UniqueFd fd, const std::string& path, Mode mode, bool wait);
   static FileLock lock_directory(const std::string& dir, Mode mode, bool wait);
+  // The lock of `fd` (`dir`), given flock's errno `err`.
+  static FileLock locked_directory(UniqueFd fd, const std::string& dir, Mode mode, bool wait, int err);
   UniqueFd fd_;
 };
 

@@ -240,8 +240,9 @@ bool remove_dirs_in_parallel(const std::vector<std::string>& dirs) {
   return ok;
 }
 
-// Deepest directories first; the directories of one depth in parallel.
-bool remove_tree_by_levels(const std::string& path) {
+// Everything below `path`: deepest directories first, the directories of one depth
+// in parallel. False (with some of it left) on any error.
+bool remove_contents_by_levels(const std::string& path) {
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
   int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -251,7 +252,11 @@ bool remove_tree_by_levels(const std::string& path) {
   for (auto level = dirs_by_depth.rbegin(); level != dirs_by_depth.rend(); ++level) {
     if (!remove_dirs_in_parallel(*level)) return false;
   }
-  return ::rmdir(path.c_str()) == 0;
+  return true;
+}
+
+bool remove_tree_by_levels(const std::string& path) {
+  return remove_contents_by_levels(path) && ::rmdir(path.c_str()) == 0;
 }
 
 }  // namespace
@@ -263,6 +268,14 @@ void remove_tree(const std::string& path) {
   std::error_code ec;
   std::filesystem::remove_all(path, ec);
   if (ec) throw Error(ErrorCode::Storage, "remove " + path + ": " + ec.message());
+}
+
+bool empty_directory(const std::string& path) noexcept {
+  try {
+    return remove_contents_by_levels(path);
+  } catch (const std::exception&) {  // std::bad_alloc: whatever is left stays
+    return false;
+  }
 }
 
 bool path_exists(const std::string& path) {

@@ -54,6 +54,9 @@ void make_dirs(const std::string& path, mode_t mode = 0755);
 // nothing changes. See docs/jail.md for why box directories want it.
 void spread_subdirectories(const std::string& path) noexcept;
 void remove_tree(const std::string& path);
+// Removes everything inside the directory `path` (not following symlinks), keeping
+// the directory itself. False if anything is left (or `path` is not a directory).
+bool empty_directory(const std::string& path) noexcept;
 bool path_exists(const std::string& path);
 std::vector<std::string> split(std::string_view s, char sep);
 std::string trim(std::string_view s);

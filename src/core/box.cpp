@@ -6,6 +6,7 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <limits>
@@ -22,6 +23,7 @@
 #include "core/network.hpp"
 #include "core/paths.hpp"
 #include "core/shim_launch.hpp"
+#include "core/spare_dirs.hpp"
 #include "engine/jail/jail.hpp"
 #include "protocol/main_log.hpp"
 
@@ -603,6 +605,7 @@ void Box::destroy() {
   // A jail box whose shim said it is down (then hung up) has no process left: only
   // the shim's own exit is, and its upper layer and overlay workdir (still mounted
   // in the shim's namespace, but written by nothing) go meanwhile.
+  std::atomic<int> layers_emptied{0};  // before the threads that count: they may outlive a throw
   std::jthread early_upper, early_work;
   if (spec_.engine == "jail" && client_) {
     if (!client_->closed()) {
@@ -615,12 +618,22 @@ void Box::destroy() {
     if (!client_->wait_closed(2000)) trace("core: destroy: the shim did not hang up in 2 s");
   }
   bool early = spec_.engine == "jail" && client_ && client_->box_down();
+  // Its directory may be kept as a spare (core/spare_dirs.hpp) once we have reaped
+  // its shim ourselves: the overlay holding upper/ and work/ then is no more. The
+  // layers are emptied for that, not removed.
+  bool as_spare = early && shim_.valid();
   if (early) {
     trace("core: destroy: early removal");
     // Each on a thread: every directory freed waits for a discard on some hosts.
     try {
       for (auto [t, sub] : {std::pair{&early_upper, "/upper"}, std::pair{&early_work, "/work"}}) {
-        *t = start_thread_without_signals<std::jthread>([p = spec_.box_dir + sub] { remove_tree_quietly(p); });
+        *t = start_thread_without_signals<std::jthread>([p = spec_.box_dir + sub, as_spare, &layers_emptied] {
+          if (!as_spare) {
+            remove_tree_quietly(p);
+          } else if (core::empty_layer_for_spare(p)) {
+            ++layers_emptied;
+          }
+        });
       }
     } catch (const std::system_error&) {
       // No thread to be had: what is left goes with the box directory below.
@@ -628,6 +641,7 @@ void Box::destroy() {
     // Forgotten while the shim exits and the layers go: a removal that fails after
     // this leaves a directory with no row, which the next runtime sweeps.
     if (store_) store_->remove(id(), /*durable=*/!auto_remove_);
+    if (as_spare) (void)core::remove_all_but_layers(spec_.box_dir);  // what is left goes below
   }
   stop_locked(kDefaultStopTimeoutMs, /*record=*/false);
   for (auto* t : {&early_upper, &early_work}) {
@@ -637,8 +651,10 @@ void Box::destroy() {
   // The shim retires them; this covers a shim that was killed first.
   if (spec_.engine == "jail") engine::jail::remove_cgroups(spec_.box_id);
   trace("core: destroy: cgroups");
+  bool kept = as_spare && layers_emptied == 2 &&
+              core::keep_as_spare(core::HomeLayout::of_box_dir(spec_.box_dir).spare_box_dirs(), spec_.box_dir);
   try {
-    remove_tree(spec_.box_dir);
+    if (!kept) remove_tree(spec_.box_dir);
   } catch (const Error&) {
     // Forgotten early: recorded again, so that the box is still listed and its
     // removal can be retried.

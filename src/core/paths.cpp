@@ -30,6 +30,11 @@ void HomeLayout::create() const {
   spread_subdirectories(boxes());
 }
 
+HomeLayout HomeLayout::of_box_dir(const std::string& box_dir) {
+  std::string boxes = box_dir.substr(0, box_dir.rfind('/'));
+  return HomeLayout{boxes.substr(0, boxes.rfind('/'))};
+}
+
 std::string libexec_dir() {
   if (const char* d = std::getenv("BOXLITE_LIBEXEC_DIR"); d && *d) return d;
   if (std::string dir = own_executable_dir(); !dir.empty() && path_exists(dir + "/boxlite-shim")) return dir;

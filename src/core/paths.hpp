@@ -18,7 +18,11 @@ struct HomeLayout {
   std::string locks() const { return root + "/locks"; }
   // Every jail box's shim mounts its box's root here, in its own mount namespace.
   std::string jail_root_mountpoint() const { return tmp() + "/jail-root"; }
+  // Emptied jail box directories kept for the next jail box (core/spare_dirs.hpp).
+  std::string spare_box_dirs() const { return tmp() + "/spare-box-dirs"; }
   void create() const;
+  // The layout of the home that holds the box directory `box_dir` (<home>/boxes/<id>).
+  static HomeLayout of_box_dir(const std::string& box_dir);
 };
 
 // Directory of boxlite-shim, boxlite-guest and kernel/: $BOXLITE_LIBEXEC_DIR,

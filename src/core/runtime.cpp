@@ -26,6 +26,7 @@
 #include "common/thread.hpp"
 #include "common/trace.hpp"
 #include "core/network.hpp"
+#include "core/spare_dirs.hpp"
 #include "core/volumes.hpp"
 #include "engine/jail/jail.hpp"
 #include "engine/vm/initramfs.hpp"
@@ -369,6 +370,7 @@ void Runtime::sweep_half_made_boxes() {
     if (id == "." || id == ".." || known.count(id)) continue;
     std::string path = layout_.box_dir(id);
     struct stat st;
+    // (A spare taken for a new box has its time set before it moves here.)
     if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || now - st.st_mtime < 60) continue;
     try {
       remove_tree(path);
@@ -670,7 +672,10 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   spec.box_id = new_box_id();
   spec.box_dir = layout_.box_dir(spec.box_id);
   DirGuard guard{spec.box_dir};
-  if (::mkdir(spec.box_dir.c_str(), 0700) != 0) throw_errno(ErrorCode::Storage, "create box directory " + spec.box_dir);
+  bool spare = engine == "jail" && core::take_spare_box_dir(layout_.spare_box_dirs(), spec.box_dir);
+  if (!spare && ::mkdir(spec.box_dir.c_str(), 0700) != 0) {
+    throw_errno(ErrorCode::Storage, "create box directory " + spec.box_dir);
+  }
   spec.cpus = opts.cpus.value_or(1);
   spec.memory_mib = opts.memory_mib.value_or(1024);
   apply_security(spec, opts.security);

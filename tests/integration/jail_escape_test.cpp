@@ -1,12 +1,14 @@
 // The jail engine against a hostile guest: each test runs an attack inside a jail
 // box and checks it fails and the host is unchanged.
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <linux/nsfs.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 
@@ -677,6 +679,59 @@ TEST_F(JailEscapeTest, ExitCodeAndNothingLeftBehind) {
   EXPECT_GT(cgroups_of_box(), 0u) << "the running box has its cgroups";
   EXPECT_EQ(run_cli({"rm", "-f", id}).exit_code, 0);
   EXPECT_EQ(cgroups_of_box(), 0u) << "a cgroup of the box remains";
+  expect_no_leftovers();
+}
+
+// A removed `run --rm` box's directory is kept for the next box (core/spare_dirs.hpp).
+// What a hostile box did to its `/` (files, an extended attribute, its mode and
+// times) must never reach the box that gets that directory next.
+TEST_F(JailEscapeTest, NothingOfABoxsRootReachesTheBoxGivenItsDirectoryNext) {
+  std::string spares = home_ + "/tmp/spare-box-dirs";
+  auto first = run_cli({"run", "--rm", "--engine", "jail", image("debian-python"), "python3", "-c",
+                        "import os\n"
+                        "open('/leak', 'w').write('secret')\n"
+                        "os.makedirs('/d/e')\n"
+                        "os.setxattr('/', 'user.leak', b'secret')\n"
+                        "os.chmod('/', 0o1777)\n"
+                        "os.utime('/', (1000000, 1000000))\n"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  ASSERT_EQ(dir_entries(spares).size(), 1u) << "the box's directory was not kept: nothing to check";
+  expect_only_empty_spares(spares);
+  auto next = run_cli({"run", "--rm", "--engine", "jail", image("debian-python"), "python3", "-c",
+                       "import os, time\n"
+                       "st = os.stat('/')\n"
+                       "print(sorted(os.listdir('/')), os.listxattr('/'), oct(st.st_mode & 0o7777),"
+                       " time.time() - st.st_mtime < 600)\n"});
+  ASSERT_EQ(next.exit_code, 0) << next.err;
+  EXPECT_EQ(next.out,
+            "['bin', 'boot', 'dev', 'etc', 'home', 'lib', 'lib64', 'media', 'mnt', 'opt', 'proc', 'root', 'run', "
+            "'sbin', 'srv', 'sys', 'tmp', 'usr', 'var'] [] 0o755 True\n");
+  EXPECT_EQ(dir_entries(spares).size(), 1u) << "the second box did not take the first one's directory";
+  expect_no_leftovers();
+}
+
+// What a box can set on its `/` that emptying does not undo (an inode flag, the size
+// of a directory once large) keeps its directory from being a spare: it is removed.
+TEST_F(JailEscapeTest, ABoxThatMarkedItsRootLeavesNoSpare) {
+  std::string spares = home_ + "/tmp/spare-box-dirs";
+  auto flagged = run_cli({"run", "--rm", "--engine", "jail", image("debian-python"), "python3", "-c",
+                          "import fcntl, os, struct\n"
+                          "fd = os.open('/', os.O_RDONLY | os.O_DIRECTORY)\n"
+                          "flags = struct.unpack('i', fcntl.ioctl(fd, 0x80086601, bytes(4)))[0]\n"  // FS_IOC_GETFLAGS
+                          "fcntl.ioctl(fd, 0x40086602, struct.pack('i', flags | 0x80))\n"           // SETFLAGS, NOATIME
+                          "print(hex(struct.unpack('i', fcntl.ioctl(fd, 0x80086601, bytes(4)))[0] & 0x80))\n"});
+  ASSERT_EQ(flagged.exit_code, 0) << flagged.err;
+  ASSERT_EQ(flagged.out, "0x80\n") << "the box could not set the flag: nothing to check";
+  EXPECT_TRUE(dir_entries(spares).empty()) << "a box directory whose / carries a flag was kept";
+  struct statfs fs;
+  ASSERT_EQ(::statfs(home_.c_str(), &fs), 0);
+  if (fs.f_type != EXT4_SUPER_MAGIC) GTEST_SKIP() << "directories shrink again on this file system";
+  auto grown = run_cli({"run", "--rm", "--engine", "jail", image("debian-python"), "python3", "-c",
+                        "import os\n"
+                        "for i in range(400): open('/' + 'x' * 200 + str(i), 'w').close()\n"
+                        "for i in range(400): os.unlink('/' + 'x' * 200 + str(i))\n"});
+  ASSERT_EQ(grown.exit_code, 0) << grown.err;
+  EXPECT_TRUE(dir_entries(spares).empty()) << "a box directory whose / grew was kept";
   expect_no_leftovers();
 }
 

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -259,7 +260,26 @@ class BoxliteTest : public ::testing::Test {
         EXPECT_TRUE(dir_entries(home_ + "/tmp/jail-root").empty()) << "files under " << home_ << "/tmp/jail-root";
         continue;
       }
+      // Removed jail boxes' directories kept for the next box: nothing of any box.
+      if (e == "spare-box-dirs") {
+        expect_only_empty_spares(home_ + "/tmp/spare-box-dirs");
+        continue;
+      }
       EXPECT_TRUE(e.rfind("kvm-probe", 0) == 0) << "temporary entry left: " << home_ << "/tmp/" << e;
+    }
+  }
+
+  // Each spare box directory holds an empty upper/ and work/, and nothing else.
+  static void expect_only_empty_spares(const std::string& spares) {
+    for (const auto& slot : dir_entries(spares)) {
+      std::string dir = spares + "/" + slot;
+      auto entries = dir_entries(dir);
+      std::sort(entries.begin(), entries.end());
+      EXPECT_EQ(entries, (std::vector<std::string>{"upper", "work"})) << "in the spare " << dir;
+      for (const char* layer : {"/upper", "/work"}) {
+        EXPECT_TRUE(dir_entries(dir + layer).empty()) << "files under the spare " << dir << layer;
+        EXPECT_LE(::llistxattr((dir + layer).c_str(), nullptr, 0), 0) << "extended attributes on " << dir << layer;
+      }
     }
   }
 

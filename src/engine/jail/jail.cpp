@@ -94,17 +94,25 @@ std::string mountpoint_layer(const std::string& parent, unsigned uid_offset, boo
   return final_path;
 }
 
-void mount_root(const ShimSpec& spec, const std::string& root) {
-  std::string upper = spec.box_dir + "/upper", work = spec.box_dir + "/work";
-  for (const auto& d : {upper, work, root}) {
-    if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorCode::Engine, "mkdir " + d);
-  }
-  // The box's root owns its upper layer, so "/" inside is root's, and its mode is
-  // 0755 whatever the caller's umask (077 would shut every other user out of "/").
+namespace {
+
+// The box's root owns its upper layer, so "/" inside is root's, and its mode is
+// 0755 whatever the caller's umask (077 would shut every other user out of "/").
+// They may be there already: a spare box directory's (core/spare_dirs.hpp).
+void make_layer_dirs(const ShimSpec& spec, const std::string& upper, const std::string& work) {
   for (const auto& d : {upper, work}) {
+    if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorCode::Engine, "mkdir " + d);
     if (::chown(d.c_str(), spec.uid_offset, spec.uid_offset) != 0) throw_errno(ErrorCode::Engine, "chown " + d);
     if (::chmod(d.c_str(), 0755) != 0) throw_errno(ErrorCode::Engine, "chmod " + d);
   }
+}
+
+}  // namespace
+
+void mount_root(const ShimSpec& spec, const std::string& root) {
+  std::string upper = spec.box_dir + "/upper", work = spec.box_dir + "/work";
+  make_layer_dirs(spec, upper, work);
+  if (::mkdir(root.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorCode::Engine, "mkdir " + root);
   if (spec.lower_dirs.empty()) throw Error(ErrorCode::Engine, "jail: the image has no layers");
   // The options must fit in a page: with the layers in one directory (the layer
   // cache), name them relative to it, which fits ~60 layers instead of ~40.
@@ -622,10 +630,32 @@ Jail start(const ShimSpec& spec, Zygote& zygote, const std::function<void(int)>&
   report_w.reset();
   box_end.reset();
 
+  // Either the agent runs (the init closes the report pipe empty) or the init says why.
+  auto child_report = [&] {
+    std::string why;
+    char buf[512];
+    for (;;) {
+      ssize_t n = ::read(report_r.get(), buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      why.append(buf, static_cast<size_t>(n));
+    }
+    return why;
+  };
+  // The init waits for each byte; one that failed before it (a mount point of the
+  // box's that is not a directory, say) has closed its end: its reason is the error.
+  auto release_init = [&](char step) {
+    if (::write(sync_w.get(), &step, 1) == 1) return;
+    int err = errno;
+    j.init.kill_now();
+    if (std::string why = child_report(); !why.empty()) throw Error(ErrorCode::Engine, "jail setup failed: " + why);
+    throw_errno(ErrorCode::Engine, "release the box init", err);
+  };
+
   std::string map = "0 " + std::to_string(spec.uid_offset) + " " + std::to_string(kUidCount) + "\n";
   write_proc("/proc/" + std::to_string(pid) + "/uid_map", map);
   write_proc("/proc/" + std::to_string(pid) + "/gid_map", map);
-  if (::write(sync_w.get(), "g", 1) != 1) throw_errno(ErrorCode::Engine, "release the box init");
+  release_init('g');
   trace("jail: id maps written");
   cg.join_fds.clear();  // the child has its copies
   if (!cg.v2_procs.empty()) {
@@ -639,20 +669,8 @@ Jail start(const ShimSpec& spec, Zygote& zygote, const std::function<void(int)>&
   j.warnings = cg.warnings;
   j.etc_files_bound = etc_files_bound;
   j.warnings.insert(j.warnings.end(), volume_warnings.begin(), volume_warnings.end());
-  if (::write(sync_w.get(), "c", 1) != 1) throw_errno(ErrorCode::Engine, "release the box init");
+  release_init('c');
   sync_w.reset();
-  // Either the agent runs (the init closes the report pipe empty) or the init says why.
-  auto child_report = [&] {
-    std::string why;
-    char buf[512];
-    for (;;) {
-      ssize_t n = ::read(report_r.get(), buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      why.append(buf, static_cast<size_t>(n));
-    }
-    return why;
-  };
   try {
     if (!userns) throw_errno(ErrorCode::Engine, "open the box's user namespace", userns_errno);
     UniqueFd netns = receive_box_netns(host_end.get(), userns.get());
