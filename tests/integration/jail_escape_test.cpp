@@ -64,6 +64,11 @@ class JailEscapeTest : public BoxliteTest {
     return box->run(e);
   }
 
+  // `boxlite run --rm --engine jail` of the debian-python image running `script`.
+  CliResult python_run(const std::string& script) {
+    return run_cli({"run", "--rm", "--engine", "jail", image("debian-python"), "python3", "-c", script});
+  }
+
   // A jail box of a one-layer image: busybox and its applets in /bin, then
   // whatever `add` puts in the layer. Null (with a failure) if the image cannot be made.
   std::shared_ptr<Box> busybox_image_box(const std::string& name, const std::function<void(const std::string&)>& add) {
@@ -687,21 +692,21 @@ TEST_F(JailEscapeTest, ExitCodeAndNothingLeftBehind) {
 // times) must never reach the box that gets that directory next.
 TEST_F(JailEscapeTest, NothingOfABoxsRootReachesTheBoxGivenItsDirectoryNext) {
   std::string spares = home_ + "/tmp/spare-box-dirs";
-  auto first = run_cli({"run", "--rm", "--engine", "jail", image("debian-python"), "python3", "-c",
-                        "import os\n"
-                        "open('/leak', 'w').write('secret')\n"
-                        "os.makedirs('/d/e')\n"
-                        "os.setxattr('/', 'user.leak', b'secret')\n"
-                        "os.chmod('/', 0o1777)\n"
-                        "os.utime('/', (1000000, 1000000))\n"});
+  auto first = python_run(
+      "import os\n"
+      "open('/leak', 'w').write('secret')\n"
+      "os.makedirs('/d/e')\n"
+      "os.setxattr('/', 'user.leak', b'secret')\n"
+      "os.chmod('/', 0o1777)\n"
+      "os.utime('/', (1000000, 1000000))\n");
   ASSERT_EQ(first.exit_code, 0) << first.err;
   ASSERT_EQ(dir_entries(spares).size(), 1u) << "the box's directory was not kept: nothing to check";
   expect_only_empty_spares(spares);
-  auto next = run_cli({"run", "--rm", "--engine", "jail", image("debian-python"), "python3", "-c",
-                       "import os, time\n"
-                       "st = os.stat('/')\n"
-                       "print(sorted(os.listdir('/')), os.listxattr('/'), oct(st.st_mode & 0o7777),"
-                       " time.time() - st.st_mtime < 600)\n"});
+  auto next = python_run(
+      "import os, time\n"
+      "st = os.stat('/')\n"
+      "print(sorted(os.listdir('/')), os.listxattr('/'), oct(st.st_mode & 0o7777),"
+      " time.time() - st.st_mtime < 600)\n");
   ASSERT_EQ(next.exit_code, 0) << next.err;
   EXPECT_EQ(next.out,
             "['bin', 'boot', 'dev', 'etc', 'home', 'lib', 'lib64', 'media', 'mnt', 'opt', 'proc', 'root', 'run', "
@@ -714,22 +719,22 @@ TEST_F(JailEscapeTest, NothingOfABoxsRootReachesTheBoxGivenItsDirectoryNext) {
 // of a directory once large) keeps its directory from being a spare: it is removed.
 TEST_F(JailEscapeTest, ABoxThatMarkedItsRootLeavesNoSpare) {
   std::string spares = home_ + "/tmp/spare-box-dirs";
-  auto flagged = run_cli({"run", "--rm", "--engine", "jail", image("debian-python"), "python3", "-c",
-                          "import fcntl, os, struct\n"
-                          "fd = os.open('/', os.O_RDONLY | os.O_DIRECTORY)\n"
-                          "flags = struct.unpack('i', fcntl.ioctl(fd, 0x80086601, bytes(4)))[0]\n"  // FS_IOC_GETFLAGS
-                          "fcntl.ioctl(fd, 0x40086602, struct.pack('i', flags | 0x80))\n"           // SETFLAGS, NOATIME
-                          "print(hex(struct.unpack('i', fcntl.ioctl(fd, 0x80086601, bytes(4)))[0] & 0x80))\n"});
+  auto flagged = python_run(
+      "import fcntl, os, struct\n"
+      "fd = os.open('/', os.O_RDONLY | os.O_DIRECTORY)\n"
+      "flags = struct.unpack('i', fcntl.ioctl(fd, 0x80086601, bytes(4)))[0]\n"  // FS_IOC_GETFLAGS
+      "fcntl.ioctl(fd, 0x40086602, struct.pack('i', flags | 0x80))\n"           // SETFLAGS, NOATIME
+      "print(hex(struct.unpack('i', fcntl.ioctl(fd, 0x80086601, bytes(4)))[0] & 0x80))\n");
   ASSERT_EQ(flagged.exit_code, 0) << flagged.err;
   ASSERT_EQ(flagged.out, "0x80\n") << "the box could not set the flag: nothing to check";
   EXPECT_TRUE(dir_entries(spares).empty()) << "a box directory whose / carries a flag was kept";
   struct statfs fs;
   ASSERT_EQ(::statfs(home_.c_str(), &fs), 0);
   if (fs.f_type != EXT4_SUPER_MAGIC) GTEST_SKIP() << "directories shrink again on this file system";
-  auto grown = run_cli({"run", "--rm", "--engine", "jail", image("debian-python"), "python3", "-c",
-                        "import os\n"
-                        "for i in range(400): open('/' + 'x' * 200 + str(i), 'w').close()\n"
-                        "for i in range(400): os.unlink('/' + 'x' * 200 + str(i))\n"});
+  auto grown = python_run(
+      "import os\n"
+      "for i in range(400): open('/' + 'x' * 200 + str(i), 'w').close()\n"
+      "for i in range(400): os.unlink('/' + 'x' * 200 + str(i))\n");
   ASSERT_EQ(grown.exit_code, 0) << grown.err;
   EXPECT_TRUE(dir_entries(spares).empty()) << "a box directory whose / grew was kept";
   expect_no_leftovers();
