@@ -48,7 +48,8 @@ namespace {
 // directory removed outright (no links left) still counts, as before there were
 // spares: its waiters hold the lock of nothing.
 bool still_at_path(int fd, const std::string& dir) {
-  struct stat held, now;
+  struct stat held {};
+  struct stat now {};
   if (::fstat(fd, &held) != 0 || held.st_nlink == 0) return true;
   if (::stat(dir.c_str(), &now) != 0) return false;
   return held.st_dev == now.st_dev && held.st_ino == now.st_ino;

@@ -20,7 +20,8 @@ class FileLock {
   // lock file inside it: a file made costs a box ~0.1 ms on some hosts (docs/jail.md).
   // Where directories cannot be flocked (NFS, CIFS), on a `.lock` file in it. The
   // lock is of the directory at `dir` when it is taken: one moved away meanwhile (a
-  // box directory kept as a spare) is let go, and the one there now locked instead.
+  // box directory kept as a spare) is let go, and the one there now locked instead,
+  // or, with none there, the Storage error of a directory that is not there.
   static FileLock acquire_directory(const std::string& dir, Mode mode = Mode::Exclusive);
   static FileLock try_acquire_directory(const std::string& dir, Mode mode = Mode::Exclusive);
   bool held() const { return fd_.valid(); }

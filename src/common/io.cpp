@@ -207,11 +207,12 @@ bool unlink_files_and_list_dirs(int dirfd, const std::string& path, size_t depth
       if (::unlinkat(::dirfd(d), e->d_name, 0) != 0) return false;
       continue;
     }
-    int child = ::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (child < 0) return false;
+    // Allocated before the descriptor is opened: a std::bad_alloc leaks none.
     std::string child_path = path + "/" + e->d_name;
     if (dirs_by_depth.size() <= depth) dirs_by_depth.resize(depth + 1);
     dirs_by_depth[depth].push_back(child_path);
+    int child = ::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (child < 0) return false;
     if (!unlink_files_and_list_dirs(child, child_path, depth + 1, dirs_by_depth)) return false;
   }
   return true;
@@ -229,14 +230,15 @@ bool remove_dirs_in_parallel(const std::vector<std::string>& dirs) {
     }
   };
   size_t n = std::min<size_t>(dirs.size(), 8);
-  std::vector<std::thread> threads;
+  std::vector<std::jthread> threads;  // joined however this returns
   try {
-    for (size_t i = 1; i < n; ++i) threads.push_back(start_thread_without_signals(work));
-  } catch (const std::system_error&) {
-    // No more threads: this one does the rest.
+    threads.reserve(n);
+    for (size_t i = 1; i < n; ++i) threads.push_back(start_thread_without_signals<std::jthread>(work));
+  } catch (const std::exception&) {
+    // No more threads (or no memory for them): this one does the rest.
   }
   work();
-  for (auto& t : threads) t.join();
+  threads.clear();
   return ok;
 }
 

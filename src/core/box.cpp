@@ -624,6 +624,7 @@ void Box::destroy() {
   // its shim ourselves: the overlay holding upper/ and work/ then is no more. The
   // layers are emptied for that, not removed.
   bool as_spare = early && shim_.valid();
+  constexpr int kLayerDirs = 2;  // upper/ and work/, each emptied on a thread of its own
   if (early) {
     trace("core: destroy: early removal");
     // Each on a thread: every directory freed waits for a discard on some hosts.
@@ -653,7 +654,7 @@ void Box::destroy() {
   // The shim retires them; this covers a shim that was killed first.
   if (spec_.engine == "jail") engine::jail::remove_cgroups(spec_.box_id);
   trace("core: destroy: cgroups");
-  bool kept = as_spare && layers_emptied == 2 &&
+  bool kept = as_spare && layers_emptied == kLayerDirs &&
               core::keep_as_spare(core::HomeLayout::of_box_dir(spec_.box_dir).spare_box_dirs(), spec_.box_dir);
   try {
     if (!kept) remove_tree(spec_.box_dir);

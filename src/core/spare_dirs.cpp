@@ -90,7 +90,7 @@ bool inode_attrs(const std::string& path, InodeAttrs& attrs) {
 // the old box's `/` (docs/jail.md).
 bool fit_for_reuse(const std::string& layer, const InodeAttrs& box_dir_attrs) {
   struct stat st;
-  if (::lstat(layer.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_blocks > 8) return false;
+  if (::lstat(layer.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_blocks * 512 > st.st_blksize) return false;
   if (!is_empty_directory(layer) || !strip_box_xattrs(layer)) return false;
   InodeAttrs attrs;
   return inode_attrs(layer, attrs) && attrs == box_dir_attrs;
@@ -108,9 +108,10 @@ bool remove_all_but_layers(const std::string& box_dir) noexcept {
       if (name != "." && name != ".." && !is_layer_dir(name)) names.emplace_back(name);
     }
     for (const auto& name : names) {
-      std::string path = box_dir + "/" + name;
+      std::string path = box_dir;
+      path.append("/").append(name);
       if (::unlink(path.c_str()) == 0 || errno == ENOENT) continue;
-      if (errno != EISDIR && errno != EPERM) return false;  // EPERM: Linux's answer for a directory
+      if (errno != EISDIR && errno != EPERM) return false;  // a directory: EISDIR on Linux, EPERM in POSIX
       if (!empty_directory(path) || ::rmdir(path.c_str()) != 0) return false;
     }
     return true;
@@ -137,7 +138,8 @@ bool take_spare_box_dir(const std::string& spares, const std::string& box_dir) n
       // (Touching a spare someone else then takes is harmless.)
       std::string spare = slot(spares, n);
       if (::utimensat(AT_FDCWD, spare.c_str(), nullptr, AT_SYMLINK_NOFOLLOW) != 0) continue;  // none kept there
-      if (::rename(spare.c_str(), box_dir.c_str()) != 0) continue;                            // taken meanwhile
+      if (::renameat2(AT_FDCWD, spare.c_str(), AT_FDCWD, box_dir.c_str(), RENAME_NOREPLACE) != 0)
+        continue;  // taken meanwhile
       struct stat st;
       if (::lstat(box_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {  // not one we kept: the home's owner's
         (void)::unlink(box_dir.c_str());

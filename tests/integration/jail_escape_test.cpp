@@ -11,6 +11,7 @@
 #include <sys/statfs.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 
 #include <cstdio>
 #include <cstring>
@@ -690,7 +691,19 @@ TEST_F(JailEscapeTest, ExitCodeAndNothingLeftBehind) {
 // A removed `run --rm` box's directory is kept for the next box (core/spare_dirs.hpp).
 // What a hostile box did to its `/` (files, an extended attribute, its mode and
 // times) must never reach the box that gets that directory next.
+// Whether the host labels every file (SELinux, IMA: security.* attributes), where
+// no box directory is ever kept as a spare (docs/jail.md).
+bool labels_every_file(const std::string& path) {
+  char names[1024];
+  ssize_t len = ::llistxattr(path.c_str(), names, sizeof names);
+  for (ssize_t at = 0; at < len; at += static_cast<ssize_t>(std::strlen(names + at)) + 1) {
+    if (std::strncmp(names + at, "security.", 9) == 0) return true;
+  }
+  return false;
+}
+
 TEST_F(JailEscapeTest, NothingOfABoxsRootReachesTheBoxGivenItsDirectoryNext) {
+  if (labels_every_file(home_)) GTEST_SKIP() << "no spares on a host that labels every file";
   std::string spares = home_ + "/tmp/spare-box-dirs";
   auto first = python_run(
       "import os\n"
@@ -702,6 +715,9 @@ TEST_F(JailEscapeTest, NothingOfABoxsRootReachesTheBoxGivenItsDirectoryNext) {
   ASSERT_EQ(first.exit_code, 0) << first.err;
   ASSERT_EQ(dir_entries(spares).size(), 1u) << "the box's directory was not kept: nothing to check";
   expect_only_empty_spares(spares);
+  // Its emptying set its time to now: back to the box's, so that the next box's / can show it.
+  timespec long_ago[2] = {{1000000, 0}, {1000000, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (spares + "/0/upper").c_str(), long_ago, 0), 0);
   auto next = python_run(
       "import os, time\n"
       "st = os.stat('/')\n"
@@ -718,7 +734,16 @@ TEST_F(JailEscapeTest, NothingOfABoxsRootReachesTheBoxGivenItsDirectoryNext) {
 // What a box can set on its `/` that emptying does not undo (an inode flag, the size
 // of a directory once large) keeps its directory from being a spare: it is removed.
 TEST_F(JailEscapeTest, ABoxThatMarkedItsRootLeavesNoSpare) {
+  if (labels_every_file(home_)) GTEST_SKIP() << "no spares on a host that labels every file";
   std::string spares = home_ + "/tmp/spare-box-dirs";
+  // Each marking box takes the spare a plain box leaves: a spare is kept, but not that one.
+  auto leave_a_spare = [&] {
+    auto plain = python_run("pass\n");
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    ASSERT_EQ(dir_entries(spares).size(), 1u) << "a plain box's directory was not kept: nothing to check";
+  };
+  leave_a_spare();
+  if (HasFatalFailure()) return;
   auto flagged = python_run(
       "import fcntl, os, struct\n"
       "fd = os.open('/', os.O_RDONLY | os.O_DIRECTORY)\n"
@@ -726,11 +751,13 @@ TEST_F(JailEscapeTest, ABoxThatMarkedItsRootLeavesNoSpare) {
       "fcntl.ioctl(fd, 0x40086602, struct.pack('i', flags | 0x80))\n"           // SETFLAGS, NOATIME
       "print(hex(struct.unpack('i', fcntl.ioctl(fd, 0x80086601, bytes(4)))[0] & 0x80))\n");
   ASSERT_EQ(flagged.exit_code, 0) << flagged.err;
-  ASSERT_EQ(flagged.out, "0x80\n") << "the box could not set the flag: nothing to check";
+  if (flagged.out != "0x80\n") GTEST_SKIP() << "overlayfs here does not pass the flag on: nothing to check";
   EXPECT_TRUE(dir_entries(spares).empty()) << "a box directory whose / carries a flag was kept";
   struct statfs fs;
   ASSERT_EQ(::statfs(home_.c_str(), &fs), 0);
   if (fs.f_type != EXT4_SUPER_MAGIC) GTEST_SKIP() << "directories shrink again on this file system";
+  leave_a_spare();
+  if (HasFatalFailure()) return;
   auto grown = python_run(
       "import os\n"
       "for i in range(400): open('/' + 'x' * 200 + str(i), 'w').close()\n"

@@ -5,10 +5,10 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include <cstdio>
+#include <cerrno>
+#include <cstring>
 #include <future>
 #include <string>
 
@@ -50,56 +50,63 @@ TEST(FileLockTest, AMissingDirectoryIsAStorageErrorNamingIt) {
   }
 }
 
-// A box directory kept as a spare (core/spare_dirs.hpp) is moved away, and may become
-// another box's: whoever waited for its lock meanwhile gets the lock of the directory
-// at the path (or the missing directory's error), never the moved one's.
-// Whether someone waits for a flock on `path`'s inode (/proc/locks lists waiters as
-// "->"), for up to 10 s.
+// Whether a thread of this process waits for a flock on `path`'s inode, for up to
+// 10 s (/proc/locks lists waiters as "->", with the pid and "maj:min:inode"; the
+// device as printed can differ from stat's on btrfs, so by pid and inode).
 bool someone_waits_for(const std::string& path) {
-  struct stat st;
+  struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return false;
-  char dev_ino[64];  // as /proc/locks prints them: "fe:00:1234 "
-  std::snprintf(dev_ino, sizeof dev_ino, " %02x:%02x:%lu ", major(st.st_dev), minor(st.st_dev),
-                static_cast<unsigned long>(st.st_ino));
-  std::string ino = dev_ino;
+  std::string pid = " " + std::to_string(::getpid()) + " ";
+  std::string ino = ":" + std::to_string(st.st_ino) + " ";
   for (int i = 0; i < 1000; ++i) {
     for (const auto& line : split(read_file("/proc/locks"), '\n')) {
-      if (line.find("->") != std::string::npos && line.find(ino) != std::string::npos) return true;
+      bool waiter = line.find("->") != std::string::npos;
+      if (waiter && line.find(pid) != std::string::npos && line.find(ino) != std::string::npos) return true;
     }
     ::usleep(10000);
   }
   return false;
 }
 
+// A box directory kept as a spare (core/spare_dirs.hpp) is moved away, and may become
+// another box's: whoever waited for its lock meanwhile gets the lock of the directory
+// at the path (or the missing directory's error), never the moved one's.
 TEST(FileLockTest, AWaiterGetsTheDirectoryAtThePathNotOneMovedAway) {
   ScratchDir scratch;
   std::string dir = scratch.path() + "/box", moved = scratch.path() + "/spare";
   make_dirs(dir);
+  std::future<FileLock> waiter;  // destroyed after the lock it waits for: never waits forever
   FileLock holder = FileLock::acquire_directory(dir);
-  auto waiter = std::async(std::launch::async, [&] { return FileLock::acquire_directory(dir); });
+  waiter = std::async(std::launch::async, [&] { return FileLock::acquire_directory(dir); });
   if (!someone_waits_for(dir)) {
-    holder.release();  // else the waiter's future would wait for it forever
+    holder.release();
     FAIL() << "the waiter never waited for the lock";
   }
-  ASSERT_EQ(::rename(dir.c_str(), moved.c_str()), 0);
+  if (::rename(dir.c_str(), moved.c_str()) != 0) {
+    holder.release();
+    FAIL() << "rename " << dir << ": " << std::strerror(errno);
+  }
   make_dirs(dir);  // another box's, at the same path
   holder.release();
   FileLock got = waiter.get();
   ASSERT_TRUE(got.held());
   EXPECT_TRUE(FileLock::try_acquire_directory(moved).held()) << "the waiter kept the moved directory's lock";
   EXPECT_FALSE(FileLock::try_acquire_directory(dir).held()) << "the waiter does not hold the directory there now";
-
   got.release();
 
   // Moved away with nothing in its place: the error of a directory that is not there.
+  std::future<FileLock> late;
   FileLock again = FileLock::acquire_directory(dir);
-  auto late = std::async(std::launch::async, [&] { return FileLock::acquire_directory(dir); });
+  late = std::async(std::launch::async, [&] { return FileLock::acquire_directory(dir); });
   if (!someone_waits_for(dir)) {
     again.release();
     FAIL() << "the second waiter never waited for the lock";
   }
   std::string aside = scratch.path() + "/aside";
-  ASSERT_EQ(::rename(dir.c_str(), aside.c_str()), 0);
+  if (::rename(dir.c_str(), aside.c_str()) != 0) {
+    again.release();
+    FAIL() << "rename " << dir << ": " << std::strerror(errno);
+  }
   again.release();
   try {
     (void)late.get();

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -69,8 +70,6 @@ TEST(SpareDirsTest, ARemovedBoxsDirectoryIsKeptEmptyAndTakenByTheNext) {
 
   std::string old_box = lay_out_box_dir(home.path(), "old");
   bool user_xattrs = ::setxattr((old_box + "/upper").c_str(), "user.leak", "secret", 6, 0) == 0;
-  timespec long_ago[2] = {{1000000, 0}, {1000000, 0}};
-  ASSERT_EQ(::utimensat(AT_FDCWD, (old_box + "/upper").c_str(), long_ago, 0), 0);
   ASSERT_TRUE(recycle(spares, old_box));
   EXPECT_FALSE(path_exists(old_box));
   EXPECT_EQ(entries(spares), std::vector<std::string>{"0"});
@@ -81,6 +80,10 @@ TEST(SpareDirsTest, ARemovedBoxsDirectoryIsKeptEmptyAndTakenByTheNext) {
     EXPECT_EQ(::llistxattr((spares + "/0/upper").c_str(), nullptr, 0), 0) << "the box's xattr was kept";
   }
 
+  // Kept a while: taken, it is as new as a made directory (its / shows the time).
+  timespec long_ago[2] = {{1000000, 0}, {1000000, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (spares + "/0/upper").c_str(), long_ago, 0), 0);
+  ASSERT_EQ(::utimensat(AT_FDCWD, (spares + "/0").c_str(), long_ago, 0), 0);
   std::string new_box = home.path() + "/boxes/new";
   ASSERT_TRUE(take_spare_box_dir(spares, new_box));
   EXPECT_EQ(entries(new_box), (std::vector<std::string>{"upper", "work"}));
@@ -88,6 +91,8 @@ TEST(SpareDirsTest, ARemovedBoxsDirectoryIsKeptEmptyAndTakenByTheNext) {
   struct stat st;
   ASSERT_EQ(::stat((new_box + "/upper").c_str(), &st), 0);
   EXPECT_LT(std::abs(::time(nullptr) - st.st_mtime), 60) << "a taken spare's / shows the old box's times";
+  ASSERT_EQ(::stat(new_box.c_str(), &st), 0);
+  EXPECT_LT(std::abs(::time(nullptr) - st.st_mtime), 60) << "the half-made sweep would take it for debris";
 }
 
 TEST(SpareDirsTest, NoMoreThanEightAreKept) {
@@ -111,8 +116,10 @@ TEST(SpareDirsTest, ALayerTheBoxMarkedIsNotFit) {
   EXPECT_TRUE(path_exists(full + "/upper/etc/deep/er/secret"));
   // An extended attribute of a kind no box sets (a security label, say) stays: not fit.
   std::string labelled = lay_out_box_dir(home.path(), "labelled");
-  if (::setxattr((labelled + "/work").c_str(), "trusted.other", "x", 1, 0) == 0) {
+  if (::setxattr((labelled + "/work").c_str(), "trusted.other", "x", 1, 0) == 0) {  // root only
     EXPECT_FALSE(empty_layer_for_spare(labelled + "/work"));
+  } else {
+    std::printf("note: trusted.* attributes need root; that case is not checked\n");
   }
   // A directory once large keeps its size when emptied (on ext4: others shrink it).
   struct statfs fs;
@@ -125,8 +132,10 @@ TEST(SpareDirsTest, ALayerTheBoxMarkedIsNotFit) {
   // A flag the box may set on its / (chattr +A), which its box directory lacks.
   std::string flagged = lay_out_box_dir(home.path(), "flagged");
   UniqueFd fd(::open((flagged + "/upper").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(fd.valid());
   int flags = 0;
   if (::ioctl(fd.get(), FS_IOC_GETFLAGS, &flags) != 0) GTEST_SKIP() << "no inode flags on this file system";
+  if (flags & FS_NOATIME_FL) GTEST_SKIP() << "the scratch directory passes noatime down already";
   flags |= FS_NOATIME_FL;
   ASSERT_EQ(::ioctl(fd.get(), FS_IOC_SETFLAGS, &flags), 0);
   EXPECT_FALSE(empty_layer_for_spare(flagged + "/upper"));

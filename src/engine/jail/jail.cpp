@@ -98,7 +98,8 @@ namespace {
 
 // The box's root owns its upper layer, so "/" inside is root's, and its mode is
 // 0755 whatever the caller's umask (077 would shut every other user out of "/").
-// They may be there already: a spare box directory's (core/spare_dirs.hpp).
+// They may be there already: a box started before, a clone's or an import's upper/,
+// a spare box directory's (core/spare_dirs.hpp).
 void make_layer_dirs(const ShimSpec& spec, const std::string& upper, const std::string& work) {
   for (const auto& d : {upper, work}) {
     if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorCode::Engine, "mkdir " + d);
