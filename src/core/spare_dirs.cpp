@@ -91,7 +91,7 @@ bool inode_attrs(const std::string& path, InodeAttrs& attrs) {
 bool fit_for_reuse(const std::string& layer, const InodeAttrs& box_dir_attrs) {
   struct stat st;
   if (::lstat(layer.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_blocks * 512 > st.st_blksize) return false;
-  if (!is_empty_directory(layer) || !strip_box_xattrs(layer)) return false;
+  if (!strip_box_xattrs(layer)) return false;
   InodeAttrs attrs;
   return inode_attrs(layer, attrs) && attrs == box_dir_attrs;
 }
@@ -111,11 +111,10 @@ bool remove_all_but_layers(const std::string& box_dir) noexcept {
       std::string path = box_dir;
       path.append("/").append(name);
       if (::unlink(path.c_str()) == 0 || errno == ENOENT) continue;
-      if (errno != EISDIR && errno != EPERM) return false;  // a directory: EISDIR on Linux, EPERM in POSIX
-      if (!empty_directory(path) || ::rmdir(path.c_str()) != 0) return false;
+      remove_tree(path);  // a directory; throws (false below) what it cannot remove
     }
     return true;
-  } catch (const std::exception&) {  // std::bad_alloc
+  } catch (const std::exception&) {  // remove_tree's Error, std::bad_alloc
     return false;
   }
 }

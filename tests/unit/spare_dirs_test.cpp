@@ -48,6 +48,8 @@ std::string lay_out_box_dir(const std::string& home, const std::string& id) {
   write_file_atomic(box + "/work/work/incompat/volatile/dirty", "");
   write_file_atomic(box + "/shim.json", "{}");
   write_file_atomic(box + "/exit.json", "{}");
+  make_dirs(box + "/snapshots/old");  // a directory of the box's besides its layers
+  write_file_atomic(box + "/snapshots/old/state", "x");
   write_file_atomic(box + "/upper/etc/deep/er/secret", "secret");
   ::symlink("/etc/passwd", (box + "/upper/link").c_str());
   return box;
