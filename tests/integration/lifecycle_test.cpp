@@ -301,6 +301,32 @@ TEST_P(LifecycleTest, StopInvalidatesTheHandleUntilStartAndGetGivesAFreshOne) {
   rt.remove(box->id());
 }
 
+// A handle whose box another process removed (an `rm`, a `run --rm` finishing while
+// this process came to it) is told the box is gone, as the reference does
+// ("No such box: ..."), not that its directory could not be opened.
+TEST_P(LifecycleTest, AHandleOfABoxRemovedByAnotherProcessSaysNoSuchBox) {
+  Runtime rt;
+  BoxOptions o;
+  o.rootfs_path = image("busybox");
+  o.auto_remove = false;
+  auto box = rt.create(o, "removed-elsewhere");
+  const std::string id = box->id();
+  ASSERT_EQ(run_cli({"rm", id}).exit_code, 0);
+  auto expect_no_such_box = [&](const char* what, const std::function<void()>& f) {
+    try {
+      f();
+      ADD_FAILURE() << what << " of a removed box must fail";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::NotFound) << what << ": " << e.what();
+      EXPECT_EQ(std::string(e.what()), "No such box: " + id) << what;
+    }
+  };
+  expect_no_such_box("start", [&] { box->start(); });
+  expect_no_such_box("stop", [&] { box->stop(); });
+  expect_no_such_box("remove", [&] { rt.remove(id, /*force=*/true); });
+  EXPECT_FALSE(std::filesystem::exists(home_ + "/boxes/" + id)) << "nothing of it was made again";
+}
+
 BOXLITE_ON_BOTH_ENGINES(LifecycleTest);
 
 class LifecycleConcurrencyTest : public BoxliteTest {};
