@@ -184,10 +184,38 @@ void spread_subdirectories(const std::string& path) noexcept {
 
 namespace {
 
+// A box can nest its directories deeper than PATH_MAX, and deeper than we have
+// descriptors (mkdir and chdir by relative names): a walk that reaches this depth, or
+// paths this long, moves the directory it found up to the top of the removal instead
+// of descending into it, and the next pass goes on from there. So a pass holds at
+// most kMaxWalkDepth descriptors and names no path longer than a few KiB.
+constexpr size_t kMaxWalkDepth = 64;
+constexpr size_t kMaxWalkPath = 2048;
+
+struct Walk {
+  int top = -1;  // the directory being emptied
+  std::vector<std::vector<std::string>> dirs_by_depth;
+  size_t moved_up = 0;
+  uint64_t next_name = 0;
+};
+
+// Moves directory `name` of `dirfd` to the top of the walk, under a name nothing
+// there has (the top holds the box's own files too).
+bool move_to_top(int dirfd, const char* name, Walk& walk) {
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    std::string to = ".boxlite-deep-" + std::to_string(walk.next_name++);
+    if (::renameat2(dirfd, name, walk.top, to.c_str(), RENAME_NOREPLACE) == 0) {
+      ++walk.moved_up;
+      return true;
+    }
+    if (errno != EEXIST) return false;
+  }
+  return false;
+}
+
 // Unlinks everything but directories below `dirfd` (which this takes), and files
 // the directories by depth. False on any error (the caller falls back).
-bool unlink_files_and_list_dirs(int dirfd, const std::string& path, size_t depth,
-                                std::vector<std::vector<std::string>>& dirs_by_depth) {
+bool unlink_files_and_list_dirs(int dirfd, const std::string& path, size_t depth, Walk& walk) {
   DIR* d = ::fdopendir(dirfd);
   if (d == nullptr) {
     ::close(dirfd);
@@ -209,11 +237,15 @@ bool unlink_files_and_list_dirs(int dirfd, const std::string& path, size_t depth
     }
     // Allocated before the descriptor is opened: a std::bad_alloc leaks none.
     std::string child_path = path + "/" + e->d_name;
-    if (dirs_by_depth.size() <= depth) dirs_by_depth.resize(depth + 1);
-    dirs_by_depth[depth].push_back(child_path);
+    if (depth + 1 >= kMaxWalkDepth || child_path.size() >= kMaxWalkPath) {
+      if (!move_to_top(::dirfd(d), e->d_name, walk)) return false;
+      continue;
+    }
+    if (walk.dirs_by_depth.size() <= depth) walk.dirs_by_depth.resize(depth + 1);
+    walk.dirs_by_depth[depth].push_back(child_path);
     int child = ::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (child < 0) return false;
-    if (!unlink_files_and_list_dirs(child, child_path, depth + 1, dirs_by_depth)) return false;
+    if (!unlink_files_and_list_dirs(child, child_path, depth + 1, walk)) return false;
   }
   return true;
 }
@@ -243,17 +275,26 @@ bool remove_dirs_in_parallel(const std::vector<std::string>& dirs) {
 }
 
 // Everything below `path`: deepest directories first, the directories of one depth
-// in parallel. False (with some of it left) on any error.
+// in parallel; what a pass moved up to the top (Walk), in the passes after. False
+// (with some of it left) on any error.
 bool remove_contents_by_levels(const std::string& path) {
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
-  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return false;
-  std::vector<std::vector<std::string>> dirs_by_depth;
-  if (!unlink_files_and_list_dirs(fd, path, 0, dirs_by_depth)) return false;
-  for (auto level = dirs_by_depth.rbegin(); level != dirs_by_depth.rend(); ++level) {
-    if (!remove_dirs_in_parallel(*level)) return false;
-  }
+  UniqueFd top(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!top) return false;
+  Walk walk;
+  walk.top = top.get();
+  do {
+    walk.moved_up = 0;
+    walk.dirs_by_depth.clear();
+    // The walk's own (it closes it), reading from the start: not a dup, whose offset
+    // would be where the last pass's listing ended.
+    int fd = ::openat(top.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || !unlink_files_and_list_dirs(fd, path, 0, walk)) return false;
+    for (auto level = walk.dirs_by_depth.rbegin(); level != walk.dirs_by_depth.rend(); ++level) {
+      if (!remove_dirs_in_parallel(*level)) return false;
+    }
+  } while (walk.moved_up > 0);
   return true;
 }
 

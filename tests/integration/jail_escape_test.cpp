@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -13,6 +14,7 @@
 #include <sys/wait.h>
 #include <sys/xattr.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -764,6 +766,29 @@ TEST_F(JailEscapeTest, ABoxThatMarkedItsRootLeavesNoSpare) {
       "for i in range(400): os.unlink('/' + 'x' * 200 + str(i))\n");
   ASSERT_EQ(grown.exit_code, 0) << grown.err;
   EXPECT_TRUE(dir_entries(spares).empty()) << "a box directory whose / grew was kept";
+  expect_no_leftovers();
+}
+
+// A hostile box can nest directories deeper than PATH_MAX and than the descriptors
+// the CLI may open (mkdir and chdir by relative names): its `run --rm` still ends
+// with the box's exit code and removes all of it. The CLI runs with 1024 descriptors,
+// fewer than the tree is deep.
+TEST_F(JailEscapeTest, ABoxNestingDirectoriesPastPathMaxIsRemovedWhole) {
+  struct rlimit saved {};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  struct rlimit low = {std::min<rlim_t>(1024, saved.rlim_cur), saved.rlim_max};
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  auto r = python_run(
+      "import os, sys\n"
+      "for i in range(3000):\n"
+      "    os.mkdir('d'); os.chdir('d')\n"
+      "    if i % 500 == 0: open('f', 'w').write('x' * 5000)\n"
+      "print('nested')\n"
+      "sys.exit(3)\n");
+  ::setrlimit(RLIMIT_NOFILE, &saved);
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_EQ(r.out, "nested\n");
+  EXPECT_EQ(trim(run_cli({"ls", "-a", "-q"}).out), "") << "the box is still listed";
   expect_no_leftovers();
 }
 

@@ -1,14 +1,16 @@
 // common/io: remove_tree removes whole trees (by levels, in parallel) without
-// following a symlink out of them; spread_subdirectories; read_file_if_present;
+// following a symlink out of them, however deep; spread_subdirectories; read_file_if_present;
 // send_all.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <string>
 
 #include "common/error.hpp"
@@ -58,6 +60,62 @@ TEST(RemoveTreeTest, AFileOrAMissingPath) {
   remove_tree(file);
   EXPECT_FALSE(path_exists(file));
   EXPECT_NO_THROW(remove_tree(scratch.path() + "/missing"));
+}
+
+// A chain of `depth` directories named "d" below `top`, made by relative names as a
+// box can (deeper than PATH_MAX), with a file and a side directory every 500 levels.
+void nest_directories(const std::string& top, int depth) {
+  UniqueFd dir(::open(top.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(dir);
+  for (int i = 0; i < depth; ++i) {
+    ASSERT_EQ(::mkdirat(dir.get(), "d", 0755), 0) << "level " << i;
+    if (i % 500 == 0) {
+      ASSERT_EQ(::mkdirat(dir.get(), "side", 0755), 0);
+      UniqueFd f(::openat(dir.get(), "side/f", O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+      ASSERT_TRUE(f);
+    }
+    dir = UniqueFd(::openat(dir.get(), "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    ASSERT_TRUE(dir) << "level " << i;
+  }
+  UniqueFd f(::openat(dir.get(), "bottom", O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+  ASSERT_TRUE(f);
+}
+
+size_t open_descriptors() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+// A hostile box's upper layer can nest directories far deeper than PATH_MAX and than
+// the descriptors the removing process may open: the removal still takes all of it,
+// holding a bounded number of descriptors, and leaks none. The names it moves
+// directories to on the way never replace one of the box's.
+TEST(RemoveTreeTest, ATreeDeeperThanPathMaxAndTheDescriptorLimitGoesWhole) {
+  ScratchDir scratch;
+  std::string root = scratch.path() + "/box", upper = root + "/upper";
+  make_dirs(upper);
+  nest_directories(upper, 3000);
+  touch(upper + "/.boxlite-deep-0");  // the name the removal would first move a directory to
+  make_dirs(upper + "/.boxlite-deep-1/kept-by-the-box");
+  struct rlimit saved {};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  size_t before = open_descriptors();
+  struct rlimit low = {256, saved.rlim_max};
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  bool emptied = empty_directory(upper);
+  ::setrlimit(RLIMIT_NOFILE, &saved);
+  EXPECT_TRUE(emptied);
+  EXPECT_TRUE(path_exists(upper)) << "empty_directory keeps the directory itself";
+  EXPECT_EQ(std::filesystem::directory_iterator(upper), std::filesystem::directory_iterator());
+  EXPECT_EQ(open_descriptors(), before);
+
+  nest_directories(upper, 3000);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  EXPECT_NO_THROW(remove_tree(root));
+  ::setrlimit(RLIMIT_NOFILE, &saved);
+  EXPECT_FALSE(path_exists(root));
+  EXPECT_EQ(open_descriptors(), before);
 }
 
 // The inode's FS_IOC_GETFLAGS flags; -1 where the file system keeps none.
