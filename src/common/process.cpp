@@ -315,6 +315,7 @@ RunResult run_capture(const std::vector<std::string>& argv) {
   RunResult r;
   pollfd pfd[2] = {{out_r.get(), POLLIN, 0}, {err_r.get(), POLLIN, 0}};
   int open_count = 2;
+  size_t err_dropped = 0;
   char buf[65536];
   while (open_count > 0) {
     if (::poll(pfd, 2, -1) < 0) {
@@ -329,11 +330,30 @@ RunResult run_capture(const std::vector<std::string>& argv) {
         --open_count;
         continue;
       }
-      (i == 0 ? r.out : r.err).append(buf, static_cast<size_t>(n));
+      auto got = static_cast<size_t>(n);
+      if (i == 0) {
+        r.out.append(buf, got);
+        continue;
+      }
+      size_t keep = std::min(got, kMaxCapturedStderr - std::min(kMaxCapturedStderr, r.err.size()));
+      r.err.append(buf, keep);
+      err_dropped += got - keep;
     }
   }
+  if (err_dropped > 0) r.err += "\n... (" + std::to_string(err_dropped) + " more bytes of errors)";
   r.status = child.wait();
   return r;
+}
+
+std::string brief_tool_error(const std::string& err) {
+  std::string text = trim(err);
+  size_t eol = text.find('\n');
+  std::string first = text.substr(0, eol);
+  constexpr size_t kHead = 160, kTail = 120;
+  if (first.size() > kHead + kTail + 3) first = first.substr(0, kHead) + "..." + first.substr(first.size() - kTail);
+  if (eol == std::string::npos) return first;
+  size_t more = static_cast<size_t>(std::count(text.begin() + static_cast<std::ptrdiff_t>(eol), text.end(), '\n'));
+  return first + " (and " + std::to_string(more) + " more line" + (more == 1 ? "" : "s") + ")";
 }
 
 std::string describe_status(int status) {

@@ -83,9 +83,15 @@ struct RunResult {
   std::string out, err;
   bool ok() const;
 };
-// Runs a helper tool to completion, capturing its output (no shell).
+// Runs a helper tool to completion, capturing its output (no shell). Its stderr is
+// kept up to kMaxCapturedStderr bytes (the rest is read and counted, not kept): a
+// tool walking a hostile box's files can report an error for each of millions.
+inline constexpr size_t kMaxCapturedStderr = 64 * 1024;
 RunResult run_capture(const std::vector<std::string>& argv);
 std::string describe_status(int status);
+// A tool's error output for a message: its first line, at most ~300 characters (a
+// long path in it shortened in the middle), and how many lines followed.
+std::string brief_tool_error(const std::string& err);
 // The directory of this process's executable (/proc/self/exe), or "".
 std::string own_executable_dir();
 // Where a binary lives on PATH, or "".

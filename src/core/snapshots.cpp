@@ -160,7 +160,7 @@ void copy_tree(const std::string& from, const std::string& to) {
     } catch (...) {
     }
     throw Error(ErrorCode::Storage,
-                "copy " + from + " to " + to + ": cp " + describe_status(r.status) + ": " + trim(r.err));
+                "copy " + from + " to " + to + ": cp " + describe_status(r.status) + ": " + brief_tool_error(r.err));
   }
   if (::rename(tmp.c_str(), to.c_str()) != 0) throw_errno(ErrorCode::Storage, "rename " + tmp + " to " + to);
 }

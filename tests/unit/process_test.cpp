@@ -231,3 +231,33 @@ TEST(SpawnInProcessTest, ACallerWithAnotherThreadExecsArgv0Instead) {
 
 }  // namespace
 }  // namespace boxlite
+
+namespace boxlite {
+namespace {
+
+// A tool that reports an error for each of a hostile box's million files must not
+// fill the caller's memory: its stderr is kept up to a cap, the rest counted. Its
+// output (which callers parse) is kept whole.
+TEST(RunCaptureTest, KeepsAllOfStdoutAndCapsStderr) {
+  RunResult r = run_capture({"/bin/sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' e >&2; head -c 200000 /dev/zero"});
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(r.out.size(), 200000u);
+  EXPECT_LE(r.err.size(), kMaxCapturedStderr + 64);
+  EXPECT_NE(r.err.find("more bytes of errors)"), std::string::npos);
+  EXPECT_NE(r.err.find(std::to_string(3000000 - kMaxCapturedStderr) + " more bytes"), std::string::npos)
+      << r.err.substr(r.err.size() - 64);
+}
+
+TEST(BriefToolErrorTest, FirstLineShortenedInTheMiddleAndTheRestCounted) {
+  EXPECT_EQ(brief_tool_error("  cp: cannot stat 'x': No such file\n"), "cp: cannot stat 'x': No such file");
+  std::string long_path(5000, 'd');
+  std::string brief =
+      brief_tool_error("cp: cannot create directory '" + long_path + "': File name too long\nline 2\nline 3\n");
+  EXPECT_LT(brief.size(), 400u);
+  EXPECT_EQ(brief.rfind("cp: cannot create directory 'ddd", 0), 0u) << brief;
+  EXPECT_NE(brief.find("...ddd"), std::string::npos) << brief;
+  EXPECT_NE(brief.find("': File name too long (and 2 more lines)"), std::string::npos) << brief;
+}
+
+}  // namespace
+}  // namespace boxlite
