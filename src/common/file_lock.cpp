@@ -89,6 +89,11 @@ FileLock FileLock::locked_directory(UniqueFd fd, const std::string& dir, Mode mo
   throw_errno(ErrorCode::Storage, "lock " + dir, err);
 }
 
+bool FileLock::removed() const {
+  struct stat st {};
+  return fd_.valid() && ::fstat(fd_.get(), &st) == 0 && st.st_nlink == 0;
+}
+
 FileLock FileLock::acquire(const std::string& path, Mode mode) { return lock(open_lock_file(path), path, mode, true); }
 FileLock FileLock::try_acquire(const std::string& path, Mode mode) {
   return lock(open_lock_file(path), path, mode, false);

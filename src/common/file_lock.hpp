@@ -25,6 +25,9 @@ class FileLock {
   static FileLock acquire_directory(const std::string& dir, Mode mode = Mode::Exclusive);
   static FileLock try_acquire_directory(const std::string& dir, Mode mode = Mode::Exclusive);
   bool held() const { return fd_.valid(); }
+  // Whether what is locked was removed while the lock was waited for (its last link
+  // gone): a directory locked after another process removed it.
+  bool removed() const;
   void release() { fd_.reset(); }
 
  private:

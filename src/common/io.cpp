@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -192,19 +193,46 @@ namespace {
 constexpr size_t kMaxWalkDepth = 64;
 constexpr size_t kMaxWalkPath = 2048;
 
+// Which mount a file is on: the mount id where the kernel tells it (a bind mount of
+// the same file system has the same device), else the device.
+struct MountOf {
+  uint64_t mnt_id = 0;
+  dev_t dev{};
+  bool operator==(const MountOf&) const = default;
+};
+bool mount_of(int dirfd, const char* name, MountOf& out, mode_t* mode = nullptr) {
+  struct statx stx {};
+  int flags = AT_SYMLINK_NOFOLLOW | (name[0] == '\0' ? AT_EMPTY_PATH : 0);
+  if (::statx(dirfd, name, flags, STATX_TYPE | STATX_MNT_ID, &stx) != 0) return false;
+  out.mnt_id = (stx.stx_mask & STATX_MNT_ID) ? stx.stx_mnt_id : 0;
+  out.dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
+  if (mode) *mode = stx.stx_mode;
+  return true;
+}
+
 struct Walk {
-  int top = -1;  // the directory being emptied
+  int top = -1;   // the directory being emptied
+  MountOf mount;  // its mount: the walk never crosses into another
+  bool crossed_mount = false;
   std::vector<std::vector<std::string>> dirs_by_depth;
   size_t moved_up = 0;
-  uint64_t next_name = 0;
+  size_t removed = 0;  // files unlinked this pass (directories: dirs_by_depth)
 };
 
-// Moves directory `name` of `dirfd` to the top of the walk, under a name nothing
-// there has (the top holds the box's own files too).
+// Moves directory `name` of `dirfd` to the top of the walk. Under a random name: the
+// top may hold the box's own files, and a box must not be able to take every name
+// the walk would try.
 bool move_to_top(int dirfd, const char* name, Walk& walk) {
-  for (int attempt = 0; attempt < 1000; ++attempt) {
-    std::string to = ".boxlite-deep-" + std::to_string(walk.next_name++);
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    std::string to = ".boxlite-deep-" + random_hex(8);
     if (::renameat2(dirfd, name, walk.top, to.c_str(), RENAME_NOREPLACE) == 0) {
+      ++walk.moved_up;
+      return true;
+    }
+    if (errno == EINVAL) {  // no RENAME_NOREPLACE here (NFS): a name seen free
+      struct stat st;
+      if (::fstatat(walk.top, to.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT) continue;
+      if (::renameat(dirfd, name, walk.top, to.c_str()) != 0) return false;
       ++walk.moved_up;
       return true;
     }
@@ -214,7 +242,8 @@ bool move_to_top(int dirfd, const char* name, Walk& walk) {
 }
 
 // Unlinks everything but directories below `dirfd` (which this takes), and files
-// the directories by depth. False on any error (the caller falls back).
+// the directories by depth. False on any error (the caller falls back), and on a
+// directory of another file system (a mount point), which it never enters.
 bool unlink_files_and_list_dirs(int dirfd, const std::string& path, size_t depth, Walk& walk) {
   DIR* d = ::fdopendir(dirfd);
   if (d == nullptr) {
@@ -225,19 +254,26 @@ bool unlink_files_and_list_dirs(int dirfd, const std::string& path, size_t depth
   while (dirent* e = ::readdir(d)) {
     std::string_view name = e->d_name;
     if (name == "." || name == "..") continue;
+    MountOf mount;
+    mode_t mode = 0;
     bool is_dir = e->d_type == DT_DIR;
-    if (e->d_type == DT_UNKNOWN) {
-      struct stat st;
-      if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
-      is_dir = S_ISDIR(st.st_mode);
+    if (e->d_type == DT_UNKNOWN || is_dir) {
+      if (!mount_of(::dirfd(d), e->d_name, mount, &mode)) return false;
+      is_dir = S_ISDIR(mode);
     }
     if (!is_dir) {
       if (::unlinkat(::dirfd(d), e->d_name, 0) != 0) return false;
+      ++walk.removed;
       continue;
+    }
+    if (!(mount == walk.mount)) {
+      walk.crossed_mount = true;
+      return false;
     }
     // Allocated before the descriptor is opened: a std::bad_alloc leaks none.
     std::string child_path = path + "/" + e->d_name;
-    if (depth + 1 >= kMaxWalkDepth || child_path.size() >= kMaxWalkPath) {
+    // Never from the top itself: a move there would go nowhere, pass after pass.
+    if (depth > 0 && (depth + 1 >= kMaxWalkDepth || child_path.size() >= kMaxWalkPath)) {
       if (!move_to_top(::dirfd(d), e->d_name, walk)) return false;
       continue;
     }
@@ -258,7 +294,8 @@ bool remove_dirs_in_parallel(const std::vector<std::string>& dirs) {
   std::atomic<bool> ok{true};
   auto work = [&] {
     for (size_t i; (i = next++) < dirs.size();) {
-      if (::rmdir(dirs[i].c_str()) != 0) ok = false;
+      // ENOENT: listed twice (a directory moved into the top during its listing).
+      if (::rmdir(dirs[i].c_str()) != 0 && errno != ENOENT) ok = false;
     }
   };
   size_t n = std::min<size_t>(dirs.size(), 8);
@@ -276,38 +313,47 @@ bool remove_dirs_in_parallel(const std::vector<std::string>& dirs) {
 
 // Everything below `path`: deepest directories first, the directories of one depth
 // in parallel; what a pass moved up to the top (Walk), in the passes after. False
-// (with some of it left) on any error.
-bool remove_contents_by_levels(const std::string& path) {
+// (with some of it left) on any error; `crossed_mount` says when that was a mount
+// point below `path`.
+bool remove_contents_by_levels(const std::string& path, bool& crossed_mount) {
+  crossed_mount = false;
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
   UniqueFd top(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!top) return false;
   Walk walk;
+  if (!top || !mount_of(top.get(), "", walk.mount)) return false;
   walk.top = top.get();
   do {
-    walk.moved_up = 0;
+    walk.moved_up = walk.removed = 0;
     walk.dirs_by_depth.clear();
     // The walk's own (it closes it), reading from the start: not a dup, whose offset
     // would be where the last pass's listing ended.
     int fd = ::openat(top.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 || !unlink_files_and_list_dirs(fd, path, 0, walk)) return false;
+    bool ok = fd >= 0 && unlink_files_and_list_dirs(fd, path, 0, walk);
+    crossed_mount = walk.crossed_mount;
+    if (!ok) return false;
+    size_t dirs = 0;
     for (auto level = walk.dirs_by_depth.rbegin(); level != walk.dirs_by_depth.rend(); ++level) {
       if (!remove_dirs_in_parallel(*level)) return false;
+      dirs += level->size();
     }
+    // A pass that only moved things around (something adding to the tree as fast as
+    // it goes) would never end.
+    if (walk.moved_up > 0 && dirs == 0 && walk.removed == 0) return false;
   } while (walk.moved_up > 0);
   return true;
-}
-
-bool remove_tree_by_levels(const std::string& path) {
-  return remove_contents_by_levels(path) && ::rmdir(path.c_str()) == 0;
 }
 
 }  // namespace
 
 void remove_tree(const std::string& path) {
-  if (remove_tree_by_levels(path)) return;
-  // Whatever that could not do (not a directory, too deep for our fds, a race):
-  // the plain recursive removal, which reports what failed.
+  bool crossed_mount = false;
+  if (remove_contents_by_levels(path, crossed_mount) && ::rmdir(path.c_str()) == 0) return;
+  if (crossed_mount) {
+    throw Error(ErrorCode::Storage, "remove " + path + ": a file system is mounted below it; unmount it first");
+  }
+  // Whatever that could not do (not a directory, a race): the plain recursive
+  // removal, which reports what failed.
   std::error_code ec;
   std::filesystem::remove_all(path, ec);
   if (ec) throw Error(ErrorCode::Storage, "remove " + path + ": " + ec.message());
@@ -315,7 +361,8 @@ void remove_tree(const std::string& path) {
 
 bool empty_directory(const std::string& path) noexcept {
   try {
-    return remove_contents_by_levels(path);
+    bool crossed_mount = false;
+    return remove_contents_by_levels(path, crossed_mount);
   } catch (const std::exception&) {  // std::bad_alloc: whatever is left stays
     return false;
   }

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <signal.h>
@@ -286,17 +285,7 @@ FileLock Box::lock_box() {
   // Serialises start/stop/remove of this box across processes (mu_ does it
   // within one). The kernel drops it if the holder dies. A shim handed the box
   // ahead of a start() that did not come holds it: it is stopped first.
-  try {
-    return core::lock_box_directory(spec_.box_dir);
-  } catch (const Error&) {
-    // Removed since this handle was made (another process's `rm`, a `run --rm`
-    // finishing): the box is gone, which is what the caller is told.
-    struct stat st {};
-    if (::lstat(spec_.box_dir.c_str(), &st) != 0 && errno == ENOENT) {
-      throw Error(ErrorCode::NotFound, "No such box: " + id());
-    }
-    throw;
-  }
+  return core::lock_box_directory(spec_.box_dir);
 }
 
 bool Box::invalidated() {

@@ -175,7 +175,19 @@ std::optional<HandedShim> take_handed_shim(const std::string& box_dir) {
 
 FileLock lock_box_directory(const std::string& box_dir) {
   take_handed_shim(box_dir);  // dropped here: stopped
-  return FileLock::acquire_directory(box_dir);
+  // Removed before or while we waited (another process's `rm`, a `run --rm` that
+  // finished): the box is gone, which is what the caller is told, as the reference
+  // does, not that a directory could not be locked.
+  auto gone = [&] { return Error(ErrorCode::NotFound, "No such box: " + box_dir.substr(box_dir.rfind('/') + 1)); };
+  FileLock lock;
+  try {
+    lock = FileLock::acquire_directory(box_dir);
+  } catch (const Error&) {
+    if (!path_exists(box_dir)) throw gone();
+    throw;
+  }
+  if (lock.removed()) throw gone();
+  return lock;
 }
 
 }  // namespace boxlite::core

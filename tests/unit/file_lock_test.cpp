@@ -50,6 +50,20 @@ TEST(FileLockTest, AMissingDirectoryIsAStorageErrorNamingIt) {
   }
 }
 
+// A lock taken on a directory that another process then removed (or that was removed
+// while the lock was waited for) says so: the box it stood for is gone.
+TEST(FileLockTest, ALockedDirectoryRemovedMeanwhileSaysSo) {
+  ScratchDir scratch;
+  std::string dir = scratch.path() + "/box";
+  make_dirs(dir);
+  FileLock lock = FileLock::acquire_directory(dir);
+  ASSERT_TRUE(lock.held());
+  EXPECT_FALSE(lock.removed());
+  ASSERT_EQ(::rmdir(dir.c_str()), 0);
+  EXPECT_TRUE(lock.removed());
+  EXPECT_FALSE(FileLock().removed()) << "an unheld lock removed nothing";
+}
+
 // Whether a thread of this process waits for a flock on `path`'s inode, for up to
 // 10 s (/proc/locks lists waiters as "->", with the pid and "maj:min:inode"; the
 // device as printed can differ from stat's on btrfs, so by pid and inode).

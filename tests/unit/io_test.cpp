@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <string>
 
@@ -89,15 +91,15 @@ size_t open_descriptors() {
 
 // A hostile box's upper layer can nest directories far deeper than PATH_MAX and than
 // the descriptors the removing process may open: the removal still takes all of it,
-// holding a bounded number of descriptors, and leaks none. The names it moves
+// holding a bounded number of descriptors, and leaks none. The random names it moves
 // directories to on the way never replace one of the box's.
 TEST(RemoveTreeTest, ATreeDeeperThanPathMaxAndTheDescriptorLimitGoesWhole) {
   ScratchDir scratch;
   std::string root = scratch.path() + "/box", upper = root + "/upper";
   make_dirs(upper);
   nest_directories(upper, 3000);
-  touch(upper + "/.boxlite-deep-0");  // the name the removal would first move a directory to
-  make_dirs(upper + "/.boxlite-deep-1/kept-by-the-box");
+  touch(upper + "/.boxlite-deep-0");  // names like the ones the removal moves directories to
+  make_dirs(upper + "/.boxlite-deep-1/made-by-the-box");
   struct rlimit saved {};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
   size_t before = open_descriptors();
@@ -116,6 +118,33 @@ TEST(RemoveTreeTest, ATreeDeeperThanPathMaxAndTheDescriptorLimitGoesWhole) {
   ::setrlimit(RLIMIT_NOFILE, &saved);
   EXPECT_FALSE(path_exists(root));
   EXPECT_EQ(open_descriptors(), before);
+}
+
+// A file system mounted below what is removed (the same one bound there, here) is
+// never entered: nothing of it is removed, and the removal says why it stopped.
+TEST(RemoveTreeTest, NeverRemovesAcrossAMountBelowIt) {
+  ScratchDir scratch;
+  std::string outside = scratch.path() + "/outside", root = scratch.path() + "/box";
+  make_dirs(outside + "/keep");
+  touch(outside + "/keep/file");
+  make_dirs(root + "/upper/mnt");
+  touch(root + "/upper/other");
+  if (::mount(outside.c_str(), (root + "/upper/mnt").c_str(), nullptr, MS_BIND, nullptr) != 0) {
+    GTEST_SKIP() << "cannot bind-mount here: " << std::strerror(errno);
+  }
+  struct Unmount {
+    std::string at;
+    ~Unmount() { ::umount2(at.c_str(), MNT_DETACH); }
+  } unmount{root + "/upper/mnt"};
+  try {
+    remove_tree(root);
+    ADD_FAILURE() << "removed a tree with a mount below it";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Storage);
+    EXPECT_NE(std::string(e.what()).find("mounted below"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(empty_directory(root + "/upper"));
+  EXPECT_TRUE(path_exists(outside + "/keep/file")) << "removed through the mount";
 }
 
 // The inode's FS_IOC_GETFLAGS flags; -1 where the file system keeps none.
