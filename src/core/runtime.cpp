@@ -913,9 +913,9 @@ void Runtime::remove(const std::string& id_or_name, bool force) {
     box->destroy();
     return;
   } catch (const Error& e) {
-    // Removed meanwhile by another process (its row went first): nothing is left to
-    // remove, and saying it was removed would be wrong.
-    if (e.code() == ErrorCode::NotFound && !store()->find(r->id)) throw;
+    // Removed meanwhile by another process or handle (its row went first): what was
+    // asked is done.
+    if (e.code() == ErrorCode::NotFound && !store()->find(r->id)) return;
     // A half-made or unreadable box: remove what there is.
   }
   if (r->shim_pid > 0 && process_alive(r->shim_pid)) ::kill(r->shim_pid, SIGKILL);
