@@ -317,8 +317,7 @@ bool remove_dirs_in_parallel(const std::vector<std::string>& dirs) {
 // point below `path`.
 bool remove_contents_by_levels(const std::string& path, bool& crossed_mount) {
   crossed_mount = false;
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+  // Not a directory, or a symlink to one: the open fails (ENOTDIR, ELOOP).
   UniqueFd top(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   Walk walk;
   if (!top || !mount_of(top.get(), "", walk.mount)) return false;

@@ -305,12 +305,10 @@ TEST_P(LifecycleTest, StopInvalidatesTheHandleUntilStartAndGetGivesAFreshOne) {
 // this process came to it) is told the box is gone, as the reference does
 // ("No such box: ..."), not that its directory could not be opened.
 TEST_P(LifecycleTest, AHandleOfABoxRemovedByAnotherProcessSaysNoSuchBox) {
+  const std::string id = create("removed-elsewhere");
   Runtime rt;
-  BoxOptions o;
-  o.rootfs_path = image("busybox");
-  o.auto_remove = false;
-  auto box = rt.create(o, "removed-elsewhere");
-  const std::string id = box->id();
+  auto box = rt.get(id);
+  ASSERT_TRUE(box);
   ASSERT_EQ(run_cli({"rm", id}).exit_code, 0);
   auto expect_no_such_box = [&](const char* what, const std::function<void()>& f) {
     try {
