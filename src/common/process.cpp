@@ -331,13 +331,11 @@ RunResult run_capture(const std::vector<std::string>& argv) {
         continue;
       }
       auto got = static_cast<size_t>(n);
-      if (i == 0) {
-        r.out.append(buf, got);
-        continue;
-      }
-      size_t keep = std::min(got, kMaxCapturedStderr - std::min(kMaxCapturedStderr, r.err.size()));
-      r.err.append(buf, keep);
-      err_dropped += got - keep;
+      std::string& kept = i == 0 ? r.out : r.err;
+      size_t limit = i == 0 ? kMaxCapturedStdout : kMaxCapturedStderr;
+      size_t keep = std::min(got, limit - std::min(limit, kept.size()));
+      kept.append(buf, keep);
+      (i == 0 ? r.out_dropped : err_dropped) += got - keep;
     }
   }
   if (err_dropped > 0) r.err += "\n... (" + std::to_string(err_dropped) + " more bytes of errors)";

@@ -81,12 +81,16 @@ bool wait_pid_exit(pid_t pid, int timeout_ms);
 struct RunResult {
   int status = 0;  // raw wait status
   std::string out, err;
+  size_t out_dropped = 0;  // stdout bytes read past kMaxCapturedStdout, not kept
   bool ok() const;
 };
 // Runs a helper tool to completion, capturing its output (no shell). Its stderr is
 // kept up to kMaxCapturedStderr bytes (the rest is read and counted, not kept): a
 // tool walking a hostile box's files can report an error for each of millions.
+// Its stdout likewise up to kMaxCapturedStdout (`out_dropped` says how much more
+// there was): what the callers parse (qemu-img's JSON) is a few KiB.
 inline constexpr size_t kMaxCapturedStderr = 64 * 1024;
+inline constexpr size_t kMaxCapturedStdout = 4 * 1024 * 1024;
 RunResult run_capture(const std::vector<std::string>& argv);
 std::string describe_status(int status);
 // A tool's error output for a message: its first line, at most ~300 characters (a

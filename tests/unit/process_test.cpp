@@ -248,6 +248,14 @@ TEST(RunCaptureTest, KeepsAllOfStdoutAndCapsStderr) {
       << r.err.substr(r.err.size() - 64);
 }
 
+TEST(RunCaptureTest, CapsStdoutAndCountsTheRest) {
+  size_t total = kMaxCapturedStdout + 300000;
+  RunResult r = run_capture({"/bin/sh", "-c", "head -c " + std::to_string(total) + " /dev/zero"});
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(r.out.size(), kMaxCapturedStdout);
+  EXPECT_EQ(r.out_dropped, 300000u);
+}
+
 TEST(BriefToolErrorTest, FirstLineShortenedInTheMiddleAndTheRestCounted) {
   EXPECT_EQ(brief_tool_error("  cp: cannot stat 'x': No such file\n"), "cp: cannot stat 'x': No such file");
   std::string long_path(5000, 'd');
