@@ -238,7 +238,7 @@ namespace {
 // A tool that reports an error for each of a hostile box's million files must not
 // fill the caller's memory: its stderr is kept up to a cap, the rest counted. Its
 // output (which callers parse) is kept whole.
-TEST(RunCaptureTest, KeepsAllOfStdoutAndCapsStderr) {
+TEST(RunCaptureTest, KeepsStdoutBelowItsCapWholeAndCapsStderr) {
   RunResult r = run_capture({"/bin/sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' e >&2; head -c 200000 /dev/zero"});
   EXPECT_TRUE(r.ok());
   EXPECT_EQ(r.out.size(), 200000u);
