@@ -7,11 +7,15 @@
 namespace boxlite::cli {
 
 void add_box_flags(CLI::App* c, BoxFlags& f) {
-  c->add_option("image", f.image, "Image: a registry reference (alpine, host:port/repo:tag, name@sha256:...), an OCI layout directory, or oci:DIR[:TAG]")->required();
+  c->add_option("image", f.image,
+                "Image: a registry reference (alpine, host:port/repo:tag, name@sha256:...), an OCI layout directory, "
+                "or oci:DIR[:TAG]")
+      ->required();
   c->add_option("cmd", f.cmd, "Command and arguments (default: the image's entrypoint and cmd)");
   c->positionals_at_end();
   c->add_option("--name", f.name, "Box name (unique)");
-  c->add_option("-e,--env", f.env, "Set KEY=VALUE (a bare KEY takes the host value)");
+  c->add_option("-e,--env", f.env, "Set KEY=VALUE (a bare KEY takes the host value; repeatable)")
+      ->allow_extra_args(false);  // one value per -e: the image and command after it stay positional
   c->add_option("-w,--workdir", f.workdir, "Working directory inside the box");
   c->add_option("-u,--user", f.user, "user[:group], by name or number");
   c->add_option("--entrypoint", f.entrypoint, "Override the image entrypoint (one executable)");
@@ -27,7 +31,12 @@ void add_box_flags(CLI::App* c, BoxFlags& f) {
       ->allow_extra_args(false);
   c->add_option("-v,--volume", f.volumes, "Share a host directory: HOST:GUEST[:ro|:rw] (repeatable; default rw)")
       ->allow_extra_args(false);
-  c->add_option("--disk-size-gb", f.disk_size_gb, "Root disk size in GiB (sparse; default 10; vm engine)");
+  c->add_option("--disk-size,--disk-size-gb", f.disk_size_gb,
+                "Root disk size in GB (sparse; default 10; never below the image; vm engine)");
+  c->add_option("--security", f.security,
+                "enable (default): the seccomp filter on the box (jail) or on QEMU (vm); disable: without it")
+      ->envname("BOXLITE_SECURITY")
+      ->check(CLI::IsMember({"enable", "disable"}));
 }
 
 PortSpec parse_publish(const std::string& text) {
@@ -39,7 +48,8 @@ PortSpec parse_publish(const std::string& text) {
   }
   auto number = [&](const std::string& s) {
     if (s.empty() || s.size() > 5 || s.find_first_not_of("0123456789") != std::string::npos) {
-      throw Error(ErrorCode::InvalidArgument, "invalid port '" + s + "' in -p " + text + ": expected [[host_ip:]host_port:]box_port[/tcp|udp]");
+      throw Error(ErrorCode::InvalidArgument,
+                  "invalid port '" + s + "' in -p " + text + ": expected [[host_ip:]host_port:]box_port[/tcp|udp]");
     }
     return std::stoi(s);
   };
@@ -62,13 +72,15 @@ PortSpec parse_publish(const std::string& text) {
 BoxOptions box_options_from(const BoxFlags& f) {
   BoxOptions o;
   o.image = f.image;
-  if (f.cpus > 255) {
-    std::fprintf(stderr, "boxlite: warning: --cpus %d is over the maximum of 255; using 255\n", f.cpus);
+  // Out-of-range values reach the runtime, which names the range; only the
+  // documented clamp above 255 happens here.
+  if (f.cpus && *f.cpus > 255) {
+    std::fprintf(stderr, "boxlite: warning: --cpus %d is over the maximum of 255; using 255\n", *f.cpus);
     o.cpus = 255;
-  } else if (f.cpus != 0) {
+  } else {
     o.cpus = f.cpus;
   }
-  if (f.memory != 0) o.memory_mib = f.memory;
+  o.memory_mib = f.memory;
   o.env = parse_env(f.env);
   o.working_dir = f.workdir;
   o.user = f.user;
@@ -80,7 +92,14 @@ BoxOptions box_options_from(const BoxFlags& f) {
   o.network.allow_net = f.allow_net;
   for (const auto& p : f.publish) o.ports.push_back(parse_publish(p));
   for (const auto& v : f.volumes) o.volumes.push_back(parse_volume_flag(v));
-  if (f.disk_size_gb != 0) o.disk_size_gb = f.disk_size_gb;
+  if (f.disk_size_gb) {
+    if (*f.disk_size_gb < 1) {
+      throw Error(ErrorCode::InvalidArgument,
+                  "--disk-size must be a positive number of GB, got " + std::to_string(*f.disk_size_gb));
+    }
+    o.disk_size_gb = static_cast<uint64_t>(*f.disk_size_gb);
+  }
+  o.security.seccomp = f.security != "disable";
   return o;
 }
 

@@ -3,6 +3,7 @@
 // outlive this process and any later `boxlite` reaches them through their shim.
 #include <unistd.h>
 
+#include <algorithm>
 #include <ctime>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -48,8 +49,12 @@ nlohmann::json inspect_json(const BoxInfo& i) {
         {"StartedAt", iso_time(i.started_at_ms)},
         {"FinishedAt", iso_time(i.stopped_at_ms)},
         {"Error", i.stop_reason}}},
-      {"Config", {{"Engine", i.engine}, {"Cpus", i.cpus}, {"MemoryMib", i.memory_mib}, {"AutoRemove", i.auto_remove},
-                  {"Detach", i.detach}}},
+      {"Config",
+       {{"Engine", i.engine},
+        {"Cpus", i.cpus},
+        {"MemoryMib", i.memory_mib},
+        {"AutoRemove", i.auto_remove},
+        {"Detach", i.detach}}},
   };
 }
 
@@ -65,15 +70,18 @@ std::string render_template(const std::string& tmpl, const nlohmann::json& doc) 
     }
     out += tmpl.substr(pos, open - pos);
     size_t close = tmpl.find("}}", open);
-    if (close == std::string::npos) throw Error(ErrorCode::InvalidArgument, "template: unclosed '{{' in '" + tmpl + "'");
+    if (close == std::string::npos)
+      throw Error(ErrorCode::InvalidArgument, "template: unclosed '{{' in '" + tmpl + "'");
     std::string expr = tmpl.substr(open + 2, close - open - 2);
     while (!expr.empty() && expr.front() == ' ') expr.erase(0, 1);
     while (!expr.empty() && expr.back() == ' ') expr.pop_back();
-    if (expr.empty() || expr[0] != '.') throw Error(ErrorCode::InvalidArgument, "template: unsupported expression '" + expr + "'");
+    if (expr.empty() || expr[0] != '.')
+      throw Error(ErrorCode::InvalidArgument, "template: unsupported expression '" + expr + "'");
     const nlohmann::json* node = &doc;
     for (const auto& key : split(expr.substr(1), '.')) {
       if (key.empty()) continue;
-      if (!node->is_object() || !node->contains(key)) throw Error(ErrorCode::InvalidArgument, "template: no field '" + expr + "'");
+      if (!node->is_object() || !node->contains(key))
+        throw Error(ErrorCode::InvalidArgument, "template: no field '" + expr + "'");
       node = &(*node)[key];
     }
     out += node->is_string() ? node->get<std::string>() : node->dump();
@@ -150,6 +158,7 @@ void add_rm(CLI::App& app, GlobalFlags& g, int& exit_code) {
   c->callback([ids, force, all, &g, &exit_code] {
     try {
       if (ids->empty() && !*all) throw CLI::ValidationError("rm", "give at least one BOX, or --all");
+      if (!ids->empty() && *all) throw CLI::ValidationError("rm", "give either BOX names or --all, not both");
       Runtime rt(runtime_options(g));
       if (*all) {
         if (!*force) {
@@ -164,8 +173,9 @@ void add_rm(CLI::App& app, GlobalFlags& g, int& exit_code) {
         }
         for (const auto& i : rt.list_info()) ids->push_back(i.id);
       }
-      bool f = *force || *all;
-      exit_code = for_each_box(*ids, [&](const std::string& id) { rt.remove(id, f); });
+      // As for named boxes, a running one needs -f: `rm -a` answered yes removes
+      // the others and says which are still running.
+      exit_code = for_each_box(*ids, [&](const std::string& id) { rt.remove(id, *force); });
     } catch (const Error& e) {
       exit_code = report_error(e);
     }
@@ -247,25 +257,51 @@ void add_inspect(CLI::App& app, GlobalFlags& g, int& exit_code) {
 }
 
 struct ExecFlags {
-  std::string box, workdir, user;
+  std::string box, workdir, user, entrypoint;
   std::vector<std::string> cmd, env;
   bool interactive = false, tty = false, detach = false;
 };
 
+void add_exec_options(CLI::App* c, ExecFlags& f) {
+  c->add_flag("-i,--interactive", f.interactive, "Keep stdin open");
+  c->add_flag("-t,--tty", f.tty, "Allocate a pseudo-terminal");
+  c->add_flag("-d,--detach", f.detach, "Start the command in the background and return");
+  c->add_option("-e,--env", f.env, "Set KEY=VALUE (a bare KEY takes the host value; repeatable)")
+      ->allow_extra_args(false);
+  c->add_option("-w,--workdir", f.workdir, "Working directory");
+  c->add_option("-u,--user", f.user, "user[:group]");
+  c->add_option("--entrypoint", f.entrypoint, "The executable to run, CMD its arguments");
+}
+
+// `exec BOX -e K=V -- CMD`: options after BOX, up to the `--`, are the command's
+// options as clap takes them (the words after BOX are all positional to CLI11 once
+// BOX is seen). Only when the first word after BOX is an option and a `--` follows:
+// `exec BOX sh -c 'echo -- x'` stays a command.
+void parse_options_between_box_and_dashes(ExecFlags& f) {
+  auto dashes = std::find(f.cmd.begin(), f.cmd.end(), "--");
+  if (f.cmd.empty() || f.cmd.front().size() < 2 || f.cmd.front()[0] != '-' || dashes == f.cmd.end()) return;
+  std::vector<std::string> options(f.cmd.begin(), dashes);
+  CLI::App sub("exec options");
+  add_exec_options(&sub, f);
+  std::vector<std::string> reversed(options.rbegin(), options.rend());  // CLI11 parses a vector back to front
+  try {
+    sub.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    throw Error(ErrorCode::InvalidArgument, std::string("exec: ") + e.what());
+  }
+  f.cmd.erase(f.cmd.begin(), dashes);
+}
+
 void add_exec(CLI::App& app, GlobalFlags& g, int& exit_code) {
   auto f = std::make_shared<ExecFlags>();
-  CLI::App* c = app.add_subcommand("exec", "Run a command in a box: exec BOX -- CMD [ARGS...]");
+  CLI::App* c = app.add_subcommand("exec", "Run a command in a box: exec [OPTIONS] BOX -- CMD [ARGS...]");
   c->add_option("box", f->box, "Box ID or name")->required();
-  c->add_option("cmd", f->cmd, "Command and arguments")->required();
+  c->add_option("cmd", f->cmd, "Command and arguments");
   c->positionals_at_end();
-  c->add_flag("-i,--interactive", f->interactive, "Keep stdin open");
-  c->add_flag("-t,--tty", f->tty, "Allocate a pseudo-terminal");
-  c->add_flag("-d,--detach", f->detach, "Start the command in the background and return");
-  c->add_option("-e,--env", f->env, "Set KEY=VALUE");
-  c->add_option("-w,--workdir", f->workdir, "Working directory");
-  c->add_option("-u,--user", f->user, "user[:group]");
+  add_exec_options(c, *f);
   c->callback([f, &g, &exit_code] {
     try {
+      parse_options_between_box_and_dashes(*f);
       Runtime rt(runtime_options(g));
       auto box = must_get(rt, f->box);
       if (box->state() != BoxState::Running) {
@@ -274,12 +310,14 @@ void add_exec(CLI::App& app, GlobalFlags& g, int& exit_code) {
       ExecOptions e;
       e.argv = f->cmd;
       if (!e.argv.empty() && e.argv.front() == "--") e.argv.erase(e.argv.begin());
+      if (!f->entrypoint.empty()) e.argv.insert(e.argv.begin(), f->entrypoint);
       if (e.argv.empty()) throw Error(ErrorCode::InvalidArgument, "exec: no command given (exec BOX -- CMD [ARGS...])");
       e.env = parse_env(f->env);
       e.cwd = f->workdir;
       e.user = f->user;
       if (f->detach) {
-        if (f->interactive || f->tty) throw Error(ErrorCode::InvalidArgument, "exec: -d cannot be combined with -i or -t");
+        if (f->interactive || f->tty)
+          throw Error(ErrorCode::InvalidArgument, "exec: -d cannot be combined with -i or -t");
         e.detach = true;
         box->exec(e);  // started; it runs on in the box after we let go
         exit_code = 0;
@@ -296,7 +334,8 @@ void add_exec(CLI::App& app, GlobalFlags& g, int& exit_code) {
 
 void add_box_commands(CLI::App& app, GlobalFlags& g, int& exit_code) {
   add_create(app, g, exit_code);
-  add_lifecycle(app, g, exit_code, "start", "Start boxes", [](Runtime& rt, const std::string& id) { must_get(rt, id)->start(); });
+  add_lifecycle(app, g, exit_code, "start", "Start boxes",
+                [](Runtime& rt, const std::string& id) { must_get(rt, id)->start(); });
   add_lifecycle(app, g, exit_code, "stop", "Stop boxes (the disk is kept)",
                 [](Runtime& rt, const std::string& id) { must_get(rt, id)->stop(); });
   add_lifecycle(app, g, exit_code, "restart", "Stop, then start boxes", [](Runtime& rt, const std::string& id) {

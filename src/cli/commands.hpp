@@ -5,11 +5,12 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "core/box.hpp"
 #include "common/error.hpp"
+#include "core/box.hpp"
 #include "core/options.hpp"
 #include "core/runtime.hpp"
 
@@ -61,11 +62,12 @@ void add_box_commands(CLI::App& app, GlobalFlags& g, int& exit_code);
 struct BoxFlags {
   std::string image, name, workdir, user, entrypoint, engine, kernel;
   std::vector<std::string> cmd, env;
-  int cpus = 0, memory = 0;
-  std::string network;                         // --network enabled|disabled
+  std::optional<int> cpus, memory;              // unset: the runtime's defaults
+  std::string network;                          // --network enabled|disabled
   std::vector<std::string> allow_net, publish;  // --allow-net HOST, -p [host:]guest[/tcp|udp]
   std::vector<std::string> volumes;             // -v HOST:GUEST[:ro|:rw]
-  uint64_t disk_size_gb = 0;                    // --disk-size-gb N (0: the default)
+  std::optional<int64_t> disk_size_gb;          // --disk-size GB
+  std::string security;                         // --security enable|disable ("": enable)
 };
 // -p [[host_ip:]host_port:]guest_port[/tcp|udp]; throws Error(InvalidArgument).
 PortSpec parse_publish(const std::string& text);

@@ -93,8 +93,9 @@ int main(int argc, char** argv) {
   app.add_flag("--debug", g.debug, "Verbose diagnostics")->configurable(false);
   app.add_option("--home", g.home, "Home directory (default $BOXLITE_HOME or ~/.boxlite)")->envname("BOXLITE_HOME");
   app.add_option(
-      "--registry", g.registries,
-      "Image registry HOST[:PORT][,transport=http][,skip_verify][,search=false] (repeatable; before --config's)");
+         "--registry", g.registries,
+         "Image registry HOST[:PORT][,transport=http][,skip_verify][,search=false] (repeatable; before --config's)")
+      ->allow_extra_args(false);  // one value per --registry, also after the subcommand
   app.add_option("--config", g.config, "JSON config file with image_registries");
   int exit_code = 0;
   // Defining every command's options costs ~0.35 ms (CLI11 allocates for each), a

@@ -86,19 +86,24 @@ void add_storage_commands(CLI::App& app, GlobalFlags& g, int& exit_code) {
   clone->add_option("box", a->box, "Box ID or name")->required();
   clone->add_option("--name", a->name, "Name of the clone");
   clone->callback([a, &g, &exit_code] {
-    with_runtime(g, exit_code, [&](Runtime& rt) { std::printf("%s\n", rt.clone_box(*find_box(rt, a->box), a->name)->id().c_str()); });
+    with_runtime(g, exit_code, [&](Runtime& rt) {
+      std::printf("%s\n", rt.clone_box(*find_box(rt, a->box), a->name, /*detach=*/true)->id().c_str());
+    });
   });
   CLI::App* exp = app.add_subcommand("export", "Write a stopped box to DIR/<name or id>.boxlite (vm engine)");
   exp->add_option("box", a->box, "Box ID or name")->required();
   exp->add_option("-o,--output", a->dir, "Destination directory (default: the current one)");
   exp->callback([a, &g, &exit_code] {
-    with_runtime(g, exit_code, [&](Runtime& rt) { std::printf("%s\n", rt.export_box(*find_box(rt, a->box), a->dir).c_str()); });
+    with_runtime(g, exit_code,
+                 [&](Runtime& rt) { std::printf("%s\n", rt.export_box(*find_box(rt, a->box), a->dir).c_str()); });
   });
   CLI::App* imp = app.add_subcommand("import", "Create a box from a .boxlite archive");
   imp->add_option("file", a->file, "The .boxlite archive")->required();
   imp->add_option("--name", a->name, "Name of the new box");
   imp->callback([a, &g, &exit_code] {
-    with_runtime(g, exit_code, [&](Runtime& rt) { std::printf("%s\n", rt.import_box(a->file, a->name)->id().c_str()); });
+    with_runtime(g, exit_code, [&](Runtime& rt) {
+      std::printf("%s\n", rt.import_box(a->file, a->name, /*detach=*/true)->id().c_str());
+    });
   });
 }
 

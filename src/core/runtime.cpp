@@ -629,7 +629,7 @@ std::shared_ptr<Box> Runtime::create_counted(const BoxOptions& opts, const std::
 std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::string& name, bool start_now) {
   validate_box_options(opts);
   validate_name(name);
-  if (!name.empty() && store()->find(name))
+  if (!name.empty() && store()->find_exact(name))
     throw Error(ErrorCode::AlreadyExists, "box name '" + name + "' is already in use");
   std::string engine = opts.engine.empty() ? default_engine() : opts.engine;
   if (engine != "vm" && engine != "jail") {

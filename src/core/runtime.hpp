@@ -104,13 +104,14 @@ class Runtime {
   // removed without force while it has clones. export_box: writes
   // <dest_dir>/<name or id>.boxlite (a tar of a manifest and the whole disk
   // flattened, or the jail's upper layer) and returns its path. import_box: a new
-  // box from one, of the engine it was exported from.
-  std::shared_ptr<Box> clone_box(Box& source, const std::string& name = "");
+  // box from one, of the engine it was exported from. `detach`: the new box, once
+  // started, outlives the process that started it (BoxOptions::detach; the CLI's).
+  std::shared_ptr<Box> clone_box(Box& source, const std::string& name = "", bool detach = false);
   // What Runtime::remove checks before removing box `id` through a handle the
   // caller holds (the C API): clone dependencies (force: released first).
   void prepare_remove(const std::string& id, bool force) { release_clones(id, force); }
   std::string export_box(Box& box, const std::string& dest_dir);
-  std::shared_ptr<Box> import_box(const std::string& path, const std::string& name = "");
+  std::shared_ptr<Box> import_box(const std::string& path, const std::string& name = "", bool detach = false);
 
   HostInfo host_info();
   RuntimeMetrics metrics();
@@ -150,13 +151,13 @@ class Runtime {
   // Refuses (InvalidState) removing a box other boxes are clones of, unless
   // force: then each clone is made independent first (storage.cpp).
   void release_clones(const std::string& id, bool force);
-  std::shared_ptr<Box> clone_jail(Box& source, const std::string& name);
+  std::shared_ptr<Box> clone_jail(Box& source, const std::string& name, bool detach);
   engine::ShimSpec clone_spec(const Box& source);
   std::string export_jail(Box& box, const std::string& dest_dir);
   std::string write_export(Box& box, const std::string& dest, const std::string& data_name,
                            const std::string& data_file);
   std::shared_ptr<Box> import_jail(engine::ShimSpec spec, const nlohmann::json& manifest, const std::string& name,
-                                   const std::string& upper_tar);
+                                   const std::string& upper_tar, bool detach);
   void warn(const std::string& msg) const;
 
   void load_home_config(bool registries_from_options);

@@ -251,8 +251,9 @@ nlohmann::json layer_ids(const engine::ShimSpec& spec) {
 }
 
 // The record of a new box made from `source`'s: created, never started, kept
-// until removed (a clone has no owner process), under its own id and name.
-store::BoxRecord clone_record(const store::BoxRecord& source, const std::string& id, const std::string& name) {
+// until removed, under its own id and name.
+store::BoxRecord clone_record(const store::BoxRecord& source, const std::string& id, const std::string& name,
+                              bool detach) {
   store::BoxRecord r = source;
   r.id = id;
   r.name = name;
@@ -263,7 +264,7 @@ store::BoxRecord clone_record(const store::BoxRecord& source, const std::string&
   r.shim_pid = 0;
   r.main_exit_code.reset();
   r.auto_remove = false;
-  r.detach = false;
+  r.detach = detach;
   r.timings_json = "{}";
   return r;
 }
@@ -322,11 +323,11 @@ engine::ShimSpec Runtime::clone_spec(const Box& source) {
   return spec;
 }
 
-std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& requested_name) {
+std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& requested_name, bool detach) {
   std::string name = requested_name.empty() ? clone_name_for(*store(), source) : requested_name;
   validate_new_name(*store(), name);
   FileLock lock = core::lock_box_directory(source.dir());
-  if (source.spec().engine == "jail") return clone_jail(source, name);
+  if (source.spec().engine == "jail") return clone_jail(source, name, detach);
   auto rec = store()->find(source.id());
   if (!rec) throw Error(ErrorCode::NotFound, "No such box: " + source.id());
 
@@ -343,7 +344,7 @@ std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& requeste
   disk::create_overlay_on(frozen, "qcow2", spec.disk, disk::virtual_size(frozen));
   write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600);
 
-  store::BoxRecord r = clone_record(*rec, spec.box_id, name);
+  store::BoxRecord r = clone_record(*rec, spec.box_id, name, detach);
   nlohmann::json opts = nlohmann::json::object();
   try {
     opts = nlohmann::json::parse(rec->options_json);
@@ -358,7 +359,7 @@ std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& requeste
 
 // A jail's clone copies the source's upper layer (O(data)) over the same image
 // layers: fully independent, so the source keeps no clone dependency.
-std::shared_ptr<Box> Runtime::clone_jail(Box& source, const std::string& name) {
+std::shared_ptr<Box> Runtime::clone_jail(Box& source, const std::string& name, bool detach) {
   auto rec = store()->find(source.id());
   if (!rec) throw Error(ErrorCode::NotFound, "No such box: " + source.id());
   engine::ShimSpec spec = clone_spec(source);
@@ -366,7 +367,7 @@ std::shared_ptr<Box> Runtime::clone_jail(Box& source, const std::string& name) {
   if (::mkdir(spec.box_dir.c_str(), 0700) != 0) throw_errno(ErrorCode::Storage, "create box directory " + spec.box_dir);
   copy_jail_upper(source, spec.box_dir + "/upper");  // a running source is frozen meanwhile
   write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600);
-  store::BoxRecord r = clone_record(*rec, spec.box_id, name);
+  store::BoxRecord r = clone_record(*rec, spec.box_id, name, detach);
   store()->insert(r);
   guard.committed = true;
   nlohmann::json opts;
@@ -516,7 +517,7 @@ std::string Runtime::export_jail(Box& box, const std::string& dest_dir) {
   return write_export(box, dest, kUpperName, layer);
 }
 
-std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::string& name) {
+std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::string& name, bool detach) {
   validate_new_name(*store(), name);
   ReadArchive a(la::archive_read_new());
   la::archive_read_support_format_tar(a.get());
@@ -586,7 +587,7 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
     spec.engine = "jail";
     copy_exported_box(spec, exported);
     check_upper_layer(upper_tar, path);
-    auto box = import_jail(spec, manifest, name, upper_tar);
+    auto box = import_jail(spec, manifest, name, upper_tar, detach);
     guard.committed = true;
     return box;
   }
@@ -620,6 +621,7 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
   r.state = "created";
   r.created_at_ms = now_ms_wall();
   r.auto_remove = false;
+  r.detach = detach;
   nlohmann::json opts = manifest.value("options", nlohmann::json::object());
   opts.erase("clone_of");
   r.options_json = opts.dump();
@@ -632,7 +634,7 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
 // directory, or a registry reference, pulled if missing), checked to be made of the
 // same layers, so the upper layer lands on what it was written over.
 std::shared_ptr<Box> Runtime::import_jail(engine::ShimSpec spec, const nlohmann::json& manifest,
-                                          const std::string& name, const std::string& upper_tar) {
+                                          const std::string& name, const std::string& upper_tar, bool detach) {
   std::string ref = manifest.value("image", "");
   if (ref.empty())
     throw Error(ErrorCode::InvalidArgument, "import: the export does not name the image the jail box was made from");
@@ -670,6 +672,8 @@ std::shared_ptr<Box> Runtime::import_jail(engine::ShimSpec spec, const nlohmann:
   r.state = "created";
   r.created_at_ms = now_ms_wall();
   r.auto_remove = false;
+  r.detach = detach;
+  r.detach = detach;
   nlohmann::json opts = manifest.value("options", nlohmann::json::object());
   opts.erase("clone_of");
   r.options_json = opts.dump();

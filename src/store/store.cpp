@@ -286,7 +286,7 @@ void Store::insert_row(const BoxRecord& r) {
     s.step();
   } catch (const Error& e) {
     if (e.code() != ErrorCode::AlreadyExists) throw;
-    if (!r.name.empty() && find(r.name))
+    if (!r.name.empty() && find_exact(r.name))
       throw Error(ErrorCode::AlreadyExists, "box name '" + r.name + "' is already in use");
     throw Error(ErrorCode::AlreadyExists, "box id " + r.id + " already exists");
   }
@@ -308,20 +308,28 @@ void Store::update_row(const BoxRecord& r) {
   if (sqlite3_changes(db_) == 0) throw Error(ErrorCode::NotFound, "No such box: " + r.id);
 }
 
-std::optional<BoxRecord> Store::find(const std::string& id_or_name) {
+std::optional<BoxRecord> Store::find_exact(const std::string& id_or_name) {
   if (id_or_name.empty()) return std::nullopt;
-  {
-    Stmt s(db_,
-           (std::string("SELECT ") + kColumns + " FROM boxes WHERE id=? OR name=? ORDER BY id=? DESC LIMIT 1").c_str());
-    s.bind(1, id_or_name).bind(2, id_or_name).bind(3, id_or_name);
-    if (s.step()) return read_row(s);
-  }
+  Stmt s(db_,
+         (std::string("SELECT ") + kColumns + " FROM boxes WHERE id=? OR name=? ORDER BY id=? DESC LIMIT 1").c_str());
+  s.bind(1, id_or_name).bind(2, id_or_name).bind(3, id_or_name);
+  if (s.step()) return read_row(s);
+  return std::nullopt;
+}
+
+std::optional<BoxRecord> Store::find(const std::string& id_or_name) {
+  if (auto r = find_exact(id_or_name)) return r;
+  if (id_or_name.empty()) return std::nullopt;
   // A unique prefix of an id, as docker accepts.
   Stmt p(db_, (std::string("SELECT ") + kColumns + " FROM boxes WHERE substr(id, 1, length(?1)) = ?1 LIMIT 2").c_str());
   p.bind(1, id_or_name);
   if (!p.step()) return std::nullopt;
   BoxRecord r = read_row(p);
-  if (p.step()) return std::nullopt;  // ambiguous
+  if (p.step()) {
+    throw Error(ErrorCode::InvalidArgument, "box ID prefix '" + id_or_name +
+                                                "' is ambiguous: more than one box's ID starts with it; give more of "
+                                                "the ID, or the box's name");
+  }
   return r;
 }
 

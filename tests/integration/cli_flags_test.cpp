@@ -1,0 +1,148 @@
+// The CLI's flags as the reference documents them (docs/cli.md): repeatable flags
+// that take one value each, options between `exec BOX` and `--`, the documented
+// names (--disk-size, --security, exec --entrypoint), rm -a without -f, ID prefixes,
+// and boxes the CLI clones that outlive it. Parsing is the engine's no matter: the
+// jail engine keeps these quick.
+#include <map>
+
+#include "support.hpp"
+
+namespace boxlite::testing {
+namespace {
+
+class CliFlagsTest : public BoxliteTest {
+ protected:
+  void SetUp() override {
+    BoxliteTest::SetUp();
+    ::setenv("BOXLITE_ENGINE", "jail", 1);
+  }
+  void TearDown() override {
+    run_cli({"rm", "-f", "-a"});
+    BoxliteTest::TearDown();
+  }
+  // A box that runs until removed, named `name`.
+  void running(const std::string& name) {
+    auto c = run_cli({"create", "--name", name, image("busybox")});
+    ASSERT_EQ(c.exit_code, 0) << c.err;
+    auto s = run_cli({"start", name});
+    ASSERT_EQ(s.exit_code, 0) << s.err;
+  }
+  // `echo INPUT | boxlite ARGS...`
+  CliResult run_cli_with_input(const std::string& input, const std::string& args) {
+    RunResult r = run_capture({"/bin/sh", "-c", "printf '" + input + "' | " + cli() + " " + args});
+    return {WIFEXITED(r.status) ? WEXITSTATUS(r.status) : 128 + WTERMSIG(r.status), r.out, r.err};
+  }
+};
+
+TEST_F(CliFlagsTest, EachEnvFlagTakesOneValueSoTheImageAndCommandStayPositional) {
+  auto r = run_cli({"run", "--rm", "-e", "MY_VAR=hello", "-e", "X=2", image("busybox"), "sh", "-c", "echo $MY_VAR $X"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "hello 2\n");
+  running("envbox");
+  auto before = run_cli({"exec", "-e", "FOO=bar", "envbox", "--", "sh", "-c", "echo $FOO"});
+  EXPECT_EQ(before.out, "bar\n") << before.err;
+  // As clap takes them: options after BOX, up to the `--`.
+  auto after = run_cli({"exec", "envbox", "-e", "FOO=baz", "-e", "Y=1", "--", "sh", "-c", "echo $FOO $Y"});
+  EXPECT_EQ(after.out, "baz 1\n") << after.err;
+  // A command whose own arguments hold a `--` stays a command.
+  EXPECT_EQ(run_cli({"exec", "envbox", "sh", "-c", "echo -- x"}).out, "-- x\n");
+  auto bad = run_cli({"exec", "envbox", "--bogus", "--", "true"});
+  EXPECT_EQ(bad.exit_code, 125);
+  EXPECT_NE(bad.err.find("--bogus"), std::string::npos) << bad.err;
+  // The global --registry likewise, after the subcommand.
+  auto reg = run_cli({"run", "--rm", "--registry", "localhost:1", image("busybox"), "echo", "ok"});
+  EXPECT_EQ(reg.exit_code, 0) << reg.err;
+  EXPECT_EQ(reg.out, "ok\n");
+}
+
+TEST_F(CliFlagsTest, ExecEntrypointIsTheExecutableAndTheCommandItsArguments) {
+  running("ep");
+  EXPECT_EQ(run_cli({"exec", "--entrypoint", "/bin/echo", "ep", "--", "a", "b"}).out, "a b\n");
+  EXPECT_EQ(run_cli({"exec", "ep", "--entrypoint", "/bin/echo", "--", "c"}).out, "c\n");
+  EXPECT_EQ(run_cli({"exec", "--entrypoint", "/bin/pwd", "ep"}).out, "/\n") << "no command but the entrypoint";
+  auto none = run_cli({"exec", "ep"});
+  EXPECT_EQ(none.exit_code, 125);
+  EXPECT_NE(none.err.find("no command given"), std::string::npos) << none.err;
+}
+
+TEST_F(CliFlagsTest, DocumentedNamesAndOutOfRangeValuesAreClearErrors) {
+  auto cpus = run_cli({"run", "--rm", "--cpus", "0", image("busybox"), "true"});
+  EXPECT_EQ(cpus.exit_code, 125);
+  EXPECT_NE(cpus.err.find("cpus must be between 1 and 255, got 0"), std::string::npos) << cpus.err;
+  auto mem = run_cli({"run", "--rm", "--memory", "0", image("busybox"), "true"});
+  EXPECT_EQ(mem.exit_code, 125);
+  EXPECT_NE(mem.err.find("got 0"), std::string::npos) << mem.err;
+  auto disk = run_cli({"create", "--disk-size", "-1", image("busybox")});
+  EXPECT_EQ(disk.exit_code, 125);
+  EXPECT_NE(disk.err.find("--disk-size must be a positive number of GB, got -1"), std::string::npos) << disk.err;
+  auto jail_disk = run_cli({"create", "--disk-size", "4", image("busybox")});
+  EXPECT_EQ(jail_disk.exit_code, 125) << "the documented name reaches the runtime, which refuses it on a jail";
+  EXPECT_NE(jail_disk.err.find("not supported by the jail engine"), std::string::npos) << jail_disk.err;
+  auto seccomp = [&](std::vector<std::string> flags) {
+    std::vector<std::string> args = {"run", "--rm"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {image("busybox"), "sh", "-c", "grep Seccomp: /proc/self/status"});
+    return run_cli(args).out;
+  };
+  EXPECT_EQ(seccomp({}), "Seccomp:\t2\n") << "filtered by default";
+  EXPECT_EQ(seccomp({"--security", "enable"}), "Seccomp:\t2\n");
+  EXPECT_EQ(seccomp({"--security", "disable"}), "Seccomp:\t0\n");
+  ::setenv("BOXLITE_SECURITY", "disable", 1);
+  EXPECT_EQ(seccomp({}), "Seccomp:\t0\n") << "BOXLITE_SECURITY is --security";
+  ::unsetenv("BOXLITE_SECURITY");
+  auto bogus = run_cli({"run", "--rm", "--security", "off", image("busybox"), "true"});
+  EXPECT_EQ(bogus.exit_code, 2);
+  EXPECT_NE(bogus.err.find("enable"), std::string::npos) << bogus.err;
+}
+
+TEST_F(CliFlagsTest, RmAllLeavesRunningBoxesWithoutForce) {
+  running("up");
+  ASSERT_EQ(run_cli({"create", "--name", "idle", image("busybox")}).exit_code, 0);
+  auto both = run_cli({"rm", "-a", "up"});
+  EXPECT_EQ(both.exit_code, 2) << "names or --all, not both";
+  auto yes = run_cli_with_input("y\\n", "rm -a");
+  EXPECT_EQ(yes.exit_code, 1) << yes.err;
+  EXPECT_NE(yes.err.find("is running"), std::string::npos) << yes.err;
+  EXPECT_EQ(trim(run_cli({"list", "-a", "--format", "json"}).out).find("idle"), std::string::npos) << "idle went";
+  EXPECT_EQ(trim(run_cli({"inspect", "-f", "{{.State.Status}}", "up"}).out), "running") << "up stays";
+  EXPECT_EQ(run_cli({"rm", "-a", "-f"}).exit_code, 0);
+  EXPECT_EQ(trim(run_cli({"list", "-a", "-q"}).out), "");
+}
+
+TEST_F(CliFlagsTest, AnAmbiguousIdPrefixSaysSoAndANameMayBeAnotherBoxsIdPrefix) {
+  // Boxes until two IDs share a first character (36 possible: a few suffice).
+  std::map<char, std::string> by_first;
+  std::string a, b;
+  for (int i = 0; i < 40 && a.empty(); ++i) {
+    auto r = run_cli({"create", image("busybox")});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::string id = trim(r.out);
+    auto [it, fresh] = by_first.emplace(id[0], id);
+    if (!fresh) a = it->second, b = id;
+  }
+  ASSERT_FALSE(a.empty());
+  std::string prefix(1, a[0]);
+  auto amb = run_cli({"inspect", prefix});
+  EXPECT_EQ(amb.exit_code, 125);
+  EXPECT_NE(amb.err.find("'" + prefix + "' is ambiguous"), std::string::npos) << amb.err;
+  EXPECT_EQ(trim(run_cli({"inspect", "-f", "{{.Id}}", a.substr(0, 11)}).out), a) << "a unique prefix names the box";
+  // A name is matched exactly, never as a prefix of another box's ID.
+  auto named = run_cli({"create", "--name", b.substr(0, 4), image("busybox")});
+  EXPECT_EQ(named.exit_code, 0) << named.err;
+  EXPECT_EQ(trim(run_cli({"inspect", "-f", "{{.Name}}", b.substr(0, 4)}).out), b.substr(0, 4));
+}
+
+TEST_F(CliFlagsTest, ABoxTheCliClonedKeepsRunningAfterTheStartThatStartedIt) {
+  running("source");
+  ASSERT_EQ(run_cli({"exec", "source", "--", "sh", "-c", "echo m > /root/marker"}).exit_code, 0);
+  auto clone = run_cli({"clone", "source", "--name", "copy"});
+  ASSERT_EQ(clone.exit_code, 0) << clone.err;
+  ASSERT_EQ(run_cli({"start", "copy"}).exit_code, 0);
+  EXPECT_EQ(trim(run_cli({"inspect", "-f", "{{.State.Status}}/{{.Config.Detach}}", "copy"}).out), "running/true");
+  auto r = run_cli({"exec", "copy", "--", "cat", "/root/marker"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "m\n");
+}
+
+}  // namespace
+}  // namespace boxlite::testing
