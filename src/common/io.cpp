@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 #include <sys/random.h>
@@ -515,6 +516,20 @@ double now_ms() {
   timespec ts;
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<double>(ts.tv_sec) * 1000.0 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+namespace {
+thread_local uint64_t du_total = 0;
+int du_add(const char*, const struct stat* st, int, struct FTW*) {
+  du_total += static_cast<uint64_t>(st->st_blocks) * 512;
+  return 0;
+}
+}  // namespace
+
+uint64_t disk_usage(const std::string& path) {
+  du_total = 0;
+  ::nftw(path.c_str(), du_add, 32, FTW_PHYS | FTW_MOUNT);
+  return du_total;
 }
 
 }  // namespace boxlite

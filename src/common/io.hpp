@@ -59,6 +59,9 @@ void remove_tree(const std::string& path);
 bool empty_directory(const std::string& path) noexcept;
 bool path_exists(const std::string& path);
 std::vector<std::string> split(std::string_view s, char sep);
+// The bytes a tree takes on disk (st_blocks), never following a symlink nor entering
+// another file system; what cannot be read counts nothing.
+uint64_t disk_usage(const std::string& path);
 std::string trim(std::string_view s);
 // Unix socket helpers; paths longer than sun_path fail with a clear error.
 UniqueFd unix_listen(const std::string& path, int backlog = 64);

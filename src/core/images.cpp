@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "common/error.hpp"
@@ -162,14 +163,64 @@ uint64_t Runtime::prune_store(bool all, const std::set<std::string>* only) {
   std::string layers = layout_.images() + "/layers";
   for (const auto& n : dir_entries(layers)) {
     std::string path = layers + "/" + n;
+    if (n.starts_with(".tmp-")) {
+      if (auto locks = layer_build_locks(n)) freed += remove_abandoned_build(path, *locks);
+      continue;
+    }
     if (!removable(n.substr(0, n.find('-'))) || used_paths.count(path)) continue;
+    uint64_t size = disk_usage(path);
     try {
       remove_tree(path);
+      freed += size;
     } catch (const Error& e) {
       warn("could not remove the unused layer directory " + path + ": " + e.what());
     }
   }
+  // A disk image's build that died (.<hex>.ext4.tmp-*), under its image's lock.
+  for (const auto& n : dir_entries(disks)) {
+    if (!n.starts_with(".") || n.find(".ext4.tmp-") == std::string::npos) continue;
+    std::string hex = n.substr(1, n.find('.', 1) - 1);
+    if (!is_hex(hex)) continue;
+    freed += remove_abandoned_build(disks + "/" + n, {layout_.locks() + "/image-" + hex + ".lock"});
+  }
   return freed;
+}
+
+// The locks a layer build named `.tmp-<hex prefix>-<offset>-XXXXXX` is made under
+// (rootfs::ensure_overlay_layers): every layer-<hex>-<offset>.lock whose hex starts
+// so. None for a name of another shape: such a directory is left alone.
+std::optional<std::vector<std::string>> Runtime::layer_build_locks(const std::string& tmp_name) const {
+  std::vector<std::string> parts = split(tmp_name.substr(5), '-');
+  if (parts.size() != 3 || parts[0].empty() || !is_hex(parts[0]) || parts[1].empty() ||
+      parts[1].find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  std::string prefix = "layer-" + parts[0], suffix = "-" + parts[1] + ".lock";
+  std::vector<std::string> out;
+  for (const auto& l : dir_entries(layout_.locks())) {
+    if (l.starts_with(prefix) && l.ends_with(suffix)) out.push_back(layout_.locks() + "/" + l);
+  }
+  return out;
+}
+
+// A build's scratch left by a builder that died (killed mid-unpack): removed once
+// none of the locks its builder would hold is held (a live build holds one while
+// its scratch exists). Returns what it freed.
+uint64_t Runtime::remove_abandoned_build(const std::string& path, const std::vector<std::string>& locks) {
+  std::vector<FileLock> held;
+  for (const auto& l : locks) {
+    FileLock lock = FileLock::try_acquire(l);
+    if (!lock.held()) return 0;  // being built now
+    held.push_back(std::move(lock));
+  }
+  uint64_t size = disk_usage(path);
+  try {
+    remove_tree(path);
+    return size;
+  } catch (const Error& e) {
+    warn("could not remove the abandoned build " + path + ": " + e.what());
+    return 0;
+  }
 }
 
 }  // namespace boxlite

@@ -654,6 +654,9 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
       image::open_oci_layout(is_layout ? image::parse_layout_ref(source) : resolve_registry_image(source, recorded));
   nlohmann::json timings;
   trace("core: image opened");
+  if (img.layers.empty()) {
+    throw Error(ErrorCode::Image, "image " + recorded + " has no layers: there is no file in it to run");
+  }
 
   engine::ShimSpec spec;
   spec.engine = engine;

@@ -37,7 +37,10 @@ ShimLaunch ShimLaunch::spawn(bool detached, ShimMain shim_main) {
     throw_errno(ErrorCode::Internal, "socketpair for the box shim");
   UniqueFd box_dir_w(sv[0]), box_dir_r(sv[1]);
   Pipe ready = make_pipe();
-  Pipe go = make_pipe();
+  // The go-ahead too: a shim that died first must not SIGPIPE the caller.
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    throw_errno(ErrorCode::Internal, "socketpair for the box shim");
+  Pipe go{UniqueFd(sv[1]), UniqueFd(sv[0])};
   Pipe lifeline = detached ? Pipe{} : make_pipe();
   SpawnOptions so;
   std::string libexec = libexec_dir();
@@ -76,7 +79,7 @@ ShimLaunch ShimLaunch::spawn(bool detached, ShimMain shim_main) {
 
 void ShimLaunch::go() {
   if (!go_) return;
-  (void)!::write(go_.get(), "g", 1);  // a shim that is gone says so on ready()
+  (void)!::send(go_.get(), "g", 1, MSG_NOSIGNAL);  // a shim that is gone says so on ready()
   go_.reset();
 }
 

@@ -1,9 +1,15 @@
 #include "guest/users.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
 #include <optional>
 
 #include "common/error.hpp"
+#include "common/fd.hpp"
 #include "common/io.hpp"
 
 namespace boxlite::guest {
@@ -16,14 +22,31 @@ std::optional<unsigned long> parse_id(const std::string& s) {
   return v;
 }
 
+// More than any real passwd or group file; the image is hostile and the agent must
+// not read /dev/zero (a symlink to it) into memory until the box is OOM-killed.
+constexpr off_t kMaxDbBytes = 16 << 20;
+
 std::vector<std::vector<std::string>> read_db(const std::string& path) {
   std::vector<std::vector<std::string>> rows;
-  std::string text;
-  try {
-    text = read_file(path);
-  } catch (const Error&) {
-    return rows;  // an image without /etc/passwd still runs numeric users
+  // O_NONBLOCK: a FIFO there must not hang the agent.
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  struct stat st {};
+  // An image without /etc/passwd (or with a device or FIFO there) still runs numeric users.
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return rows;
+  if (st.st_size > kMaxDbBytes) {
+    throw Error(ErrorCode::InvalidArgument, "the box's " + path + " is " + std::to_string(st.st_size) +
+                                                " bytes, over the " + std::to_string(kMaxDbBytes >> 20) +
+                                                " MiB a user database may have");
   }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    ssize_t n = ::read(fd.get(), text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  text.resize(got);
   for (const auto& line : split(text, '\n')) {
     if (line.empty() || line[0] == '#') continue;
     rows.push_back(split(line, ':'));
@@ -82,7 +105,8 @@ Identity resolve_identity(const std::string& spec, const std::string& passwd_pat
     }
     if (!gfound) {
       if (!numeric_group) {
-        throw Error(ErrorCode::InvalidArgument, "unable to find group " + group + ": no matching entries in group file");
+        throw Error(ErrorCode::InvalidArgument,
+                    "unable to find group " + group + ": no matching entries in group file");
       }
       id.gid = static_cast<gid_t>(*numeric_group);
     }
@@ -93,7 +117,8 @@ Identity resolve_identity(const std::string& spec, const std::string& passwd_pat
       if (row.size() < 4) continue;
       for (const auto& member : split(row[3], ',')) {
         if (member != id.name) continue;
-        if (auto gid = parse_id(row[2]); gid && static_cast<gid_t>(*gid) != id.gid) id.groups.push_back(static_cast<gid_t>(*gid));
+        if (auto gid = parse_id(row[2]); gid && static_cast<gid_t>(*gid) != id.gid)
+          id.groups.push_back(static_cast<gid_t>(*gid));
       }
     }
   }

@@ -24,6 +24,10 @@ namespace {
 
 constexpr int64_t kMaxEntryBytes = int64_t{64} << 30;
 constexpr size_t kMaxPathBytes = 4096;
+// What the applier may keep of the names a layer wrote (its paths and their
+// ancestors, for whiteouts and opaque directories): legitimate images with a
+// million files stay far below it.
+constexpr uint64_t kMaxTrackedPathBytes = uint64_t{256} << 20;
 constexpr std::string_view kWhiteoutPrefix = ".wh.";
 constexpr std::string_view kOpaqueMarker = ".wh..wh..opq";
 constexpr const char* kOverlayOpaqueXattr = "trusted.overlay.opaque";
@@ -109,7 +113,12 @@ class LayerApplier {
   // archive (see extract_copy_archive): no whiteouts, no owners, no replacing a
   // directory by a non-directory or the reverse.
   LayerApplier(UniqueFd root, archive* reader, std::string label, const ApplyMode& mode)
-      : label_(std::move(label)), overlay_(mode.overlay), copy_(mode.copy), max_bytes_(mode.max_bytes), root_(std::move(root)), reader_(reader) {
+      : label_(std::move(label)),
+        overlay_(mode.overlay),
+        copy_(mode.copy),
+        max_bytes_(mode.max_bytes),
+        root_(std::move(root)),
+        reader_(reader) {
     if (overlay_) implicit_owner_ = detail::Owner{overlay_->uid_offset, overlay_->gid_offset};
     // Copied files belong to whoever copies them (docker cp without -a): the owner
     // recorded in a box is meaningless on the host and the reverse.
@@ -158,8 +167,20 @@ class LayerApplier {
     fail(text);
   }
 
+  // Every entry costs an inode and a block at least (unpack.hpp, kEntryCost).
+  void charge_entry() {
+    uint64_t used = stats_.budget_used();
+    if (used > max_bytes_ || max_bytes_ - used < kEntryCost) {
+      fail("unpacked entries would exceed the " + std::to_string(max_bytes_) +
+           "-byte image size limit (BOXLITE_MAX_IMAGE_BYTES; every entry counts " + std::to_string(kEntryCost) +
+           " bytes beside its data)");
+    }
+    ++stats_.entries;
+  }
+
   void apply_entry(archive_entry* e, const std::string& raw) {
     if (raw.size() > kMaxPathBytes) fail("path is " + std::to_string(raw.size()) + " bytes, over the 4096-byte limit");
+    charge_entry();
     Components path = copy_ ? copy_path(raw) : detail::clean_path(raw);
     if (copy_) {
       std::string rel = shorten_name(detail::join_path(path, path.size()));
@@ -189,8 +210,7 @@ class LayerApplier {
         skipped_.insert(detail::join_path(path, path.size()));
         ++stats_.skipped_devices;
         return;
-      default:
-        fail("unsupported entry type " + std::to_string(type));
+      default: fail("unsupported entry type " + std::to_string(type));
     }
   }
 
@@ -232,8 +252,10 @@ class LayerApplier {
       throw_errno(ErrorCode::Image, "stat " + shorten_name(name));
     }
     bool is_dir = S_ISDIR(st.st_mode);
-    if (is_dir && !entry_is_dir) throw Error(ErrorCode::AlreadyExists, "cannot overwrite a directory with a non-directory");
-    if (!is_dir && entry_is_dir) throw Error(ErrorCode::AlreadyExists, "cannot overwrite a non-directory with a directory");
+    if (is_dir && !entry_is_dir)
+      throw Error(ErrorCode::AlreadyExists, "cannot overwrite a directory with a non-directory");
+    if (!is_dir && entry_is_dir)
+      throw Error(ErrorCode::AlreadyExists, "cannot overwrite a non-directory with a directory");
     if (!is_dir && !copy_->overwrite) throw Error(ErrorCode::AlreadyExists, "already exists (overwrite is off)");
   }
 
@@ -253,7 +275,15 @@ class LayerApplier {
   }
 
   void mark_written(const Components& path) {
-    for (size_t i = 1; i <= path.size(); ++i) written_.insert(detail::join_path(path, i));
+    for (size_t i = 1; i <= path.size(); ++i) {
+      auto [it, added] = written_.insert(detail::join_path(path, i));
+      if (!added) continue;
+      written_bytes_ += it->size();
+      if (written_bytes_ > kMaxTrackedPathBytes) {
+        fail("the layer's paths are too many or too deep: their names take over " +
+             std::to_string(kMaxTrackedPathBytes >> 20) + " MiB");
+      }
+    }
     if (!whiteouts_.empty()) whiteouts_.erase(detail::join_path(path, path.size()));
   }
 
@@ -270,13 +300,14 @@ class LayerApplier {
 
   void apply_owner(int dir_fd, const std::string& name, const EntryMeta& m) {
     if (!as_root_) return;  // unprivileged: files stay ours (rootless builds)
-    if (::fchownat(dir_fd, name.c_str(), m.uid, m.gid, AT_SYMLINK_NOFOLLOW) != 0) throw_errno(ErrorCode::Image, "chown");
+    if (::fchownat(dir_fd, name.c_str(), m.uid, m.gid, AT_SYMLINK_NOFOLLOW) != 0)
+      throw_errno(ErrorCode::Image, "chown");
   }
 
   void write_file(const Components& path, archive_entry* e) {
     int64_t size = la::archive_entry_size(e);
     if (size > kMaxEntryBytes) fail("file is " + std::to_string(size) + " bytes, over the 64 GiB limit");
-    if (size >= 0 && static_cast<uint64_t>(size) > max_bytes_ - std::min(max_bytes_, stats_.bytes)) {
+    if (size >= 0 && static_cast<uint64_t>(size) > max_bytes_ - std::min(max_bytes_, stats_.budget_used())) {
       fail("unpacked files would exceed the " + std::to_string(max_bytes_) +
            "-byte image size limit (BOXLITE_MAX_IMAGE_BYTES; sparse files count at their full size)");
     }
@@ -362,7 +393,8 @@ class LayerApplier {
     // The target is stored verbatim: it is only ever interpreted inside the box.
     if (::symlinkat(target, parent.get(), name.c_str()) != 0) throw_errno(ErrorCode::Image, "symlink");
     apply_owner(parent.get(), name, m);
-    if (::utimensat(parent.get(), name.c_str(), m.times, AT_SYMLINK_NOFOLLOW) != 0) throw_errno(ErrorCode::Image, "set times");
+    if (::utimensat(parent.get(), name.c_str(), m.times, AT_SYMLINK_NOFOLLOW) != 0)
+      throw_errno(ErrorCode::Image, "set times");
     mark_written(path);
     ++stats_.symlinks;
   }
@@ -565,15 +597,16 @@ class LayerApplier {
   std::optional<OverlayOptions> overlay_;
   std::optional<CopyMode> copy_;
   uint64_t max_bytes_ = UINT64_MAX;
-  bool single_done_ = false;  // copy mode: the one entry of a single-file archive is written
-  std::string current_;       // copy mode: where the entry being applied goes
+  bool single_done_ = false;                     // copy mode: the one entry of a single-file archive is written
+  std::string current_;                          // copy mode: where the entry being applied goes
   std::optional<detail::Owner> implicit_owner_;  // of directories made for paths (overlay mode)
   bool as_root_ = ::geteuid() == 0;
   UniqueFd root_;
   archive* reader_;  // the caller's
   UnpackStats stats_;
-  std::unordered_set<std::string> written_;  // this layer's paths and their ancestors
-  std::unordered_set<std::string> skipped_;  // device nodes left out
+  std::unordered_set<std::string> written_;    // this layer's paths and their ancestors
+  uint64_t written_bytes_ = 0;                 // the names in written_
+  std::unordered_set<std::string> skipped_;    // device nodes left out
   std::unordered_set<std::string> whiteouts_;  // whiteout devices made (overlay mode)
   std::vector<DirMeta> dirs_;
   std::unordered_map<std::string, size_t> dir_index_;

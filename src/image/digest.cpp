@@ -1,8 +1,10 @@
 #include "image/digest.hpp"
 
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <memory>
+#include <vector>
 
 #include "common/error.hpp"
 #include "common/fd.hpp"
@@ -20,8 +22,8 @@ bool is_lower_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= '
 std::string digest_hex(const std::string& digest, const std::string& where) {
   constexpr std::string_view kPrefix = "sha256:";
   if (!digest.starts_with(kPrefix)) {
-    throw Error(ErrorCode::Image, "unsupported digest '" + digest.substr(0, 80) + "' in " + where +
-                                      " (only sha256:<hex> is supported)");
+    throw Error(ErrorCode::Image,
+                "unsupported digest '" + digest.substr(0, 80) + "' in " + where + " (only sha256:<hex> is supported)");
   }
   std::string hex = digest.substr(kPrefix.size());
   bool ok = hex.size() == 64;
@@ -30,19 +32,17 @@ std::string digest_hex(const std::string& digest, const std::string& where) {
   return hex;
 }
 
-std::string sha256_file(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) throw_errno(ErrorCode::Image, "open blob " + path);
+std::string sha256_fd(int fd, const std::string& what) {
   Sha256 h;
-  std::unique_ptr<char[]> buf(new char[1 << 20]);
+  std::vector<char> buf(1 << 20);
   for (;;) {
-    ssize_t n = ::read(fd.get(), buf.get(), 1 << 20);
+    ssize_t n = ::read(fd, buf.data(), buf.size());
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw_errno(ErrorCode::Image, "read blob " + path);
+      throw_errno(ErrorCode::Image, "read " + what);
     }
     if (n == 0) break;
-    h.update({buf.get(), static_cast<size_t>(n)});
+    h.update({buf.data(), static_cast<size_t>(n)});
   }
   return h.finish();
 }

@@ -11,6 +11,7 @@ namespace boxlite::image::detail {
 std::string digest_hex(const std::string& digest, const std::string& where);
 
 // "sha256:<hex>" of a file read in chunks.
-std::string sha256_file(const std::string& path);
+// Reads `fd` to its end through sha256: "sha256:<hex>". `what` names it in errors.
+std::string sha256_fd(int fd, const std::string& what);
 
 }  // namespace boxlite::image::detail

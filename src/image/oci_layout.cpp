@@ -1,7 +1,11 @@
 #include "image/oci_layout.hpp"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -46,15 +50,66 @@ json parse_json(const std::string& text, const std::string& where) {
   }
 }
 
-std::string read_small_file(const std::string& path, const std::string& what) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) throw_errno(ErrorCode::Image, "cannot read " + what + " " + path);
-  if (!S_ISREG(st.st_mode)) fail(what + " " + path + " is not a regular file");
+// `rel` in the layout `dir`, read-only, never through a symlink that leads out of it
+// or a magic link, and only if it is a regular file (not a FIFO that would block,
+// nor a device). openat2's RESOLVE_BENEATH does the walk; kernels before 5.6 refuse
+// every symlink instead.
+UniqueFd open_in_layout(const std::string& dir, const std::string& rel, const std::string& what, struct stat& st) {
+  UniqueFd root(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root) throw_errno(ErrorCode::Image, "open OCI layout " + dir);
+  open_how how{};
+  how.flags = O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+  UniqueFd fd;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    fd = UniqueFd(static_cast<int>(::syscall(SYS_openat2, root.get(), rel.c_str(), &how, sizeof how)));
+    if (fd || errno != EAGAIN) break;
+  }
+  if (!fd && errno == ENOSYS) {
+    fd = UniqueFd(::fcntl(root.get(), F_DUPFD_CLOEXEC, 0));
+    for (const auto& part : split(rel, '/')) {
+      fd = UniqueFd(::openat(fd.get(), part.c_str(), O_RDONLY | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC));
+      if (!fd) break;
+    }
+  }
+  if (!fd) {
+    int err = errno;
+    if (err == ENOENT) fail("missing " + what + " in " + dir);
+    if (err == EXDEV || err == ELOOP) fail(what + " in " + dir + " is a symlink that leads out of the layout");
+    throw_errno(ErrorCode::Image, "open " + what + " in " + dir, err);
+  }
+  if (::fstat(fd.get(), &st) != 0) throw_errno(ErrorCode::Image, "stat " + what + " in " + dir);
+  if (!S_ISREG(st.st_mode)) fail(what + " in " + dir + " is not a regular file");
+  int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    throw_errno(ErrorCode::Image, "open " + what + " in " + dir);
+  }
+  return fd;
+}
+
+std::string read_small_fd(int fd, const struct stat& st, const std::string& what) {
   if (st.st_size > kMaxJsonBlob) {
-    fail(what + " " + path + " is " + std::to_string(st.st_size) + " bytes, over the " + std::to_string(kMaxJsonBlob) +
+    fail(what + " is " + std::to_string(st.st_size) + " bytes, over the " + std::to_string(kMaxJsonBlob) +
          "-byte limit");
   }
-  return read_file(path);
+  std::string data(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < data.size()) {
+    ssize_t n = ::read(fd, data.data() + got, data.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_errno(ErrorCode::Image, "read " + what);
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  data.resize(got);
+  return data;
+}
+
+// oci-layout and index.json: in the layout, as its blobs are.
+std::string read_small_file(const std::string& dir, const std::string& rel) {
+  struct stat st {};
+  UniqueFd fd = open_in_layout(dir, rel, rel, st);
+  return read_small_fd(fd.get(), st, dir + "/" + rel);
 }
 
 std::string string_field(const json& obj, const char* key, const std::string& where) {
@@ -119,9 +174,9 @@ void check_blob_size(const std::string& dir, const Descriptor& d, int64_t actual
 
 // Reads a small JSON blob and checks it against its descriptor's digest and size.
 json read_verified_json_blob(const std::string& dir, const Descriptor& d) {
-  std::string path = blob_path(dir, d.digest);
-  if (!path_exists(path)) fail("missing blob " + d.digest + " in " + dir);
-  std::string data = read_small_file(path, "blob");
+  struct stat st {};
+  UniqueFd fd = open_in_layout(dir, "blobs/sha256/" + detail::digest_hex(d.digest, dir), "blob " + d.digest, st);
+  std::string data = read_small_fd(fd.get(), st, "blob " + d.digest + " in " + dir);
   if (sha256_of(data) != d.digest) fail("corrupt blob " + d.digest + " in " + dir + ": digest mismatch");
   check_blob_size(dir, d, static_cast<int64_t>(data.size()));
   return parse_json(data, "blob " + d.digest + " in " + dir);
@@ -240,9 +295,9 @@ Layer make_layer(const std::string& dir, const Descriptor& d) {
   if (!is_layer_type(d.media_type)) {
     fail("layer " + d.digest + " in " + dir + " has unsupported media type '" + d.media_type + "'");
   }
-  Layer l{d.digest, d.media_type, blob_path(dir, d.digest), 0};
-  struct stat st;
-  if (::stat(l.blob_path.c_str(), &st) != 0) fail("missing blob " + d.digest + " in " + dir + " (layer)");
+  Layer l{d.digest, d.media_type, blob_path(dir, d.digest), 0, dir};
+  struct stat st {};
+  open_in_layout(dir, "blobs/sha256/" + detail::digest_hex(d.digest, dir), "blob " + d.digest + " (layer)", st);
   check_blob_size(dir, d, st.st_size);
   l.size = static_cast<uint64_t>(st.st_size);
   return l;
@@ -257,7 +312,7 @@ std::string absolute_dir(const std::string& dir) {
 void check_layout_marker(const std::string& dir) {
   std::string path = dir + "/oci-layout";
   if (!path_exists(path)) fail("not an OCI image layout: " + dir + " (missing oci-layout)");
-  json marker = parse_json(read_small_file(path, "file"), path);
+  json marker = parse_json(read_small_file(dir, "oci-layout"), path);
   std::string version = marker.is_object() ? string_field(marker, "imageLayoutVersion", path) : "";
   if (!version.starts_with("1.")) fail("unsupported OCI layout version '" + version + "' in " + path);
 }
@@ -293,7 +348,7 @@ LocalImage open_oci_layout(const LayoutRef& ref) {
   check_layout_marker(dir);
   std::string index_path = dir + "/index.json";
   if (!path_exists(index_path)) fail("not an OCI image layout: " + dir + " (missing index.json)");
-  json index = parse_json(read_small_file(index_path, "file"), index_path);
+  json index = parse_json(read_small_file(dir, "index.json"), index_path);
   Descriptor top = pick_by_tag(parse_manifest_list(index, index_path), dir, ref.tag);
   if (img.tag.empty()) img.tag = top.ref_name;
 
@@ -311,11 +366,21 @@ LocalImage open_oci_layout(const LayoutRef& ref) {
   return img;
 }
 
-void verify_blob(const std::string& path, const std::string& digest) {
-  detail::digest_hex(digest, path);
-  std::string actual = detail::sha256_file(path);
-  if (actual != digest)
-    fail("corrupt blob " + digest + " at " + path + ": digest mismatch (content is " + actual + ")");
+UniqueFd open_layer_blob(const Layer& layer, struct stat& st) {
+  UniqueFd fd = open_in_layout(layer.layout_dir, "blobs/sha256/" + detail::digest_hex(layer.digest, layer.layout_dir),
+                               "blob " + layer.digest + " (layer)", st);
+  if (static_cast<uint64_t>(st.st_size) != layer.size) {
+    fail("blob " + layer.digest + " in " + layer.layout_dir + " changed size since its manifest was read (" +
+         std::to_string(layer.size) + " bytes, now " + std::to_string(st.st_size) + ")");
+  }
+  return fd;
+}
+
+void verify_blob(const Layer& layer) {
+  struct stat st {};
+  UniqueFd fd = open_layer_blob(layer, st);
+  if (detail::sha256_fd(fd.get(), "blob " + layer.blob_path) != layer.digest)
+    fail("corrupt blob " + layer.digest + " at " + layer.blob_path + ": digest mismatch");
 }
 
 }  // namespace boxlite::image

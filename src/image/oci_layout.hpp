@@ -4,9 +4,13 @@
 // become paths, small JSON blobs are size-capped and their sha256 verified.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "common/fd.hpp"
 
 namespace boxlite::image {
 
@@ -18,16 +22,17 @@ struct ImageConfig {  // from the OCI image config's "config" object
 struct Layer {
   std::string digest;
   std::string media_type;
-  std::string blob_path;
+  std::string blob_path;  // for messages; open_layer_blob opens it
   uint64_t size = 0;
+  std::string layout_dir;  // the layout the blob is confined to
 };
 
 struct LocalImage {
-  std::string layout_dir;       // absolute
+  std::string layout_dir;  // absolute
   std::string tag;
   std::string manifest_digest;  // "sha256:<hex>" = image identity
   ImageConfig config;
-  std::vector<Layer> layers;    // base first
+  std::vector<Layer> layers;  // base first
 };
 
 // Accepts "oci:DIR", "oci:DIR:TAG", or a plain directory path.
@@ -45,8 +50,16 @@ LayoutRef parse_layout_ref(const std::string& s);
 // Errors: boxlite::Error(ErrorCode::Image, ...) naming the path and what is wrong.
 LocalImage open_oci_layout(const LayoutRef& ref);
 
-// Streams the blob at `path` through sha256 and compares with `digest`
-// ("sha256:<hex>"); throws an Image error on mismatch or unreadable blob.
-void verify_blob(const std::string& path, const std::string& digest);
+// The layer's blob, opened read-only within its layout: a symlink on the way may
+// not lead out of the layout (nor through /proc's magic links), and it must be a
+// regular file of the size the manifest gave. A layout is untrusted input: a blob
+// that is a symlink to /etc/shadow, a FIFO or /dev/zero is an Image error, not a
+// file of the host read as root. `st` gets its fstat.
+UniqueFd open_layer_blob(const Layer& layer, struct stat& st);
+
+// Streams the layer's blob through sha256 and compares with its digest; throws an
+// Image error on a mismatch (without the hash of what was read) or an unreadable
+// blob.
+void verify_blob(const Layer& layer);
 
 }  // namespace boxlite::image

@@ -1,6 +1,7 @@
 #include "image/unpack.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -13,8 +14,10 @@
 
 #include "common/error.hpp"
 #include "common/fd.hpp"
+#include "common/sha256.hpp"
 #include "image/apply.hpp"
 #include "image/libarchive.hpp"
+#include "image/oci_layout.hpp"
 #include "image/safe_fs.hpp"
 
 namespace boxlite::image {
@@ -67,16 +70,41 @@ void verify_gzip(int fd, const std::string& label) {
   if (!member_done) throw Error(ErrorCode::Image, label + ": truncated gzip stream");
 }
 
-UnpackStats unpack(const std::string& root_dir, const std::string& layer_path, std::optional<OverlayOptions> overlay,
-                   uint64_t max_bytes) {
+// What libarchive reads the layer through: every byte it takes also goes through
+// sha256 when the layer is a blob with a digest, so that what is unpacked is what
+// was verified (hashing first and unpacking after would read the blob twice, and a
+// blob swapped in between would be unpacked unverified).
+struct HashingReader {
+  int fd = -1;
+  Sha256* hash = nullptr;  // null: no digest to check
+  std::vector<char> buf = std::vector<char>(1 << 16);
+  int err = 0;
+};
+
+la_ssize_t read_through_hash(archive*, void* data, const void** out) {
+  auto* r = static_cast<HashingReader*>(data);
+  for (;;) {
+    ssize_t n = ::read(r->fd, r->buf.data(), r->buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      r->err = errno;
+      return -1;
+    }
+    if (r->hash && n > 0) r->hash->update({r->buf.data(), static_cast<size_t>(n)});
+    *out = r->buf.data();
+    return n;
+  }
+}
+
+UnpackStats unpack_fd(const std::string& root_dir, int layer_fd, const std::string& layer_path,
+                      std::optional<OverlayOptions> overlay, uint64_t max_bytes, const std::string& digest) {
   UniqueFd root(::open(root_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!root) throw_errno(ErrorCode::Image, "open unpack root " + root_dir);
   if (overlay && !detail::list_dir(root.get()).empty()) {
     throw Error(ErrorCode::InvalidArgument, "overlay layer directory " + root_dir + " is not empty");
   }
-  UniqueFd layer_fd(::open(layer_path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!layer_fd) throw_errno(ErrorCode::Image, "open layer " + layer_path);
-  // Declared after layer_fd: freed before the fd closes.
+  Sha256 hash;
+  HashingReader source{layer_fd, digest.empty() ? nullptr : &hash};
   std::unique_ptr<archive, ArchiveReadDeleter> reader(la::archive_read_new());
   if (!reader) throw Error(ErrorCode::Image, "libarchive: out of memory");
   // Only the compressions OCI/Docker layers use; filter_all would also enable
@@ -87,39 +115,56 @@ UnpackStats unpack(const std::string& root_dir, const std::string& layer_path, s
   la::archive_read_support_format_tar(reader.get());
   la::archive_read_support_format_empty(reader.get());
   std::string label = "layer " + layer_path;
-  if (la::archive_read_open_fd(reader.get(), layer_fd.get(), 1 << 16) != ARCHIVE_OK) {
-    const char* msg = la::archive_error_string(reader.get());
-    throw Error(ErrorCode::Image, label + ": open: " + (msg ? msg : "unknown libarchive error"));
+  // The tar reader stops at the end-of-archive blocks: the rest of the blob (a
+  // compressor's trailer, padding) is part of the digest too. A blob that fails to
+  // unpack is a corrupt blob first, if its digest says so.
+  auto check_digest = [&] {
+    if (!source.hash) return;
+    const void* ignored = nullptr;
+    while (read_through_hash(nullptr, &source, &ignored) > 0) {
+    }
+    if (source.err != 0) throw_errno(ErrorCode::Image, label + ": read", source.err);
+    if (hash.finish() != digest)
+      throw Error(ErrorCode::Image, "corrupt blob " + digest + " at " + layer_path + ": digest mismatch");
+  };
+  UnpackStats stats;
+  try {
+    if (la::archive_read_open(reader.get(), &source, nullptr, read_through_hash, nullptr) != ARCHIVE_OK) {
+      const char* msg = la::archive_error_string(reader.get());
+      throw Error(ErrorCode::Image, label + ": open: " + (msg ? msg : "unknown libarchive error"));
+    }
+    stats = detail::apply_archive(std::move(root), reader.get(), label,
+                                  detail::ApplyMode{overlay, std::nullopt, max_bytes});
+  } catch (const Error&) {
+    check_digest();
+    throw;
   }
-  UnpackStats stats = detail::apply_archive(std::move(root), reader.get(), label, detail::ApplyMode{overlay, std::nullopt, max_bytes});
+  check_digest();
   // The tar reader stops at the end-of-archive blocks, before gzip's trailer: a
   // corrupted stream whose deflate data still decodes would pass unnoticed.
-  if (la::archive_filter_code(reader.get(), 0) == ARCHIVE_FILTER_GZIP) verify_gzip(layer_fd.get(), label);
+  if (la::archive_filter_code(reader.get(), 0) == ARCHIVE_FILTER_GZIP) verify_gzip(layer_fd, label);
   return stats;
 }
 
-}  // namespace
-
-UnpackStats apply_layer(const std::string& root_dir, const std::string& layer_path, uint64_t max_bytes) {
-  return unpack(root_dir, layer_path, std::nullopt, max_bytes);
+UnpackStats unpack(const std::string& root_dir, const std::string& layer_path, std::optional<OverlayOptions> overlay,
+                   uint64_t max_bytes) {
+  UniqueFd layer_fd(::open(layer_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!layer_fd) throw_errno(ErrorCode::Image, "open layer " + layer_path);
+  return unpack_fd(root_dir, layer_fd.get(), layer_path, overlay, max_bytes, "");
 }
 
-uint64_t max_image_bytes() {
-  const char* v = std::getenv("BOXLITE_MAX_IMAGE_BYTES");
-  if (!v || !*v) return uint64_t{32} << 30;
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long n = std::strtoull(v, &end, 10);
-  if (errno != 0 || *end != '\0' || n == 0 || v[0] == '-') {
-    throw Error(ErrorCode::Config, std::string("BOXLITE_MAX_IMAGE_BYTES must be a positive number of bytes, got '") + v + "'");
-  }
-  return n;
+UnpackStats unpack_blob(const std::string& root_dir, const Layer& layer, std::optional<OverlayOptions> overlay,
+                        uint64_t max_bytes, struct stat* blob_st) {
+  struct stat st {};
+  UniqueFd fd = open_layer_blob(layer, st);
+  UnpackStats stats = unpack_fd(root_dir, fd.get(), layer.blob_path, overlay, max_bytes, layer.digest);
+  if (blob_st) *blob_st = st;
+  return stats;
 }
 
-UnpackStats extract_layer_for_overlay(const std::string& layer_dir, const std::string& layer_path,
-                                      const OverlayOptions& opts) {
+void check_overlay_offsets(const std::string& what, const OverlayOptions& opts) {
   if (::geteuid() != 0) {
-    throw Error(ErrorCode::Unsupported, "cannot extract layer " + layer_path + " owned by uid " +
+    throw Error(ErrorCode::Unsupported, "cannot extract layer " + what + " owned by uid " +
                                             std::to_string(opts.uid_offset) +
                                             "+: the jail engine needs root to prepare shifted layers");
   }
@@ -129,6 +174,41 @@ UnpackStats extract_layer_for_overlay(const std::string& layer_dir, const std::s
     throw Error(ErrorCode::InvalidArgument, "id offsets " + std::to_string(opts.uid_offset) + "/" +
                                                 std::to_string(opts.gid_offset) + " leave no room for 65536 ids");
   }
+}
+
+}  // namespace
+
+UnpackStats apply_layer(const std::string& root_dir, const std::string& layer_path, uint64_t max_bytes) {
+  return unpack(root_dir, layer_path, std::nullopt, max_bytes);
+}
+
+UnpackStats apply_layer_blob(const std::string& root_dir, const Layer& layer, uint64_t max_bytes,
+                             struct stat* blob_st) {
+  return unpack_blob(root_dir, layer, std::nullopt, max_bytes, blob_st);
+}
+
+UnpackStats extract_layer_blob_for_overlay(const std::string& layer_dir, const Layer& layer, const OverlayOptions& opts,
+                                           struct stat* blob_st) {
+  check_overlay_offsets(layer.blob_path, opts);
+  return unpack_blob(layer_dir, layer, opts, opts.max_bytes, blob_st);
+}
+
+uint64_t max_image_bytes() {
+  const char* v = std::getenv("BOXLITE_MAX_IMAGE_BYTES");
+  if (!v || !*v) return uint64_t{32} << 30;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long n = std::strtoull(v, &end, 10);
+  if (errno != 0 || *end != '\0' || n == 0 || v[0] == '-') {
+    throw Error(ErrorCode::Config,
+                std::string("BOXLITE_MAX_IMAGE_BYTES must be a positive number of bytes, got '") + v + "'");
+  }
+  return n;
+}
+
+UnpackStats extract_layer_for_overlay(const std::string& layer_dir, const std::string& layer_path,
+                                      const OverlayOptions& opts) {
+  check_overlay_offsets(layer_path, opts);
   return unpack(layer_dir, layer_path, opts, opts.max_bytes);
 }
 

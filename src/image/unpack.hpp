@@ -1,14 +1,26 @@
 // Applying OCI layer tarballs onto a directory, safely against hostile images.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <limits>
 #include <string>
 
 namespace boxlite::image {
 
+struct Layer;  // oci_layout.hpp
+
+// What each entry of a layer costs the image's budget beside its file bytes: at
+// least an inode and a block. A layer of a few KB of gzip can declare millions of
+// empty directories; counted so, it hits the budget instead of the host's inodes.
+inline constexpr uint64_t kEntryCost = 4096;
+
 struct UnpackStats {
   uint64_t files = 0, dirs = 0, symlinks = 0, hardlinks = 0, whiteouts = 0, skipped_devices = 0, bytes = 0;
+  uint64_t entries = 0;  // every entry applied, the root's included
+  // What the layer took of the budget: its files' apparent bytes and kEntryCost per entry.
+  uint64_t budget_used() const { return bytes + entries * kEntryCost; }
 };
 
 // Applies one layer tar (plain, gzip, zstd or xz: libarchive autodetects) onto
@@ -31,9 +43,19 @@ struct UnpackStats {
 // Errors: boxlite::Error(ErrorCode::Image) naming the layer and the entry. On error
 // root_dir is left half-applied; callers unpack into a scratch directory.
 // max_bytes caps the apparent size of the regular files this layer writes (a
-// sparse-file bomb declares terabytes in a few bytes of tar): over it, an Image
-// error. Callers unpacking several layers pass what is left of the image's budget.
+// sparse-file bomb declares terabytes in a few bytes of tar) plus kEntryCost for
+// every entry: over it, an Image error. Callers unpacking several layers pass what
+// is left of the image's budget (UnpackStats::budget_used). The names the applier
+// keeps of what the layer wrote are capped too (kMaxTrackedPathBytes in apply.cpp):
+// a layer of deep paths cannot make it hold gigabytes.
 UnpackStats apply_layer(const std::string& root_dir, const std::string& layer_path, uint64_t max_bytes = UINT64_MAX);
+
+// apply_layer for a layout's layer blob, opened confined to its layout
+// (open_layer_blob) and hashed as it is read: a blob whose bytes are not its digest
+// is an Image error ("digest mismatch") once read, root_dir then half-applied.
+// `blob_st`, when given, gets the fstat of the blob file that was read and verified.
+UnpackStats apply_layer_blob(const std::string& root_dir, const Layer& layer, uint64_t max_bytes = UINT64_MAX,
+                             struct stat* blob_st = nullptr);
 
 // The per-image budget: $BOXLITE_MAX_IMAGE_BYTES when set (bytes), else 32 GiB.
 // Throws Config for a value that is not a positive number.
@@ -69,5 +91,8 @@ struct OverlayOptions {
 // On error layer_dir is left half-written.
 UnpackStats extract_layer_for_overlay(const std::string& layer_dir, const std::string& layer_path,
                                       const OverlayOptions& opts);
+// The same for a layout's layer blob, verified as it is read (apply_layer_blob).
+UnpackStats extract_layer_blob_for_overlay(const std::string& layer_dir, const Layer& layer, const OverlayOptions& opts,
+                                           struct stat* blob_st = nullptr);
 
 }  // namespace boxlite::image

@@ -11,11 +11,14 @@
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "common/error.hpp"
 #include "common/fd.hpp"
 #include "common/io.hpp"
 #include "common/process.hpp"
+#include "image/digest.hpp"
+#include "image/oci_layout.hpp"
 #include "image/unpack.hpp"
 
 namespace boxlite::rootfs {
@@ -128,8 +131,8 @@ RunResult run_tool(const std::vector<std::string>& argv) {
 
 // The hex of a "sha256:<64 lowercase hex>" digest; anything else never becomes a path.
 std::string digest_hex(const std::string& d, const std::string& what, const image::LocalImage& img) {
-  bool ok = d.starts_with("sha256:") && d.size() == 71 &&
-            d.find_first_not_of("0123456789abcdef", 7) == std::string::npos;
+  bool ok =
+      d.starts_with("sha256:") && d.size() == 71 && d.find_first_not_of("0123456789abcdef", 7) == std::string::npos;
   if (!ok) throw Error(ErrorCode::Image, "malformed " + what + " digest '" + d + "' for image " + img.layout_dir);
   return d.substr(7);
 }
@@ -169,8 +172,7 @@ void run_mkfs(const std::string& tree, const std::string& file, uint64_t size, c
   RunResult r = run_tool({mkfs, "-q", "-F", "-L", "rootfs",
                           // 4 KiB blocks even when small: the guest grows this file system
                           // online to disk_size_gb, and 1 KiB blocks make that 4x the work.
-                          "-b", "4096", "-E", "root_owner=0:0", "-d", tree, file,
-                          std::to_string(size / kMiB) + "M"});
+                          "-b", "4096", "-E", "root_owner=0:0", "-d", tree, file, std::to_string(size / kMiB) + "M"});
   if (!r.ok()) storage_fail("mkfs.ext4 failed building " + file + " for image " + digest + ": " + tool_failure(r));
 }
 
@@ -190,13 +192,104 @@ std::string metadata_json(const image::LocalImage& img, uint64_t size) {
   return j.dump(2) + "\n";
 }
 
-void build_base(const std::string& home, const image::LocalImage& img, const std::string& hex, const std::string& final_path) {
-  for (const auto& layer : img.layers) image::verify_blob(layer.blob_path, layer.digest);
+// ---- verified blobs ------------------------------------------------------------
+//
+// A cached layer (or a disk image built from layers) stands for a digest. A layout
+// that names the digest gets it only once its own blob was seen to hash to it, or
+// anyone who knew a digest would get that layer's content from an empty file named
+// after it. Hashing every blob at every start would cost milliseconds, so a blob
+// file, once verified, is recorded by what any change to it changes (device, inode,
+// size, mtime, ctime) in <home>/images/verified/<hex>; the next use costs an fstat
+// and a small read. The same file records the layer's unpacked size for the jail's
+// per-image budget.
+
+constexpr size_t kMaxVerifiedFiles = 16;  // blob files remembered per digest
+
+std::string verified_path(const std::string& home, const std::string& hex) { return home + "/images/verified/" + hex; }
+
+std::string blob_identity(const struct stat& st) {
+  auto ns = [](const timespec& t) { return std::to_string(t.tv_sec) + "." + std::to_string(t.tv_nsec); };
+  return std::to_string(st.st_dev) + " " + std::to_string(st.st_ino) + " " + std::to_string(st.st_size) + " " +
+         ns(st.st_mtim) + " " + ns(st.st_ctim);
+}
+
+struct VerifiedRecord {
+  std::optional<uint64_t> unpacked_bytes;  // the jail layer's budget_used, when recorded
+  std::vector<std::string> files;          // blob_identity lines, newest last
+};
+
+VerifiedRecord read_verified(const std::string& home, const std::string& hex) {
+  VerifiedRecord r;
+  std::string text;
+  try {
+    text = read_file_if_present(verified_path(home, hex)).value_or("");
+  } catch (const Error&) {
+    return r;  // unreadable: verified again
+  }
+  for (const auto& line : split(text, '\n')) {
+    if (line.starts_with("bytes ")) {
+      try {
+        r.unpacked_bytes = std::stoull(line.substr(6));
+      } catch (const std::exception&) {
+      }
+    } else if (!line.empty()) {
+      r.files.push_back(line);
+    }
+  }
+  return r;
+}
+
+void write_verified(const std::string& home, const std::string& hex, VerifiedRecord r) {
+  if (r.files.size() > kMaxVerifiedFiles) r.files.erase(r.files.begin(), r.files.end() - kMaxVerifiedFiles);
+  std::string text = r.unpacked_bytes ? "bytes " + std::to_string(*r.unpacked_bytes) + "\n" : "";
+  for (const auto& f : r.files) text += f + "\n";
+  try {
+    make_dirs(home + "/images/verified", 0700);
+    write_file_atomic(verified_path(home, hex), text, 0600);
+  } catch (const Error&) {
+    // Unrecorded: the blob is hashed again next time.
+  }
+}
+
+void record_verified_blob(const std::string& home, const std::string& hex, const struct stat& st,
+                          std::optional<uint64_t> unpacked_bytes) {
+  VerifiedRecord r = read_verified(home, hex);
+  std::string id = blob_identity(st);
+  if (unpacked_bytes) r.unpacked_bytes = unpacked_bytes;
+  if (std::find(r.files.begin(), r.files.end(), id) == r.files.end()) r.files.push_back(id);
+  write_verified(home, hex, std::move(r));
+}
+
+// For a cached layer: the layout's blob must be what the cache was built from.
+// Returns the layer's recorded unpacked size, if any.
+std::optional<uint64_t> check_cached_blob(const std::string& home, const std::string& hex, const image::Layer& layer) {
+  struct stat st {};
+  UniqueFd fd = image::open_layer_blob(layer, st);
+  VerifiedRecord r = read_verified(home, hex);
+  std::string id = blob_identity(st);
+  if (std::find(r.files.begin(), r.files.end(), id) != r.files.end()) return r.unpacked_bytes;
+  if (image::detail::sha256_fd(fd.get(), "blob " + layer.blob_path) != layer.digest) {
+    throw Error(ErrorCode::Image, "corrupt blob " + layer.digest + " at " + layer.blob_path + ": digest mismatch");
+  }
+  r.files.push_back(id);
+  std::optional<uint64_t> bytes = r.unpacked_bytes;
+  write_verified(home, hex, std::move(r));
+  return bytes;
+}
+
+void build_base(const std::string& home, const image::LocalImage& img, const std::string& hex,
+                const std::string& final_path) {
   TempDir tree(home + "/tmp", "unpack-" + hex.substr(0, 12));
   // mkdtemp makes 0700; mkfs copies the mode to the guest's "/".
   if (::chmod(tree.path().c_str(), 0755) != 0) throw_errno(ErrorCode::Storage, "chmod " + tree.path());
   uint64_t budget = image::max_image_bytes();  // one budget for all layers together
-  for (const auto& layer : img.layers) budget -= image::apply_layer(tree.path(), layer.blob_path, budget).bytes;
+  std::vector<std::pair<std::string, struct stat>> verified;
+  for (const auto& layer : img.layers) {
+    struct stat st {};
+    budget -= image::apply_layer_blob(tree.path(), layer, budget, &st).budget_used();
+    verified.emplace_back(digest_hex(layer.digest, "layer", img), st);
+  }
+  for (const auto& [layer_hex, st] : verified) record_verified_blob(home, layer_hex, st, std::nullopt);
 
   uint64_t size = ext4_size_for(tree_bytes(tree.path()));
   std::string dir = home + "/images/disk-images";
@@ -218,16 +311,20 @@ bool has_opaque_root(const std::string& dir) {
   return ::lgetxattr(dir.c_str(), "trusted.overlay.opaque", &v, 1) == 1 && v == 'y';
 }
 
-void build_overlay_layer(const image::Layer& layer, uint32_t offset, const std::string& dir, const std::string& hex,
-                         const std::string& final_path) {
-  if (::geteuid() != 0) {  // before hashing a possibly large blob for nothing
-    throw Error(ErrorCode::Unsupported, "cannot prepare layer " + layer.digest + " owned by uid " + std::to_string(offset) +
+// Returns the layer's budget_used.
+uint64_t build_overlay_layer(const std::string& home, const image::Layer& layer, uint32_t offset,
+                             const std::string& dir, const std::string& hex, const std::string& final_path,
+                             uint64_t budget) {
+  if (::geteuid() != 0) {  // before reading a possibly large blob for nothing
+    throw Error(ErrorCode::Unsupported, "cannot prepare layer " + layer.digest + " owned by uid " +
+                                            std::to_string(offset) +
                                             "+: the jail engine needs root to prepare shifted layers");
   }
-  image::verify_blob(layer.blob_path, layer.digest);
   // In the cache directory itself, so that the rename stays within one filesystem.
   TempDir tmp(dir, ".tmp-" + hex.substr(0, 12) + "-" + std::to_string(offset));
-  image::extract_layer_for_overlay(tmp.path(), layer.blob_path, {offset, offset, image::max_image_bytes()});
+  struct stat blob_st {};
+  uint64_t used =
+      image::extract_layer_blob_for_overlay(tmp.path(), layer, {offset, offset, budget}, &blob_st).budget_used();
   UniqueFd root(::open(tmp.path().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!root) throw_errno(ErrorCode::Storage, "open " + tmp.path());
   // Whatever the tar said about "./": the box's root-owned, world-searchable layer root.
@@ -240,33 +337,61 @@ void build_overlay_layer(const image::Layer& layer, uint32_t offset, const std::
     throw_errno(ErrorCode::Storage, "rename " + tmp.path() + " to " + final_path);
   }
   tmp.release();
+  record_verified_blob(home, hex, blob_st, used);
+  return used;
 }
 
 }  // namespace
 
-std::vector<std::string> ensure_overlay_layers(const std::string& home, const image::LocalImage& img, uint32_t uid_offset) {
+std::vector<std::string> ensure_overlay_layers(const std::string& home, const image::LocalImage& img,
+                                               uint32_t uid_offset) {
   if (uid_offset > std::numeric_limits<uint32_t>::max() - kBoxIds) {
-    throw Error(ErrorCode::InvalidArgument, "uid offset " + std::to_string(uid_offset) + " leaves no room for 65536 ids");
+    throw Error(ErrorCode::InvalidArgument,
+                "uid offset " + std::to_string(uid_offset) + " leaves no room for 65536 ids");
+  }
+  // Before anything is unpacked: one overlay mount takes so many (jail.cpp).
+  if (img.layers.size() > kMaxOverlayLayers) {
+    throw Error(ErrorCode::Image, "image " + img.layout_dir + " has " + std::to_string(img.layers.size()) +
+                                      " layers; the jail engine mounts at most " + std::to_string(kMaxOverlayLayers));
   }
   std::string dir = home + "/images/layers";
   std::vector<std::string> out;
+  // One budget for all the image's layers, as the vm engine's disk image has.
+  uint64_t max = image::max_image_bytes(), used = 0;
+  auto charge = [&](uint64_t bytes, const image::Layer& layer) {
+    used += bytes;
+    if (used > max) {
+      throw Error(ErrorCode::Image, "image " + img.layout_dir + ": its layers up to " + layer.digest + " take " +
+                                        std::to_string(used) + " bytes unpacked, over the " + std::to_string(max) +
+                                        "-byte image size limit (BOXLITE_MAX_IMAGE_BYTES)");
+    }
+  };
   for (const auto& layer : img.layers) {
     std::string hex = digest_hex(layer.digest, "layer", img);
     std::string name = hex + "-" + std::to_string(uid_offset);
     std::string final_path = dir + "/" + name;
-    if (!path_exists(final_path)) {  // complete when present: it only appears by rename
+    std::optional<uint64_t> bytes;
+    if (path_exists(final_path)) {  // complete when present: it only appears by rename
+      bytes = check_cached_blob(home, hex, layer);
+    } else {
       make_dirs(dir);
       make_dirs(home + "/locks");
       FileLock lock(home + "/locks/layer-" + name + ".lock");
-      if (!path_exists(final_path)) build_overlay_layer(layer, uid_offset, dir, hex, final_path);
+      if (path_exists(final_path)) {
+        bytes = check_cached_blob(home, hex, layer);
+      } else {
+        bytes = build_overlay_layer(home, layer, uid_offset, dir, hex, final_path, max - used);
+      }
     }
+    charge(bytes.value_or(0), layer);  // unrecorded (a cache from before): not counted
     out.push_back(final_path);
   }
   // overlayfs refuses a lowerdir given twice (ELOOP). The upper copy of a repeated
   // layer re-adds and re-hides all the lower copy does, so only the upper one stays.
   std::vector<std::string> unique;
   for (size_t i = 0; i < out.size(); ++i) {
-    if (std::find(out.begin() + static_cast<std::ptrdiff_t>(i) + 1, out.end(), out[i]) == out.end()) unique.push_back(out[i]);
+    if (std::find(out.begin() + static_cast<std::ptrdiff_t>(i) + 1, out.end(), out[i]) == out.end())
+      unique.push_back(out[i]);
   }
   // overlayfs ignores an opaque lower root, so a layer that replaces the whole tree
   // hides the ones below by leaving them out.
@@ -283,12 +408,21 @@ std::string ensure_base_ext4(const std::string& home, const image::LocalImage& i
   std::string hex = manifest_hex(img);
   std::string dir = home + "/images/disk-images";
   std::string final_path = dir + "/" + hex + ".ext4";
-  if (path_exists(final_path)) return final_path;  // complete: it only appears by rename
+  auto check_layers = [&] {
+    for (const auto& layer : img.layers) check_cached_blob(home, digest_hex(layer.digest, "layer", img), layer);
+  };
+  if (path_exists(final_path)) {  // complete: it only appears by rename
+    check_layers();
+    return final_path;
+  }
   make_dirs(dir);
   make_dirs(home + "/locks");
   make_dirs(home + "/tmp");
   FileLock lock(home + "/locks/image-" + hex + ".lock");
-  if (path_exists(final_path)) return final_path;  // built while we waited for the lock
+  if (path_exists(final_path)) {  // built while we waited for the lock
+    check_layers();
+    return final_path;
+  }
   build_base(home, img, hex, final_path);
   return final_path;
 }
@@ -299,12 +433,13 @@ void create_overlay(const std::string& base, const std::string& overlay, uint64_
   // qemu-img resolves a relative backing path against the overlay's directory.
   std::string abs_base = std::filesystem::absolute(base).lexically_normal().string();
   PendingFile tmp(overlay + ".tmp-" + random_hex(4));
-  std::vector<std::string> argv = {find_tool("qemu-img", "qemu-utils"), "create", "-q", "-f", "qcow2",
-                                   "-F", "raw", "-b", abs_base, tmp.path()};
+  std::vector<std::string> argv = {
+      find_tool("qemu-img", "qemu-utils"), "create", "-q", "-f", "qcow2", "-F", "raw", "-b", abs_base, tmp.path()};
   if (size_bytes > static_cast<uint64_t>(st.st_size)) argv.push_back(std::to_string(size_bytes));
   RunResult r = run_tool(argv);
   if (!r.ok()) storage_fail("qemu-img create " + overlay + " (backing " + abs_base + ") failed: " + tool_failure(r));
-  if (::rename(tmp.path().c_str(), overlay.c_str()) != 0) throw_errno(ErrorCode::Storage, "rename " + tmp.path() + " to " + overlay);
+  if (::rename(tmp.path().c_str(), overlay.c_str()) != 0)
+    throw_errno(ErrorCode::Storage, "rename " + tmp.path() + " to " + overlay);
   tmp.commit();
 }
 

@@ -23,13 +23,17 @@ namespace boxlite::rootfs {
 // Errors: Image (bad layer, see apply_layer) or Storage (mkfs, disk).
 std::string ensure_base_ext4(const std::string& home, const image::LocalImage& img);
 
+// The most layers the jail engine mounts as one overlay (their names must fit in a
+// page of mount options); an image with more is refused before anything is unpacked.
+inline constexpr size_t kMaxOverlayLayers = 48;
+
 // Jail engine: the per-layer directories of `img` for an overlayfs mount, lowest
 // first (give them to lowerdir= in reverse), in overlayfs lowerdir format with every
 // owner shifted by uid_offset (box id N = host id uid_offset+N, uids and gids alike;
 // see image::extract_layer_for_overlay). Each is cached at
 //   <home>/images/layers/<layer digest hex>-<uid_offset>/
 // and only ever written before it appears there: built in a ".tmp-*" directory next
-// to it (blob sha256 verified first, then extracted, synced) and rename()d into
+// to it (extracted while its blob is hashed, verified, synced) and rename()d into
 // place, under a flock of <home>/locks/layer-<hex>-<uid_offset>.lock so that
 // concurrent builders (threads or processes) extract a layer once; temp directories
 // are removed on every error path. A layer shared by images is extracted once per
@@ -41,7 +45,8 @@ std::string ensure_base_ext4(const std::string& home, const image::LocalImage& i
 //    are left out, as overlayfs ignores an opaque lower root.
 // Errors: Unsupported when not root and a layer must be built; InvalidArgument for
 // an offset leaving no room for 65536 ids; Image (digest, blob, bad layer) or Storage.
-std::vector<std::string> ensure_overlay_layers(const std::string& home, const image::LocalImage& img, uint32_t uid_offset);
+std::vector<std::string> ensure_overlay_layers(const std::string& home, const image::LocalImage& img,
+                                               uint32_t uid_offset);
 
 // qemu-img create -f qcow2 -F raw -b BASE OVERLAY [size_bytes if > base size].
 // The backing path is stored absolute. The overlay appears atomically (temp name +

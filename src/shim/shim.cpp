@@ -283,7 +283,18 @@ void Shim::send_hello_and_config() {
   }
   std::string entropy(32, '\0');
   if (::getrandom(entropy.data(), entropy.size(), 0) == static_cast<ssize_t>(entropy.size())) cfg.set_entropy(entropy);
-  send_guest(0, FrameType::Configure, cfg.SerializeAsString());
+  std::string payload = cfg.SerializeAsString();
+  if (payload.size() > protocol::kMaxPayload) {
+    size_t env = 0, argv = 0;
+    for (const auto& e : cfg.env()) env += e.size();
+    for (const auto& a : cfg.main().argv()) argv += a.size();
+    boot_failed("configure the box (phase 2)",
+                "the box's configuration is " + std::to_string(payload.size()) + " bytes, over the " +
+                    std::to_string(protocol::kMaxPayload) + "-byte limit (its environment " + std::to_string(env) +
+                    " bytes, its main command " + std::to_string(argv) +
+                    " bytes): the image config's Env, Entrypoint and Cmd and the box's options together are too large");
+  }
+  send_guest(0, FrameType::Configure, payload);
   flush_guest();
 }
 

@@ -5,6 +5,7 @@
 // jail engine keeps these quick.
 #include <map>
 
+#include "common/file_lock.hpp"
 #include "support.hpp"
 
 namespace boxlite::testing {
@@ -142,6 +143,54 @@ TEST_F(CliFlagsTest, ABoxTheCliClonedKeepsRunningAfterTheStartThatStartedIt) {
   auto r = run_cli({"exec", "copy", "--", "cat", "/root/marker"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "m\n");
+}
+
+}  // namespace
+}  // namespace boxlite::testing
+
+namespace boxlite::testing {
+namespace {
+
+// `image prune` also takes what a killed build left (a layer's scratch directory,
+// once no builder holds its lock), and counts the layer directories it removes.
+TEST_F(CliFlagsTest, ImagePruneTakesAbandonedBuildsAndCountsWhatItFrees) {
+  ASSERT_EQ(run_cli({"run", "--rm", image("busybox"), "true"}).exit_code, 0);
+  std::string layers = home_ + "/images/layers";
+  std::string some_layer;
+  for (const auto& n : dir_entries(layers)) {
+    if (!n.starts_with("boxlite-") && !n.starts_with(".")) some_layer = n;
+  }
+  ASSERT_FALSE(some_layer.empty());
+  std::string hex = some_layer.substr(0, some_layer.find('-'));
+  std::string offset = some_layer.substr(some_layer.find('-') + 1);
+  std::string abandoned = layers + "/.tmp-" + hex.substr(0, 12) + "-" + offset + "-aAbBcC";
+  std::string building = layers + "/.tmp-" + hex.substr(0, 12) + "-" + offset + "-dDeEfF";
+  for (const auto& d : {abandoned, building}) {
+    make_dirs(d + "/usr/lib");
+    write_file_atomic(d + "/usr/lib/big", std::string(1 << 20, 'x'));
+  }
+  {
+    // A builder at work holds its layer's lock while its scratch exists.
+    FileLock builder = FileLock::acquire(home_ + "/locks/layer-" + some_layer + ".lock");
+    auto r = run_cli({"image", "prune"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(path_exists(building)) << "a build in progress is left alone";
+    EXPECT_TRUE(path_exists(abandoned)) << "the same lock covers both: neither goes while it is held";
+  }
+  auto r = run_cli({"image", "prune"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(path_exists(abandoned));
+  EXPECT_FALSE(path_exists(building));
+  EXPECT_EQ(r.out.find("Total reclaimed space: 0B"), std::string::npos) << r.out;
+}
+
+TEST_F(CliFlagsTest, ImagePruneCountsTheLayerDirectoriesItRemoves) {
+  ASSERT_EQ(run_cli({"run", "--rm", image("busybox"), "true"}).exit_code, 0);
+  // The busybox layout is in no store: its cached layers are unused, and counted as they go.
+  auto r = run_cli({"image", "prune"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const auto& n : dir_entries(home_ + "/images/layers")) EXPECT_TRUE(n.starts_with("boxlite-")) << n;
+  EXPECT_EQ(r.out.find("Total reclaimed space: 0B"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -1,6 +1,10 @@
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/error.hpp"
+#include "common/fd.hpp"
 #include "common/io.hpp"
 #include "guest/users.hpp"
 
@@ -13,8 +17,9 @@ class UsersTest : public ::testing::Test {
     char tmpl[] = "/tmp/blt-users-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
-    write_file_atomic(dir_ + "/passwd",
-                      "root:x:0:0:root:/root:/bin/sh\n# comment\nalice:x:1000:1000::/home/alice:/bin/sh\nbroken-line\n");
+    write_file_atomic(
+        dir_ + "/passwd",
+        "root:x:0:0:root:/root:/bin/sh\n# comment\nalice:x:1000:1000::/home/alice:/bin/sh\nbroken-line\n");
     write_file_atomic(dir_ + "/group", "root:x:0:\nalice:x:1000:\nwheel:x:10:alice,bob\ndocker:x:999:bob\n");
   }
   void TearDown() override { remove_tree(dir_); }
@@ -56,6 +61,28 @@ TEST_F(UsersTest, UnknownNamesAreClearErrors) {
     EXPECT_NE(std::string(e.what()).find("unable to find user mallory"), std::string::npos);
   }
   EXPECT_THROW(resolve("alice:nogroup"), Error);
+}
+
+// A hostile image's user database: a device, a FIFO or a huge file is read neither
+// forever nor whole.
+TEST_F(UsersTest, ADeviceFifoOrHugeUserDatabaseIsNeverReadWhole) {
+  ASSERT_EQ(::unlink((dir_ + "/passwd").c_str()), 0);
+  ASSERT_EQ(::symlink("/dev/zero", (dir_ + "/passwd").c_str()), 0);
+  EXPECT_EQ(resolve("4242").uid, 4242u) << "numeric users still run";
+  EXPECT_THROW(resolve("alice"), Error) << "names are not found";
+  ASSERT_EQ(::unlink((dir_ + "/passwd").c_str()), 0);
+  ASSERT_EQ(::mkfifo((dir_ + "/passwd").c_str(), 0600), 0);
+  EXPECT_EQ(resolve("7").uid, 7u) << "no writer is waited for";
+  ASSERT_EQ(::unlink((dir_ + "/passwd").c_str()), 0);
+  UniqueFd f(::open((dir_ + "/passwd").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+  ASSERT_TRUE(f);
+  ASSERT_EQ(::ftruncate(f.get(), off_t{64} << 20), 0);  // sparse
+  try {
+    resolve("alice");
+    FAIL() << "a 64 MiB passwd was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("over the 16 MiB"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(UsersTest, EmptySpecIsRoot) {

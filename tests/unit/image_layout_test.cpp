@@ -1,6 +1,9 @@
 // OCI image layout reading: references, tag/platform choice, verification, errors.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 
@@ -43,8 +46,11 @@ class LayoutTest : public ::testing::Test {
     return path;
   }
   json basic_image() {
-    json cfg = {{"Env", {"PATH=/bin", "A=1"}}, {"Entrypoint", {"/init"}}, {"Cmd", {"sh", "-c", "true"}},
-                {"WorkingDir", "/work"}, {"User", "1000:1000"}};
+    json cfg = {{"Env", {"PATH=/bin", "A=1"}},
+                {"Entrypoint", {"/init"}},
+                {"Cmd", {"sh", "-c", "true"}},
+                {"WorkingDir", "/work"},
+                {"User", "1000:1000"}};
     return layout_.image(cfg, {make_layer("l1.tar", "a", "1"), make_layer("l2.tar", "b", "2")});
   }
 
@@ -86,7 +92,7 @@ TEST_F(LayoutTest, OpensImageWithConfigAndLayers) {
     EXPECT_EQ(l.blob_path, layout_.dir() + "/blobs/sha256/" + l.digest.substr(7));
     EXPECT_EQ(l.media_type, "application/vnd.oci.image.layer.v1.tar");
     EXPECT_GT(l.size, 0u);
-    verify_blob(l.blob_path, l.digest);
+    verify_blob(l);
   }
 }
 
@@ -150,9 +156,42 @@ TEST_F(LayoutTest, CorruptLayerBlobFailsVerify) {
   std::string data = read_file(l.blob_path);
   data[0] ^= 1;
   write_file_atomic(l.blob_path, data);
-  std::string msg = image_error([&] { verify_blob(l.blob_path, l.digest); });
+  std::string msg = image_error([&] { verify_blob(l); });
   EXPECT_NE(msg.find("corrupt blob " + l.digest), std::string::npos) << msg;
   EXPECT_NE(msg.find("digest mismatch"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("content is"), std::string::npos) << "never the hash of what was read: " << msg;
+  // Unpacked, the blob is hashed as it is read: the same error, once read.
+  ScratchDir tmp;
+  std::string unpacked = image_error([&] { apply_layer_blob(tmp.path(), l); });
+  EXPECT_NE(unpacked.find("corrupt blob " + l.digest), std::string::npos) << unpacked;
+  EXPECT_NE(unpacked.find("digest mismatch"), std::string::npos) << unpacked;
+}
+
+// A layout is untrusted: its blobs are read only inside it and only as regular files,
+// never as a host file a symlink names, nor a FIFO or device that would block or
+// never end.
+TEST_F(LayoutTest, ABlobIsNeverAHostFileNorAFifo) {
+  layout_.index({LayoutWriter::tagged(basic_image(), "latest")});
+  LocalImage img = open_oci_layout({layout_.dir(), ""});
+  const Layer& l = img.layers[0];
+  std::string original = read_file(l.blob_path);
+  ASSERT_EQ(::unlink(l.blob_path.c_str()), 0);
+  ASSERT_EQ(::symlink("/etc/passwd", l.blob_path.c_str()), 0);
+  std::string out = image_error([&] { open_oci_layout({layout_.dir(), ""}); });
+  EXPECT_NE(out.find("is a symlink that leads out of the layout"), std::string::npos) << out;
+  ASSERT_EQ(::unlink(l.blob_path.c_str()), 0);
+  ASSERT_EQ(::symlink("../../../../../../../../../../etc/passwd", l.blob_path.c_str()), 0);
+  out = image_error([&] { verify_blob(l); });
+  EXPECT_NE(out.find("leads out of the layout"), std::string::npos) << out;
+  ASSERT_EQ(::unlink(l.blob_path.c_str()), 0);
+  ASSERT_EQ(::mkfifo(l.blob_path.c_str(), 0600), 0);
+  std::string fifo = image_error([&] { verify_blob(l); });  // at once: no writer is waited for
+  EXPECT_NE(fifo.find("is not a regular file"), std::string::npos) << fifo;
+  ASSERT_EQ(::unlink(l.blob_path.c_str()), 0);
+  // Inside the layout, a symlink is followed (a tool may link equal blobs).
+  write_file_atomic(layout_.dir() + "/blobs/copy", original);
+  ASSERT_EQ(::symlink("../copy", l.blob_path.c_str()), 0);
+  verify_blob(l);
 }
 
 TEST_F(LayoutTest, MissingLayerBlob) {
@@ -177,10 +216,11 @@ TEST_F(LayoutTest, NestedIndexPicksLinuxAmd64) {
   json amd = basic_image();
   arm["platform"] = {{"os", "linux"}, {"architecture", "arm64"}};
   amd["platform"] = {{"os", "linux"}, {"architecture", "amd64"}};
-  json inner = {{"schemaVersion", 2}, {"mediaType", "application/vnd.oci.image.index.v1+json"},
-                {"manifests", {arm, amd}}};
+  json inner = {
+      {"schemaVersion", 2}, {"mediaType", "application/vnd.oci.image.index.v1+json"}, {"manifests", {arm, amd}}};
   std::string data = inner.dump();
-  json inner_desc = LayoutWriter::descriptor("application/vnd.oci.image.index.v1+json", layout_.blob(data), data.size());
+  json inner_desc =
+      LayoutWriter::descriptor("application/vnd.oci.image.index.v1+json", layout_.blob(data), data.size());
   layout_.index({LayoutWriter::tagged(inner_desc, "latest")});
   LocalImage img = open_oci_layout({layout_.dir(), "latest"});
   EXPECT_EQ(img.manifest_digest, amd["digest"]);
@@ -192,7 +232,8 @@ TEST_F(LayoutTest, OnlyOtherPlatformsIsAnError) {
   arm["platform"] = {{"os", "linux"}, {"architecture", "arm64"}};
   json inner = {{"schemaVersion", 2}, {"manifests", {arm}}};
   std::string data = inner.dump();
-  json inner_desc = LayoutWriter::descriptor("application/vnd.oci.image.index.v1+json", layout_.blob(data), data.size());
+  json inner_desc =
+      LayoutWriter::descriptor("application/vnd.oci.image.index.v1+json", layout_.blob(data), data.size());
   layout_.index({LayoutWriter::tagged(inner_desc, "latest")});
   std::string msg = image_error([&] { open_oci_layout({layout_.dir(), ""}); });
   EXPECT_NE(msg.find("no linux/amd64 image"), std::string::npos) << msg;
@@ -227,8 +268,7 @@ TEST(BusyboxImageTest, OpensAndUnpacksWithWhiteouts) {
   ScratchDir tmp;
   UnpackStats total;
   for (const auto& l : img.layers) {
-    verify_blob(l.blob_path, l.digest);
-    UnpackStats s = apply_layer(tmp.path(), l.blob_path);
+    UnpackStats s = apply_layer_blob(tmp.path(), l);
     total.whiteouts += s.whiteouts;
     total.symlinks += s.symlinks;
   }

@@ -173,11 +173,11 @@ TEST_F(OverlayLayerTest, WhiteoutAndEntryOfTheSameLayerInEitherOrder) {
   std::string l = tar_path();
   {
     TarWriter t(l);
-    t.file("d1/x", "x").file(".wh.d1", "");      // dir first: it stays, opaque
-    t.file(".wh.d2", "").file("d2/y", "y");      // whiteout first, then a path under it
-    t.file(".wh.d3", "").dir("d3");              // whiteout first, then the directory
-    t.file(".wh.f1", "").file("f1", "file");     // a file replaces its whiteout
-    t.file("f2", "file").file(".wh.f2", "");     // a file hides the lower f2 by itself
+    t.file("d1/x", "x").file(".wh.d1", "");   // dir first: it stays, opaque
+    t.file(".wh.d2", "").file("d2/y", "y");   // whiteout first, then a path under it
+    t.file(".wh.d3", "").dir("d3");           // whiteout first, then the directory
+    t.file(".wh.f1", "").file("f1", "file");  // a file replaces its whiteout
+    t.file("f2", "file").file(".wh.f2", "");  // a file hides the lower f2 by itself
     t.file(".wh.s", "").symlink("s", "f1");
     t.close();
   }
@@ -463,6 +463,104 @@ TEST_F(OverlayLayerCacheTest, CorruptBlobAndBadLayerLeaveNothingBehind) {
   EXPECT_TRUE(leftovers().empty());
 }
 
+// A cached layer stands for its digest: another layout naming that digest gets it
+// only if its own blob hashes to it. Once verified, a blob file is remembered (an
+// fstat then suffices); a blob changed since is hashed again.
+TEST_F(OverlayLayerCacheTest, ACachedLayerIsGivenOnlyToABlobThatHashesToItsDigest) {
+  make_images();
+  std::vector<std::string> a = rootfs::ensure_overlay_layers(home(), img_a_, kOffset);
+  std::string hex = img_a_.layers[0].digest.substr(7);
+  EXPECT_TRUE(path_exists(home() + "/images/verified/" + hex));
+  // A copy of the layout whose base blob is other bytes of the same size.
+  std::string copy = tmp_ / "copy";
+  ASSERT_EQ(std::system(("cp -a " + img_a_.layout_dir + " " + copy).c_str()), 0);
+  LocalImage forged = open_oci_layout({copy, "a"});
+  std::string data = read_file(forged.layers[0].blob_path);
+  std::fill(data.begin(), data.end(), 'x');
+  write_file_atomic(forged.layers[0].blob_path, data);
+  try {
+    rootfs::ensure_overlay_layers(home(), forged, kOffset);
+    FAIL() << "a blob that is not its digest got the cached layer";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Image);
+    EXPECT_NE(std::string(e.what()).find("digest mismatch"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(rootfs::ensure_overlay_layers(home(), img_a_, kOffset), a) << "the genuine layout still gets it";
+  // The genuine blob rewritten with the same bytes is a new file: hashed again, fine.
+  write_file_atomic(img_a_.layers[0].blob_path, read_file(img_a_.layers[0].blob_path));
+  EXPECT_EQ(rootfs::ensure_overlay_layers(home(), img_a_, kOffset), a);
+}
+
+// One budget for all of an image's layers (BOXLITE_MAX_IMAGE_BYTES), cached or not,
+// every entry counting a block; an image of too many layers is refused before any
+// is unpacked.
+TEST_F(OverlayLayerCacheTest, TheImageBudgetCoversAllItsLayersAndTheirEntries) {
+  std::vector<std::string> tars;
+  for (int i = 0; i < 3; ++i) {
+    tars.push_back(tar_path());
+    TarWriter t(tars.back());
+    t.file("f" + std::to_string(i), std::string(300000, 'a' + static_cast<char>(i)));
+    t.close();
+  }
+  LayoutWriter layout(tmp_ / "three");
+  layout.index({LayoutWriter::tagged(layout.image({{"Cmd", {"sh"}}}, tars), "latest")});
+  LocalImage img = open_oci_layout({layout.dir(), ""});
+  ::setenv("BOXLITE_MAX_IMAGE_BYTES", "700000", 1);
+  try {
+    rootfs::ensure_overlay_layers(home(), img, kOffset);
+    ::unsetenv("BOXLITE_MAX_IMAGE_BYTES");
+    FAIL() << "three layers of 300 KB passed a 700 KB budget";
+  } catch (const Error& e) {
+    ::unsetenv("BOXLITE_MAX_IMAGE_BYTES");
+    EXPECT_EQ(e.code(), ErrorCode::Image);
+    EXPECT_NE(std::string(e.what()).find("image size limit"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(leftovers().empty());
+  // With the first two cached, the third is still refused: what is cached counts.
+  ::setenv("BOXLITE_MAX_IMAGE_BYTES", "700000", 1);
+  EXPECT_THROW(rootfs::ensure_overlay_layers(home(), img, kOffset), Error);
+  ::unsetenv("BOXLITE_MAX_IMAGE_BYTES");
+  EXPECT_EQ(rootfs::ensure_overlay_layers(home(), img, kOffset).size(), 3u) << "the default budget takes it";
+
+  // Directories cost a block each: 300 empty ones are over a 1 MB budget.
+  std::string dirs = tar_path();
+  {
+    TarWriter t(dirs);
+    for (int i = 0; i < 300; ++i) t.dir("d" + std::to_string(i));
+    t.close();
+  }
+  LayoutWriter dir_layout(tmp_ / "dirs");
+  dir_layout.index({LayoutWriter::tagged(dir_layout.image({{"Cmd", {"sh"}}}, {dirs}), "latest")});
+  ::setenv("BOXLITE_MAX_IMAGE_BYTES", "1000000", 1);
+  try {
+    rootfs::ensure_overlay_layers(home(), open_oci_layout({dir_layout.dir(), ""}), kOffset);
+    ::unsetenv("BOXLITE_MAX_IMAGE_BYTES");
+    FAIL() << "300 directories passed a 1 MB budget";
+  } catch (const Error& e) {
+    ::unsetenv("BOXLITE_MAX_IMAGE_BYTES");
+    EXPECT_NE(std::string(e.what()).find("every entry counts"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(leftovers().empty());
+
+  std::string tiny = tar_path();
+  {
+    TarWriter t(tiny);
+    t.file("x", "x");
+    t.close();
+  }
+  LayoutWriter many(tmp_ / "many");
+  many.index({LayoutWriter::tagged(
+      many.image({{"Cmd", {"sh"}}}, std::vector<std::string>(rootfs::kMaxOverlayLayers + 1, tiny)), "latest")});
+  try {
+    rootfs::ensure_overlay_layers(home(), open_oci_layout({many.dir(), ""}), kOffset);
+    FAIL() << "too many layers";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the jail engine mounts at most"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(path_exists(layers_dir() + "/" + testing::sha256_hex(read_file(tiny)) + "-100000"))
+      << "nothing unpacked";
+}
+
 TEST_F(OverlayLayerCacheTest, OpaqueLayerRootHidesTheLayersBelow) {
   std::string base = tar_path(), top = tar_path();
   {
@@ -525,7 +623,8 @@ std::string busybox_layout() {
     candidates.push_back(exe_dir.parent_path().string() + "/build/test-images/busybox");  // from build-asan
   }
   const char* h = ::getenv("HOME");
-  for (const auto& d : std::filesystem::directory_iterator(std::string(h ? h : "/root") + "/.cache/boxlite/test-images", ec)) {
+  for (const auto& d :
+       std::filesystem::directory_iterator(std::string(h ? h : "/root") + "/.cache/boxlite/test-images", ec)) {
     candidates.push_back(d.path().string() + "/busybox");
   }
   for (const auto& c : candidates) {

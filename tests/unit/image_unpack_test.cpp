@@ -51,6 +51,8 @@ TEST_F(UnpackTest, FilesDirsSymlinksWithMetadata) {
   EXPECT_EQ(s.dirs, 2u);
   EXPECT_EQ(s.symlinks, 1u);
   EXPECT_EQ(s.bytes, 14u);
+  EXPECT_EQ(s.entries, 5u);
+  EXPECT_EQ(s.budget_used(), 14u + 5 * kEntryCost);
   EXPECT_EQ(read_file(at("etc/hostname")), "box\n");
   struct stat st = lstat_of(at("usr/bin/tool"));
   EXPECT_EQ(st.st_mode & 07777, 0755u);
@@ -150,7 +152,9 @@ TEST_P(OpaqueTest, OpaqueDirKeepsOnlyThisLayer) {
 }
 
 INSTANTIATE_TEST_SUITE_P(MarkerOrder, OpaqueTest, ::testing::Values(true, false),
-                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "MarkerFirst" : "MarkerLast"; });
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "MarkerFirst" : "MarkerLast";
+                         });
 
 TEST_F(UnpackTest, DotDotPathStaysInside) {
   std::string l = layer_path();
