@@ -8,9 +8,9 @@
 
 #include <atomic>
 #include <cmath>
-#include <functional>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <optional>
 #include <thread>
 
@@ -61,7 +61,12 @@ EnvList parse_env(const std::vector<std::string>& items) {
 }
 
 int report_error(const Error& e) {
-  std::fprintf(stderr, "Error: %s\n", e.what());
+  if (std::getenv("BOXLITE_DEBUG")) {  // --debug
+    std::string_view code = error_code_name(e.code());
+    std::fprintf(stderr, "Error [%.*s]: %s\n", static_cast<int>(code.size()), code.data(), e.what());
+  } else {
+    std::fprintf(stderr, "Error: %s\n", e.what());
+  }
   std::string msg = e.what();
   if (msg.find("spawn_failed") == std::string::npos) return kExitRuntimeError;
   return msg.find("not found") != std::string::npos ? kExitNotFound : kExitCannotInvoke;
@@ -81,7 +86,8 @@ ExecResult run_attached(Box& box, ExecOptions e, bool interactive, bool tty) {
   e.tty = tty;
   e.stdin_open = interactive;
   if (tty) terminal_size(e.rows, e.cols);
-  return follow(box, [&] { return box.exec(e); }, interactive, tty);
+  return follow(
+      box, [&] { return box.exec(e); }, interactive, tty);
 }
 
 ExecResult follow(Box& /*box*/, const std::function<Execution()>& open, bool interactive, bool tty) {

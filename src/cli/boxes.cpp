@@ -240,8 +240,19 @@ void add_inspect(CLI::App& app, GlobalFlags& g, int& exit_code) {
         ids->push_back(all.front().id);
       }
       if (ids->empty()) throw CLI::ValidationError("inspect", "give at least one BOX, or --latest");
+      // As docker does: the boxes found are shown, each one missing is an error (exit 1).
       nlohmann::json docs = nlohmann::json::array();
-      for (const auto& id : *ids) docs.push_back(inspect_json(rt.get_info(id)));
+      int missing = 0;
+      for (const auto& id : *ids) {
+        try {
+          docs.push_back(inspect_json(rt.get_info(id)));
+        } catch (const Error& e) {
+          if (ids->size() == 1) throw;
+          std::fprintf(stderr, "Error: %s\n", e.what());
+          ++missing;
+        }
+      }
+      exit_code = missing > 0 ? 1 : 0;
       if (*format == "json") {
         std::printf("%s\n", docs.dump(2).c_str());
       } else if (*format == "yaml") {
@@ -249,7 +260,6 @@ void add_inspect(CLI::App& app, GlobalFlags& g, int& exit_code) {
       } else {
         for (const auto& d : docs) std::printf("%s\n", render_template(*format, d).c_str());
       }
-      exit_code = 0;
     } catch (const Error& e) {
       exit_code = report_error(e);
     }

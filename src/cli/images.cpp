@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
 #include "registry/reference.hpp"
 
 namespace boxlite::cli {
@@ -68,13 +69,14 @@ void print_table(const std::vector<Row>& rows) {
   int a = static_cast<int>(wr), b = static_cast<int>(wt);
   std::printf("%-*s   %-*s   %-12s   %-16s   %s\n", a, "REPOSITORY", b, "TAG", "IMAGE ID", "CREATED", "SIZE");
   for (const auto& r : rows) {
-    std::printf("%-*s   %-*s   %-12s   %-16s   %s\n", a, r.repository.c_str(), b, r.tag.c_str(), r.id.c_str(), r.created.c_str(),
-                r.size.c_str());
+    std::printf("%-*s   %-*s   %-12s   %-16s   %s\n", a, r.repository.c_str(), b, r.tag.c_str(), r.id.c_str(),
+                r.created.c_str(), r.size.c_str());
   }
 }
 
 nlohmann::json json_of(const Row& r) {
-  return {{"Repository", r.repository}, {"Tag", r.tag}, {"ID", r.digest}, {"CreatedAtMs", r.created_ms}, {"Size", r.bytes}};
+  return {
+      {"Repository", r.repository}, {"Tag", r.tag}, {"ID", r.digest}, {"CreatedAtMs", r.created_ms}, {"Size", r.bytes}};
 }
 
 }  // namespace
@@ -105,13 +107,9 @@ void add_image_commands(CLI::App& app, GlobalFlags& g, int& exit_code) {
         for (const auto& r : rows) arr.push_back(json_of(r));
         std::printf("%s\n", arr.dump(2).c_str());
       } else if (f->format == "yaml") {
-        for (const auto& r : rows) {
-          auto j = json_of(r);
-          bool first = true;
-          for (auto it = j.begin(); it != j.end(); ++it, first = false) {
-            std::printf("%s%s: %s\n", first ? "- " : "  ", it.key().c_str(), it->dump().c_str());
-          }
-        }
+        nlohmann::json arr = nlohmann::json::array();
+        for (const auto& r : rows) arr.push_back(json_of(r));
+        print_yaml(arr, std::cout);  // as `ls --format yaml`: `[]` when there are none
       } else {
         print_table(rows);
       }

@@ -1,5 +1,6 @@
 // boxlite: the command-line front end over the core library.
 #include <cstdio>
+#include <cstdlib>
 #include <initializer_list>
 #include <string_view>
 
@@ -69,9 +70,25 @@ Registrar registrar_of(std::string_view name) {
   return nullptr;
 }
 
+// --debug: every step of boxlite's own processes, timed, on stderr (the trace of
+// common/trace.hpp; a box's shim writes its steps to its shim.log), and error codes
+// named. Set before the first trace and the shim's fork, which read it.
+void enable_debug_output(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--") return;
+    if (a == "--debug") {
+      ::setenv("BOXLITE_TRACE", "/dev/stderr", 0);
+      ::setenv("BOXLITE_DEBUG", "1", 1);
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  enable_debug_output(argc, argv);
   boxlite::trace("cli: main");
   // An attached run's shim is a fork of this process (core/shim_launch.hpp): forked
   // first thing, before the command line is parsed into objects, it copies fewer
@@ -102,8 +119,13 @@ int main(int argc, char** argv) {
   // tenth of a whole `boxlite --version`: only the group that defines the command
   // named is built. With none recognised (help, a typo) all are, so CLI11 lists
   // and checks them as usual.
-  if (Registrar add = registrar_of(subcommand_in(argc, argv))) {
+  std::string_view command = subcommand_in(argc, argv);
+  if (Registrar add = registrar_of(command)) {
     add(app, g, exit_code);
+  } else if (!command.empty() && command != "help") {
+    std::fprintf(stderr, "Error: unknown command '%.*s' (see boxlite --help)\n", static_cast<int>(command.size()),
+                 command.data());
+    return 2;
   } else {
     for (Registrar all : {add_run_command, add_info_command, add_cp_command, add_logs_command, add_stats_command,
                           add_box_commands, add_pull_command, add_image_commands, add_storage_commands}) {

@@ -38,12 +38,9 @@ int run_detached(const GlobalFlags& g, const RunFlags& f) {
   Runtime rt(run_runtime_options(g));
   PullDisplay progress(rt, stderr);
   auto box = rt.create_to_start(o, f.name);
-  try {
-    box->start();
-  } catch (const Error&) {
-    rt.remove(box->id(), /*force=*/true);
-    throw;
-  }
+  // A start that fails (a command not found: exit 127) leaves the box, stopped, as
+  // an attached run does and docker does: -d means auto_remove=false, so it is `rm`'s.
+  box->start();
   std::printf("%s\n", box->id().c_str());
   return 0;
 }

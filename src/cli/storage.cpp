@@ -5,6 +5,7 @@
 //   boxlite import FILE [--name NAME]
 // Argument handling over Runtime and Box::snapshot().
 #include <cstdio>
+#include <ctime>
 #include <memory>
 
 #include "cli/commands.hpp"
@@ -12,6 +13,16 @@
 
 namespace boxlite::cli {
 namespace {
+
+// Unix seconds as 2026-12-01T07:03:12Z.
+std::string utc_time(int64_t seconds) {
+  time_t t = static_cast<time_t>(seconds);
+  tm utc{};
+  gmtime_r(&t, &utc);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return buf;
+}
 
 std::shared_ptr<Box> find_box(Runtime& rt, const std::string& id) {
   auto box = rt.get(id);
@@ -55,9 +66,10 @@ void add_snapshot_commands(CLI::App& app, GlobalFlags& g, int& exit_code) {
   ls->add_option("box", a->box, "Box ID or name")->required();
   ls->callback([a, &g, &exit_code] {
     with_runtime(g, exit_code, [&](Runtime& rt) {
-      std::printf("%-20s %-18s %-12s %s\n", "NAME", "ID", "CREATED", "SIZE");
-      for (const auto& s : find_box(rt, a->box)->snapshot().list()) {
-        std::printf("%-20s %-18s %-12lld %llu\n", s.name.c_str(), s.id.c_str(), static_cast<long long>(s.created_at),
+      auto snapshots = find_box(rt, a->box)->snapshot().list();  // a missing box: no header first
+      std::printf("%-20s %-18s %-20s %s\n", "NAME", "ID", "CREATED", "SIZE");
+      for (const auto& s : snapshots) {
+        std::printf("%-20s %-18s %-20s %llu\n", s.name.c_str(), s.id.c_str(), utc_time(s.created_at).c_str(),
                     static_cast<unsigned long long>(s.size_bytes));
       }
     });

@@ -195,3 +195,46 @@ TEST_F(CliFlagsTest, ImagePruneCountsTheLayerDirectoriesItRemoves) {
 
 }  // namespace
 }  // namespace boxlite::testing
+
+namespace boxlite::testing {
+namespace {
+
+TEST_F(CliFlagsTest, DebugTracesEachStepAndNamesErrorCodesAndUnknownCommandsAreNamed) {
+  auto r = run_cli({"--debug", "run", "--rm", image("busybox"), "true"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find(" cli: main\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" cli: exiting\n"), std::string::npos) << r.err;
+  EXPECT_EQ(run_cli({"run", "--rm", image("busybox"), "true"}).err, "") << "quiet without --debug";
+  auto missing = run_cli({"inspect", "nosuch", "--debug"});
+  EXPECT_NE(missing.err.find("Error [NotFound]: No such box: nosuch"), std::string::npos) << missing.err;
+  auto unknown = run_cli({"bogus-cmd"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("unknown command 'bogus-cmd'"), std::string::npos) << unknown.err;
+}
+
+TEST_F(CliFlagsTest, InspectShowsTheBoxesFoundAndEmptyListsAreEmptyInEveryFormat) {
+  ASSERT_EQ(run_cli({"create", "--name", "here", image("busybox")}).exit_code, 0);
+  auto r = run_cli({"inspect", "here", "nosuch"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("\"Name\": \"here\""), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("No such box: nosuch"), std::string::npos) << r.err;
+  EXPECT_EQ(run_cli({"images", "--format", "yaml"}).out, "[]\n");
+  EXPECT_EQ(run_cli({"ls", "--format", "yaml"}).out, "[]\n");
+  auto snaps = run_cli({"snapshot", "ls", "nosuch"});
+  EXPECT_EQ(snaps.out, "") << "no header before the error";
+  ASSERT_EQ(run_cli({"snapshot", "create", "here", "s1"}).exit_code, 0);
+  auto listed = run_cli({"snapshot", "ls", "here"}).out;
+  EXPECT_NE(listed.find("s1"), std::string::npos) << listed;
+  EXPECT_NE(listed.find("Z "), std::string::npos) << "CREATED as a UTC time: " << listed;
+}
+
+TEST_F(CliFlagsTest, ADetachedRunWhoseCommandIsNotFoundKeepsItsBoxForRm) {
+  auto r = run_cli({"run", "-d", "--name", "bad", image("busybox"), "no-such-command"});
+  EXPECT_EQ(r.exit_code, 127) << r.err;
+  EXPECT_NE(r.err.find("not found"), std::string::npos) << r.err;
+  EXPECT_EQ(trim(run_cli({"inspect", "-f", "{{.Config.AutoRemove}}", "bad"}).out), "false");
+  EXPECT_EQ(run_cli({"rm", "bad"}).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace boxlite::testing
