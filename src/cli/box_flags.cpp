@@ -25,7 +25,8 @@ void add_box_flags(CLI::App* c, BoxFlags& f) {
   c->add_option("--memory", f.memory, "Memory in MiB (default 1024)");
   c->add_option("-p,--publish", f.publish, "Publish a box port: [[host_ip:]host_port:]box_port[/tcp|udp] (repeatable)")
       ->allow_extra_args(false);  // one value per -p, so the image after it stays positional
-  c->add_option("--network", f.network, "Network mode: enabled (default) or disabled (no interface but loopback)");
+  c->add_option("--network", f.network, "Network mode: enabled (default) or disabled (no interface but loopback)")
+      ->check(CLI::IsMember({"enabled", "disabled"}));
   c->add_option("--allow-net", f.allow_net,
                 "Allow egress only to this host (exact, or *.domain); repeatable; default: all egress")
       ->allow_extra_args(false);

@@ -32,7 +32,12 @@ void add_logs_command(CLI::App& app, GlobalFlags& g, int& exit_code) {
   auto f = std::make_shared<LogsFlags>();
   CLI::App* c = app.add_subcommand("logs", "Show the output of a box's main command");
   c->add_option("box", f->box, "Box ID or name")->required();
-  c->add_option("-n,--tail", f->tail, "Only the last N lines (0 = all)");
+  c->add_option("-n,--tail", f->tail, "Only the last N lines (0 = all)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return !v.empty() && v[0] == '-' ? "must be 0 (all) or a number of lines, got " + v : std::string();
+          },
+          "N>=0"));
   c->add_flag("-f,--follow", f->follow, "Keep following the output while the box runs");
   c->callback([f, &g, &exit_code] {
     try {

@@ -91,6 +91,12 @@ TEST_F(CliFlagsTest, DocumentedNamesAndOutOfRangeValuesAreClearErrors) {
   ::setenv("BOXLITE_SECURITY", "disable", 1);
   EXPECT_EQ(seccomp({}), "Seccomp:\t0\n") << "BOXLITE_SECURITY is --security";
   ::unsetenv("BOXLITE_SECURITY");
+  auto net = run_cli({"run", "--rm", "--network", "", image("busybox"), "true"});
+  EXPECT_EQ(net.exit_code, 2) << "an empty --network is no mode";
+  EXPECT_NE(net.err.find("enabled,disabled"), std::string::npos) << net.err;
+  auto tail = run_cli({"logs", "-n", "-1", "x"});
+  EXPECT_EQ(tail.exit_code, 2);
+  EXPECT_NE(tail.err.find("must be 0 (all) or a number of lines, got -1"), std::string::npos) << tail.err;
   auto bogus = run_cli({"run", "--rm", "--security", "off", image("busybox"), "true"});
   EXPECT_EQ(bogus.exit_code, 2);
   EXPECT_NE(bogus.err.find("enable"), std::string::npos) << bogus.err;
