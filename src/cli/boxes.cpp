@@ -14,6 +14,17 @@
 #include "core/runtime.hpp"
 
 namespace boxlite::cli {
+
+Error no_such_box(Runtime& rt, const std::string& id) {
+  // A prefix of several IDs names no box (Runtime::get): say which it is.
+  int matches = 0;
+  for (const auto& i : rt.list_info()) matches += i.id.starts_with(id) ? 1 : 0;
+  if (!id.empty() && matches > 1) {
+    return Error(ErrorCode::InvalidArgument, "box ID prefix '" + id + "' is ambiguous: " + std::to_string(matches) +
+                                                 " boxes' IDs start with it; give more of the ID, or the box's name");
+  }
+  return Error(ErrorCode::NotFound, "No such box: " + id);
+}
 namespace {
 
 std::string iso_time(int64_t ms) {
@@ -92,7 +103,7 @@ std::string render_template(const std::string& tmpl, const nlohmann::json& doc) 
 
 std::shared_ptr<Box> must_get(Runtime& rt, const std::string& id) {
   auto box = rt.get(id);
-  if (!box) throw Error(ErrorCode::NotFound, "No such box: " + id);
+  if (!box) throw no_such_box(rt, id);
   return box;
 }
 
@@ -245,10 +256,15 @@ void add_inspect(CLI::App& app, GlobalFlags& g, int& exit_code) {
       int missing = 0;
       for (const auto& id : *ids) {
         try {
-          docs.push_back(inspect_json(rt.get_info(id)));
+          try {
+            docs.push_back(inspect_json(rt.get_info(id)));
+          } catch (const Error& e) {
+            if (e.code() != ErrorCode::NotFound) throw;
+            throw no_such_box(rt, id);
+          }
         } catch (const Error& e) {
           if (ids->size() == 1) throw;
-          std::fprintf(stderr, "Error: %s\n", e.what());
+          report_error(e);
           ++missing;
         }
       }
@@ -291,13 +307,22 @@ void parse_options_between_box_and_dashes(ExecFlags& f) {
   auto dashes = std::find(f.cmd.begin(), f.cmd.end(), "--");
   if (f.cmd.empty() || f.cmd.front().size() < 2 || f.cmd.front()[0] != '-' || dashes == f.cmd.end()) return;
   std::vector<std::string> options(f.cmd.begin(), dashes);
+  ExecFlags later;  // merged below: CLI11 would replace the -e values given before BOX
   CLI::App sub("exec options");
-  add_exec_options(&sub, f);
+  add_exec_options(&sub, later);
   std::vector<std::string> reversed(options.rbegin(), options.rend());  // CLI11 parses a vector back to front
   try {
     sub.parse(reversed);
   } catch (const CLI::ParseError& e) {
     throw Error(ErrorCode::InvalidArgument, std::string("exec: ") + e.what());
+  }
+  f.env.insert(f.env.end(), later.env.begin(), later.env.end());
+  f.interactive = f.interactive || later.interactive;
+  f.tty = f.tty || later.tty;
+  f.detach = f.detach || later.detach;
+  for (auto [field, value] : {std::pair{&f.workdir, &later.workdir}, std::pair{&f.user, &later.user},
+                              std::pair{&f.entrypoint, &later.entrypoint}}) {
+    if (!value->empty()) *field = *value;
   }
   f.cmd.erase(f.cmd.begin(), dashes);
 }

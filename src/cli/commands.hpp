@@ -87,6 +87,9 @@ void terminal_size(unsigned& rows, unsigned& cols);
 int exit_code_for_result(const ExecResult& r);
 // Prints "Error: ..." and maps a failure to docker's exit codes (125/126/127).
 int report_error(const Error& e);
+// The error for a box reference that names no box: NotFound "No such box: ID", or
+// InvalidArgument when it is a prefix of several IDs (boxes.cpp).
+Error no_such_box(Runtime& rt, const std::string& id);
 
 // Exit codes for failures of boxlite itself, as docker uses them.
 inline constexpr int kExitRuntimeError = 125;

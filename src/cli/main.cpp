@@ -72,23 +72,32 @@ Registrar registrar_of(std::string_view name) {
 
 // --debug: every step of boxlite's own processes, timed, on stderr (the trace of
 // common/trace.hpp; a box's shim writes its steps to its shim.log), and error codes
-// named. Set before the first trace and the shim's fork, which read it.
-void enable_debug_output(int argc, char** argv) {
+// named.
+void enable_debug_output() {
+  ::setenv("BOXLITE_TRACE", "/dev/stderr", 0);
+  ::setenv("BOXLITE_DEBUG", "1", 1);
+  boxlite::trace_after_fork();  // the trace reads BOXLITE_TRACE again
+}
+
+// Given before the subcommand, --debug is on before the first trace and the shim's
+// fork. After it, the parser turns it on (the flag's callback): only where CLI11
+// takes it for the global flag, not as a word of the box's command.
+void enable_debug_output_given_first(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
-    if (a == "--") return;
-    if (a == "--debug") {
-      ::setenv("BOXLITE_TRACE", "/dev/stderr", 0);
-      ::setenv("BOXLITE_DEBUG", "1", 1);
-      return;
+    if (a == "--debug") return enable_debug_output();
+    if (a == "--home" || a == "--registry" || a == "--config") {
+      ++i;
+      continue;
     }
+    if (!a.starts_with("-") || a == "--") return;  // the subcommand
   }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  enable_debug_output(argc, argv);
+  enable_debug_output_given_first(argc, argv);
   boxlite::trace("cli: main");
   // An attached run's shim is a fork of this process (core/shim_launch.hpp): forked
   // first thing, before the command line is parsed into objects, it copies fewer
@@ -107,7 +116,14 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();  // global flags (--home, --debug) also after the subcommand
   GlobalFlags g;
-  app.add_flag("--debug", g.debug, "Verbose diagnostics")->configurable(false);
+  app.add_flag_callback(
+         "--debug",
+         [&g] {
+           g.debug = true;
+           enable_debug_output();
+         },
+         "Every step timed on stderr, and error codes named")
+      ->configurable(false);
   app.add_option("--home", g.home, "Home directory (default $BOXLITE_HOME or ~/.boxlite)")->envname("BOXLITE_HOME");
   app.add_option(
          "--registry", g.registries,

@@ -39,8 +39,14 @@ int run_detached(const GlobalFlags& g, const RunFlags& f) {
   PullDisplay progress(rt, stderr);
   auto box = rt.create_to_start(o, f.name);
   // A start that fails (a command not found: exit 127) leaves the box, stopped, as
-  // an attached run does and docker does: -d means auto_remove=false, so it is `rm`'s.
-  box->start();
+  // an attached run does and docker does: -d means auto_remove=false, so it is `rm`'s,
+  // and its ID is printed all the same, for the script that removes it.
+  try {
+    box->start();
+  } catch (const Error&) {
+    std::printf("%s\n", box->id().c_str());
+    throw;
+  }
   std::printf("%s\n", box->id().c_str());
   return 0;
 }

@@ -43,13 +43,15 @@ nlohmann::json metrics_json(const Box& box, const BoxMetrics& m, const char* sta
 }
 
 void print_table(const Box& box, const BoxMetrics& m) {
-  std::printf("%-14s %-20s %-8s %-12s %-10s %-12s %-21s %s\n", "ID", "NAME", "CPU %", "MEM USAGE", "COMMANDS", "EXEC ERRORS",
-              "NET I/O", "BOOT");
+  std::printf("%-14s %-20s %-8s %-12s %-10s %-12s %-21s %s\n", "ID", "NAME", "CPU %", "MEM USAGE", "COMMANDS",
+              "EXEC ERRORS", "NET I/O", "BOOT");
   char cpu[16];
   std::snprintf(cpu, sizeof cpu, "%.2f%%", m.cpu_percent);
-  std::string net = human_size(static_cast<double>(m.network_bytes_received), Units::Binary) + " / " + human_size(static_cast<double>(m.network_bytes_sent), Units::Binary);
+  std::string net = human_size(static_cast<double>(m.network_bytes_received), Units::Binary) + " / " +
+                    human_size(static_cast<double>(m.network_bytes_sent), Units::Binary);
   std::printf("%-14s %-20s %-8s %-12s %-10llu %-12llu %-21s %lld ms\n", box.id().c_str(), box.name().c_str(), cpu,
-              human_size(static_cast<double>(m.memory_bytes), Units::Binary).c_str(), static_cast<unsigned long long>(m.commands_executed_total),
+              human_size(static_cast<double>(m.memory_bytes), Units::Binary).c_str(),
+              static_cast<unsigned long long>(m.commands_executed_total),
               static_cast<unsigned long long>(m.exec_errors_total), net.c_str(),
               static_cast<long long>(m.guest_boot_duration_ms));
 }
@@ -57,7 +59,7 @@ void print_table(const Box& box, const BoxMetrics& m) {
 int stats(const GlobalFlags& g, const StatsFlags& f) {
   Runtime rt(runtime_options(g));
   auto box = rt.get(f.box);
-  if (!box) throw Error(ErrorCode::NotFound, "No such box: " + f.box);
+  if (!box) throw no_such_box(rt, f.box);
   for (bool first = true;; first = false) {
     BoxState state = box->state();
     BoxMetrics m = box->metrics();
@@ -83,7 +85,8 @@ void add_stats_command(CLI::App& app, GlobalFlags& g, int& exit_code) {
   auto f = std::make_shared<StatsFlags>();
   CLI::App* c = app.add_subcommand("stats", "Show a box's resource usage, counters and boot timings");
   c->add_option("box", f->box, "Box ID or name")->required();
-  c->add_option("--format", f->format, "table (default), json or yaml")->check(CLI::IsMember({"table", "json", "yaml"}));
+  c->add_option("--format", f->format, "table (default), json or yaml")
+      ->check(CLI::IsMember({"table", "json", "yaml"}));
   c->add_flag("-s,--stream", f->stream, "Refresh every second until the box stops");
   c->callback([f, &g, &exit_code] {
     try {

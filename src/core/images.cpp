@@ -176,12 +176,29 @@ uint64_t Runtime::prune_store(bool all, const std::set<std::string>* only) {
       warn("could not remove the unused layer directory " + path + ": " + e.what());
     }
   }
-  // A disk image's build that died (.<hex>.ext4.tmp-*), under its image's lock.
+  // A disk image's build that died (.<hex>.ext4.tmp-*, and the tree it was made
+  // from, tmp/unpack-<hex prefix>-*), under its image's lock.
   for (const auto& n : dir_entries(disks)) {
     if (!n.starts_with(".") || n.find(".ext4.tmp-") == std::string::npos) continue;
     std::string hex = n.substr(1, n.find('.', 1) - 1);
     if (!is_hex(hex)) continue;
     freed += remove_abandoned_build(disks + "/" + n, {layout_.locks() + "/image-" + hex + ".lock"});
+  }
+  for (const auto& n : dir_entries(layout_.tmp())) {
+    std::vector<std::string> parts = split(n, '-');
+    if (parts.size() != 3 || parts[0] != "unpack" || !is_hex(parts[1])) continue;
+    std::vector<std::string> locks;
+    for (const auto& l : dir_entries(layout_.locks())) {
+      if (l.starts_with("image-" + parts[1]) && l.ends_with(".lock")) locks.push_back(layout_.locks() + "/" + l);
+    }
+    freed += remove_abandoned_build(layout_.tmp() + "/" + n, locks);
+  }
+  // The verified-blob records (rootfs.cpp) of layers neither cached nor stored.
+  std::set<std::string> cached;
+  for (const auto& n : dir_entries(layers)) cached.insert(n.substr(0, n.find('-')));
+  std::string verified = layout_.images() + "/verified";
+  for (const auto& hex : dir_entries(verified)) {
+    if (is_hex(hex) && !cached.count(hex) && !live.count(hex)) ::unlink((verified + "/" + hex).c_str());
   }
   return freed;
 }

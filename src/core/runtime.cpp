@@ -843,18 +843,20 @@ std::shared_ptr<Box> Runtime::box_from_record(const store::BoxRecord& r) {
 
 std::pair<std::shared_ptr<Box>, bool> Runtime::get_or_create(const BoxOptions& opts, const std::string& name) {
   if (name.empty()) throw Error(ErrorCode::InvalidArgument, "get_or_create needs a name");
-  if (auto box = get(name)) return {box, false};
+  // By that name exactly: never another box whose ID happens to start with it.
+  if (auto box = box_of(store()->find_exact(name))) return {box, false};
   try {
     return {create(opts, name), true};
   } catch (const Error& e) {
     if (e.code() != ErrorCode::AlreadyExists) throw;
-    if (auto box = get(name)) return {box, false};  // another process won the race
+    if (auto box = box_of(store()->find_exact(name))) return {box, false};  // another process won the race
     throw;
   }
 }
 
-std::shared_ptr<Box> Runtime::get(const std::string& id_or_name) {
-  auto r = store()->find(id_or_name);
+std::shared_ptr<Box> Runtime::get(const std::string& id_or_name) { return box_of(store()->find(id_or_name)); }
+
+std::shared_ptr<Box> Runtime::box_of(std::optional<store::BoxRecord> r) {
   if (!r || !reconcile(*r)) return nullptr;
   try {
     return box_from_record(*r);

@@ -66,7 +66,7 @@ void validate_new_name(store::Store& store, const std::string& name) {
   if (!ok)
     throw Error(ErrorCode::InvalidArgument,
                 "invalid box name '" + name + "': use [a-zA-Z0-9][a-zA-Z0-9_.-]* (at most 128)");
-  if (store.find(name)) throw Error(ErrorCode::AlreadyExists, "box name '" + name + "' is already in use");
+  if (store.find_exact(name)) throw Error(ErrorCode::AlreadyExists, "box name '" + name + "' is already in use");
 }
 
 std::string clone_of(const store::BoxRecord& r) {
@@ -672,7 +672,6 @@ std::shared_ptr<Box> Runtime::import_jail(engine::ShimSpec spec, const nlohmann:
   r.state = "created";
   r.created_at_ms = now_ms_wall();
   r.auto_remove = false;
-  r.detach = detach;
   r.detach = detach;
   nlohmann::json opts = manifest.value("options", nlohmann::json::object());
   opts.erase("clone_of");

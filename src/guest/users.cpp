@@ -26,7 +26,9 @@ std::optional<unsigned long> parse_id(const std::string& s) {
 // not read /dev/zero (a symlink to it) into memory until the box is OOM-killed.
 constexpr off_t kMaxDbBytes = 16 << 20;
 
-std::vector<std::vector<std::string>> read_db(const std::string& path) {
+// `names_needed`: a name is to be looked up in it. Otherwise one too large is as
+// good as none: numeric users still run (without a home from it).
+std::vector<std::vector<std::string>> read_db(const std::string& path, bool names_needed) {
   std::vector<std::vector<std::string>> rows;
   // O_NONBLOCK: a FIFO there must not hang the agent.
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
@@ -34,6 +36,7 @@ std::vector<std::vector<std::string>> read_db(const std::string& path) {
   // An image without /etc/passwd (or with a device or FIFO there) still runs numeric users.
   if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return rows;
   if (st.st_size > kMaxDbBytes) {
+    if (!names_needed) return rows;
     throw Error(ErrorCode::InvalidArgument, "the box's " + path + " is " + std::to_string(st.st_size) +
                                                 " bytes, over the " + std::to_string(kMaxDbBytes >> 20) +
                                                 " MiB a user database may have");
@@ -64,8 +67,9 @@ Identity resolve_identity(const std::string& spec, const std::string& passwd_pat
     group = spec.substr(colon + 1);
   }
   if (user.empty()) user = "0";
-  auto passwd = read_db(passwd_path);
-  auto groups = read_db(group_path);
+  bool user_by_name = !parse_id(user), group_by_name = !group.empty() && !parse_id(group);
+  auto passwd = read_db(passwd_path, user_by_name);
+  auto groups = read_db(group_path, user_by_name || group_by_name);
 
   bool found = false;
   auto numeric_user = parse_id(user);

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -16,6 +17,7 @@
 #include "common/io.hpp"
 #include "common/sha256.hpp"
 #include "image/digest.hpp"
+#include "image/unpack.hpp"
 
 namespace boxlite::image {
 
@@ -50,23 +52,35 @@ json parse_json(const std::string& text, const std::string& where) {
   }
 }
 
+// A layout being read: its path (for messages) and its directory, opened once, so
+// that every file of it is read from the same directory even if the path is
+// swapped for a symlink to another layout meanwhile.
+struct Layout {
+  std::string dir;
+  std::shared_ptr<const UniqueFd> fd;
+};
+
 // `rel` in the layout `dir`, read-only, never through a symlink that leads out of it
 // or a magic link, and only if it is a regular file (not a FIFO that would block,
 // nor a device). openat2's RESOLVE_BENEATH does the walk; kernels before 5.6 refuse
 // every symlink instead.
-UniqueFd open_in_layout(const std::string& dir, const std::string& rel, const std::string& what, struct stat& st) {
-  UniqueFd root(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!root) throw_errno(ErrorCode::Image, "open OCI layout " + dir);
+UniqueFd open_in_layout(const Layout& layout, const std::string& rel, const std::string& what, struct stat& st) {
+  const std::string& dir = layout.dir;
+  int root = layout.fd->get();
   open_how how{};
   how.flags = O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC;
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
   UniqueFd fd;
   for (int attempt = 0; attempt < 8; ++attempt) {
-    fd = UniqueFd(static_cast<int>(::syscall(SYS_openat2, root.get(), rel.c_str(), &how, sizeof how)));
+    fd = UniqueFd(static_cast<int>(::syscall(SYS_openat2, root, rel.c_str(), &how, sizeof how)));
     if (fd || errno != EAGAIN) break;
   }
-  if (!fd && errno == ENOSYS) {
-    fd = UniqueFd(::fcntl(root.get(), F_DUPFD_CLOEXEC, 0));
+  // No openat2 (before 5.6), or a seccomp profile that refuses it (EPERM): each
+  // component opened O_NOFOLLOW, so that any symlink is refused.
+  bool walked = false;
+  if (!fd && (errno == ENOSYS || errno == EPERM)) {
+    walked = true;
+    fd = UniqueFd(::fcntl(root, F_DUPFD_CLOEXEC, 0));
     for (const auto& part : split(rel, '/')) {
       fd = UniqueFd(::openat(fd.get(), part.c_str(), O_RDONLY | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC));
       if (!fd) break;
@@ -75,7 +89,10 @@ UniqueFd open_in_layout(const std::string& dir, const std::string& rel, const st
   if (!fd) {
     int err = errno;
     if (err == ENOENT) fail("missing " + what + " in " + dir);
-    if (err == EXDEV || err == ELOOP) fail(what + " in " + dir + " is a symlink that leads out of the layout");
+    if (err == ELOOP && walked)
+      fail(what + " in " + dir + " is reached through a symlink, which this system cannot confine to the layout");
+    if (err == EXDEV || err == ELOOP)
+      fail(what + " in " + dir + " is a symlink that leads out of the layout (or a loop)");
     throw_errno(ErrorCode::Image, "open " + what + " in " + dir, err);
   }
   if (::fstat(fd.get(), &st) != 0) throw_errno(ErrorCode::Image, "stat " + what + " in " + dir);
@@ -106,9 +123,10 @@ std::string read_small_fd(int fd, const struct stat& st, const std::string& what
 }
 
 // oci-layout and index.json: in the layout, as its blobs are.
-std::string read_small_file(const std::string& dir, const std::string& rel) {
+std::string read_small_file(const Layout& layout, const std::string& rel) {
+  const std::string& dir = layout.dir;
   struct stat st {};
-  UniqueFd fd = open_in_layout(dir, rel, rel, st);
+  UniqueFd fd = open_in_layout(layout, rel, rel, st);
   return read_small_fd(fd.get(), st, dir + "/" + rel);
 }
 
@@ -173,9 +191,10 @@ void check_blob_size(const std::string& dir, const Descriptor& d, int64_t actual
 }
 
 // Reads a small JSON blob and checks it against its descriptor's digest and size.
-json read_verified_json_blob(const std::string& dir, const Descriptor& d) {
+json read_verified_json_blob(const Layout& layout, const Descriptor& d) {
+  const std::string& dir = layout.dir;
   struct stat st {};
-  UniqueFd fd = open_in_layout(dir, "blobs/sha256/" + detail::digest_hex(d.digest, dir), "blob " + d.digest, st);
+  UniqueFd fd = open_in_layout(layout, "blobs/sha256/" + detail::digest_hex(d.digest, dir), "blob " + d.digest, st);
   std::string data = read_small_fd(fd.get(), st, "blob " + d.digest + " in " + dir);
   if (sha256_of(data) != d.digest) fail("corrupt blob " + d.digest + " in " + dir + ": digest mismatch");
   check_blob_size(dir, d, static_cast<int64_t>(data.size()));
@@ -256,9 +275,10 @@ struct ResolvedManifest {
 };
 
 // Follows nested indexes down to an image manifest.
-ResolvedManifest resolve_manifest(const std::string& dir, Descriptor d) {
+ResolvedManifest resolve_manifest(const Layout& layout, Descriptor d) {
+  const std::string& dir = layout.dir;
   for (int depth = 0; depth <= kMaxIndexDepth; ++depth) {
-    json j = read_verified_json_blob(dir, d);
+    json j = read_verified_json_blob(layout, d);
     if (!j.is_object()) fail("blob " + d.digest + " in " + dir + " is not a JSON object");
     std::string mt = d.media_type.empty() ? string_field(j, "mediaType", dir) : d.media_type;
     if (is_index_type(mt) || (mt.empty() && j.contains("manifests"))) {
@@ -291,13 +311,14 @@ ImageConfig parse_config(const json& cfg, const std::string& where) {
   return out;
 }
 
-Layer make_layer(const std::string& dir, const Descriptor& d) {
+Layer make_layer(const Layout& layout, const Descriptor& d) {
+  const std::string& dir = layout.dir;
   if (!is_layer_type(d.media_type)) {
     fail("layer " + d.digest + " in " + dir + " has unsupported media type '" + d.media_type + "'");
   }
-  Layer l{d.digest, d.media_type, blob_path(dir, d.digest), 0, dir};
+  Layer l{d.digest, d.media_type, blob_path(dir, d.digest), 0, dir, layout.fd};
   struct stat st {};
-  open_in_layout(dir, "blobs/sha256/" + detail::digest_hex(d.digest, dir), "blob " + d.digest + " (layer)", st);
+  open_in_layout(layout, "blobs/sha256/" + detail::digest_hex(d.digest, dir), "blob " + d.digest + " (layer)", st);
   check_blob_size(dir, d, st.st_size);
   l.size = static_cast<uint64_t>(st.st_size);
   return l;
@@ -309,10 +330,11 @@ std::string absolute_dir(const std::string& dir) {
   return abs;
 }
 
-void check_layout_marker(const std::string& dir) {
+void check_layout_marker(const Layout& layout) {
+  const std::string& dir = layout.dir;
   std::string path = dir + "/oci-layout";
   if (!path_exists(path)) fail("not an OCI image layout: " + dir + " (missing oci-layout)");
-  json marker = parse_json(read_small_file(dir, "oci-layout"), path);
+  json marker = parse_json(read_small_file(layout, "oci-layout"), path);
   std::string version = marker.is_object() ? string_field(marker, "imageLayoutVersion", path) : "";
   if (!version.starts_with("1.")) fail("unsupported OCI layout version '" + version + "' in " + path);
 }
@@ -345,33 +367,44 @@ LocalImage open_oci_layout(const LayoutRef& ref) {
     fail(errno_text("OCI image layout directory " + dir + " cannot be read", err));
   }
   if (!S_ISDIR(st.st_mode)) fail("OCI image layout directory not found: " + dir + " (not a directory)");
-  check_layout_marker(dir);
+  auto pinned = std::make_shared<const UniqueFd>(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!*pinned) throw_errno(ErrorCode::Image, "open OCI image layout directory " + dir);
+  Layout layout{dir, pinned};
+  check_layout_marker(layout);
   std::string index_path = dir + "/index.json";
   if (!path_exists(index_path)) fail("not an OCI image layout: " + dir + " (missing index.json)");
-  json index = parse_json(read_small_file(dir, "index.json"), index_path);
+  json index = parse_json(read_small_file(layout, "index.json"), index_path);
   Descriptor top = pick_by_tag(parse_manifest_list(index, index_path), dir, ref.tag);
   if (img.tag.empty()) img.tag = top.ref_name;
 
-  ResolvedManifest rm = resolve_manifest(dir, top);
+  ResolvedManifest rm = resolve_manifest(layout, top);
   img.manifest_digest = rm.digest;
   std::string where = "manifest " + rm.digest + " in " + dir;
   auto cfg_it = rm.manifest.find("config");
   if (cfg_it == rm.manifest.end()) fail(where + " has no config descriptor");
   Descriptor cfg_desc = parse_descriptor(*cfg_it, where);
-  img.config = parse_config(read_verified_json_blob(dir, cfg_desc), cfg_desc.digest + " in " + dir);
+  img.config = parse_config(read_verified_json_blob(layout, cfg_desc), cfg_desc.digest + " in " + dir);
 
   auto layers_it = rm.manifest.find("layers");
   if (layers_it == rm.manifest.end() || !layers_it->is_array()) fail(where + " has no \"layers\" array");
-  for (const auto& l : *layers_it) img.layers.push_back(make_layer(dir, parse_descriptor(l, where)));
+  for (const auto& l : *layers_it) img.layers.push_back(make_layer(layout, parse_descriptor(l, where)));
   return img;
 }
 
 UniqueFd open_layer_blob(const Layer& layer, struct stat& st) {
-  UniqueFd fd = open_in_layout(layer.layout_dir, "blobs/sha256/" + detail::digest_hex(layer.digest, layer.layout_dir),
+  if (!layer.layout_fd) fail("layer " + layer.digest + " was not read from a layout");
+  UniqueFd fd = open_in_layout({layer.layout_dir, layer.layout_fd},
+                               "blobs/sha256/" + detail::digest_hex(layer.digest, layer.layout_dir),
                                "blob " + layer.digest + " (layer)", st);
   if (static_cast<uint64_t>(st.st_size) != layer.size) {
     fail("blob " + layer.digest + " in " + layer.layout_dir + " changed size since its manifest was read (" +
          std::to_string(layer.size) + " bytes, now " + std::to_string(st.st_size) + ")");
+  }
+  // What it unpacks to is capped by the image's budget; so is what is read of it (a
+  // sparse multi-TiB blob would otherwise be hashed to its end).
+  if (uint64_t max = max_image_bytes(); static_cast<uint64_t>(st.st_size) > max) {
+    fail("layer blob " + layer.digest + " in " + layer.layout_dir + " is " + std::to_string(st.st_size) +
+         " bytes, over the " + std::to_string(max) + "-byte image size limit (BOXLITE_MAX_IMAGE_BYTES)");
   }
   return fd;
 }

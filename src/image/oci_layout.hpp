@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,8 @@ struct Layer {
   std::string media_type;
   std::string blob_path;  // for messages; open_layer_blob opens it
   uint64_t size = 0;
-  std::string layout_dir;  // the layout the blob is confined to
+  std::string layout_dir;                     // the layout the blob is confined to
+  std::shared_ptr<const UniqueFd> layout_fd;  // its directory, as opened when the manifest was read
 };
 
 struct LocalImage {

@@ -15,6 +15,7 @@
 
 #include "common/error.hpp"
 #include "common/fd.hpp"
+#include "common/file_lock.hpp"
 #include "common/io.hpp"
 #include "common/process.hpp"
 #include "image/digest.hpp"
@@ -251,13 +252,21 @@ void write_verified(const std::string& home, const std::string& hex, VerifiedRec
   }
 }
 
+// Adds a verified blob file (and the layer's unpacked size, when known) to the
+// record, under its lock: processes verifying the same digest merge what they add.
 void record_verified_blob(const std::string& home, const std::string& hex, const struct stat& st,
                           std::optional<uint64_t> unpacked_bytes) {
-  VerifiedRecord r = read_verified(home, hex);
-  std::string id = blob_identity(st);
-  if (unpacked_bytes) r.unpacked_bytes = unpacked_bytes;
-  if (std::find(r.files.begin(), r.files.end(), id) == r.files.end()) r.files.push_back(id);
-  write_verified(home, hex, std::move(r));
+  try {
+    make_dirs(home + "/locks");
+    FileLock lock(home + "/locks/verified-" + hex + ".lock");
+    VerifiedRecord r = read_verified(home, hex);
+    std::string id = blob_identity(st);
+    if (unpacked_bytes) r.unpacked_bytes = unpacked_bytes;
+    if (std::find(r.files.begin(), r.files.end(), id) == r.files.end()) r.files.push_back(id);
+    write_verified(home, hex, std::move(r));
+  } catch (const Error&) {
+    // Unrecorded: the blob is hashed again next time.
+  }
 }
 
 // For a cached layer: the layout's blob must be what the cache was built from.
@@ -271,10 +280,8 @@ std::optional<uint64_t> check_cached_blob(const std::string& home, const std::st
   if (image::detail::sha256_fd(fd.get(), "blob " + layer.blob_path) != layer.digest) {
     throw Error(ErrorCode::Image, "corrupt blob " + layer.digest + " at " + layer.blob_path + ": digest mismatch");
   }
-  r.files.push_back(id);
-  std::optional<uint64_t> bytes = r.unpacked_bytes;
-  write_verified(home, hex, std::move(r));
-  return bytes;
+  record_verified_blob(home, hex, st, std::nullopt);
+  return read_verified(home, hex).unpacked_bytes;
 }
 
 void build_base(const std::string& home, const image::LocalImage& img, const std::string& hex,
@@ -333,11 +340,12 @@ uint64_t build_overlay_layer(const std::string& home, const image::Layer& layer,
   // Durable before it is published: a crash must not leave a half-written layer that
   // looks complete.
   if (::syncfs(root.get()) != 0) throw_errno(ErrorCode::Storage, "sync " + tmp.path());
+  // Recorded before the layer appears: whoever finds it finds its size too.
+  record_verified_blob(home, hex, blob_st, used);
   if (::rename(tmp.path().c_str(), final_path.c_str()) != 0) {
     throw_errno(ErrorCode::Storage, "rename " + tmp.path() + " to " + final_path);
   }
   tmp.release();
-  record_verified_blob(home, hex, blob_st, used);
   return used;
 }
 

@@ -23,9 +23,10 @@ namespace boxlite::rootfs {
 // Errors: Image (bad layer, see apply_layer) or Storage (mkfs, disk).
 std::string ensure_base_ext4(const std::string& home, const image::LocalImage& img);
 
-// The most layers the jail engine mounts as one overlay (their names must fit in a
-// page of mount options); an image with more is refused before anything is unpacked.
-inline constexpr size_t kMaxOverlayLayers = 48;
+// The most layers the jail engine mounts as one overlay: an image with more is
+// refused before anything is unpacked. (Their names must also fit in a page of
+// mount options, ~50 layers with a short home: the mount says so when they do not.)
+inline constexpr size_t kMaxOverlayLayers = 64;
 
 // Jail engine: the per-layer directories of `img` for an overlayfs mount, lowest
 // first (give them to lowerdir= in reverse), in overlayfs lowerdir format with every

@@ -325,11 +325,7 @@ std::optional<BoxRecord> Store::find(const std::string& id_or_name) {
   p.bind(1, id_or_name);
   if (!p.step()) return std::nullopt;
   BoxRecord r = read_row(p);
-  if (p.step()) {
-    throw Error(ErrorCode::InvalidArgument, "box ID prefix '" + id_or_name +
-                                                "' is ambiguous: more than one box's ID starts with it; give more of "
-                                                "the ID, or the box's name");
-  }
+  if (p.step()) return std::nullopt;  // ambiguous: no box (the CLI says why, cli/boxes.cpp)
   return r;
 }
 

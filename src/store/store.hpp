@@ -54,8 +54,8 @@ class Store {
   void insert(const BoxRecord& r);
   // Every field but id and created_at; throws NotFound.
   void update(const BoxRecord& r);
-  // By exact id, then by name, then by unique id prefix; a prefix of more than one
-  // id is InvalidArgument (it names no box, and "no such box" would mislead).
+  // By exact id, then by name, then by unique id prefix (a prefix of more than one id
+  // names no box).
   std::optional<BoxRecord> find(const std::string& id_or_name);
   // By exact id or name only: what a new box's name must not be.
   std::optional<BoxRecord> find_exact(const std::string& id_or_name);

@@ -45,8 +45,15 @@ TEST_F(CliFlagsTest, EachEnvFlagTakesOneValueSoTheImageAndCommandStayPositional)
   // As clap takes them: options after BOX, up to the `--`.
   auto after = run_cli({"exec", "envbox", "-e", "FOO=baz", "-e", "Y=1", "--", "sh", "-c", "echo $FOO $Y"});
   EXPECT_EQ(after.out, "baz 1\n") << after.err;
+  // Before and after BOX alike.
+  auto both = run_cli({"exec", "-e", "A=1", "envbox", "-e", "B=2", "--", "sh", "-c", "echo $A $B"});
+  EXPECT_EQ(both.out, "1 2\n") << both.err;
   // A command whose own arguments hold a `--` stays a command.
   EXPECT_EQ(run_cli({"exec", "envbox", "sh", "-c", "echo -- x"}).out, "-- x\n");
+  // --debug among the command's words is the command's.
+  auto word = run_cli({"exec", "envbox", "echo", "hello", "--debug"});
+  EXPECT_EQ(word.out, "hello --debug\n");
+  EXPECT_EQ(word.err, "") << "no trace";
   auto bad = run_cli({"exec", "envbox", "--bogus", "--", "true"});
   EXPECT_EQ(bad.exit_code, 125);
   EXPECT_NE(bad.err.find("--bogus"), std::string::npos) << bad.err;
@@ -211,6 +218,11 @@ TEST_F(CliFlagsTest, DebugTracesEachStepAndNamesErrorCodesAndUnknownCommandsAreN
   EXPECT_NE(r.err.find(" cli: main\n"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(" cli: exiting\n"), std::string::npos) << r.err;
   EXPECT_EQ(run_cli({"run", "--rm", image("busybox"), "true"}).err, "") << "quiet without --debug";
+  auto word = run_cli({"run", "--rm", image("busybox"), "echo", "hello", "--debug"});
+  EXPECT_EQ(word.out, "hello --debug\n");
+  EXPECT_EQ(word.err, "") << "a word of the box's command is not the CLI's flag";
+  auto after = run_cli({"ls", "--debug"});
+  EXPECT_NE(after.err.find(" cli: exiting\n"), std::string::npos) << "after the subcommand: " << after.err;
   auto missing = run_cli({"inspect", "nosuch", "--debug"});
   EXPECT_NE(missing.err.find("Error [NotFound]: No such box: nosuch"), std::string::npos) << missing.err;
   auto unknown = run_cli({"bogus-cmd"});
@@ -238,6 +250,7 @@ TEST_F(CliFlagsTest, ADetachedRunWhoseCommandIsNotFoundKeepsItsBoxForRm) {
   auto r = run_cli({"run", "-d", "--name", "bad", image("busybox"), "no-such-command"});
   EXPECT_EQ(r.exit_code, 127) << r.err;
   EXPECT_NE(r.err.find("not found"), std::string::npos) << r.err;
+  EXPECT_EQ(trim(r.out), trim(run_cli({"inspect", "-f", "{{.Id}}", "bad"}).out)) << "its ID, for a script's rm";
   EXPECT_EQ(trim(run_cli({"inspect", "-f", "{{.Config.AutoRemove}}", "bad"}).out), "false");
   EXPECT_EQ(run_cli({"rm", "bad"}).exit_code, 0);
 }

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -532,6 +533,33 @@ TEST_F(GetOrCreateTest, CreatesOnceThenFindsTheSameBox) {
   first.reset();
   again.reset();
   rt.remove("session-1", true);
+}
+
+// A name is a name: get_or_create never takes another box whose ID starts with it,
+// and an ID prefix of several boxes is no box to get (nullptr, not an error).
+TEST_F(GetOrCreateTest, ANameIsNeverAnotherBoxsIdPrefix) {
+  Runtime rt;
+  BoxOptions o;
+  o.rootfs_path = image("busybox");
+  o.engine = "jail";
+  o.auto_remove = false;
+  std::map<char, std::string> by_first;
+  std::string shared;
+  for (int i = 0; i < 40 && shared.empty(); ++i) {
+    std::string id = rt.create(o)->id();
+    if (auto [it, fresh] = by_first.emplace(id[0], id); !fresh) shared = id.substr(0, 1);
+  }
+  ASSERT_FALSE(shared.empty());
+  EXPECT_EQ(rt.get(shared), nullptr) << "ambiguous";
+  std::string other = by_first.begin()->second;
+  auto [box, created] = rt.get_or_create(o, other.substr(0, 5));
+  EXPECT_TRUE(created) << "a new box named " << other.substr(0, 5) << ", not " << other;
+  EXPECT_NE(box->id(), other);
+  auto [same, again] = rt.get_or_create(o, shared);
+  EXPECT_TRUE(again) << "an ambiguous prefix as a name is a new box";
+  box.reset();
+  same.reset();
+  for (const auto& i : rt.list_info()) rt.remove(i.id, true);
 }
 
 class LockTest : public BoxliteTest {};

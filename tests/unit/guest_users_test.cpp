@@ -83,6 +83,7 @@ TEST_F(UsersTest, ADeviceFifoOrHugeUserDatabaseIsNeverReadWhole) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("over the 16 MiB"), std::string::npos) << e.what();
   }
+  EXPECT_EQ(resolve("1000").home, "/") << "a numeric user needs no name from it";
 }
 
 TEST_F(UsersTest, EmptySpecIsRoot) {

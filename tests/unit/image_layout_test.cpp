@@ -194,6 +194,25 @@ TEST_F(LayoutTest, ABlobIsNeverAHostFileNorAFifo) {
   verify_blob(l);
 }
 
+// Every file of a layout is read from the directory opened when the layout was: a
+// path swapped for a symlink to another layout meanwhile changes nothing.
+TEST_F(LayoutTest, TheLayoutDirectoryIsPinnedWhenItIsOpened) {
+  layout_.index({LayoutWriter::tagged(basic_image(), "latest")});
+  LocalImage img = open_oci_layout({layout_.dir(), ""});
+  const Layer& l = img.layers[0];
+  std::string other = layout_.dir() + ".other", moved = layout_.dir() + ".moved";
+  ASSERT_EQ(std::system(("cp -a " + layout_.dir() + " " + other).c_str()), 0);
+  write_file_atomic(other + "/blobs/sha256/" + l.digest.substr(7), std::string(l.size, 'x'));
+  ASSERT_EQ(::rename(layout_.dir().c_str(), moved.c_str()), 0);
+  ASSERT_EQ(::symlink(other.c_str(), layout_.dir().c_str()), 0);
+  verify_blob(l);  // the original's blob, still
+  ScratchDir tmp;
+  apply_layer_blob(tmp.path(), l);
+  ASSERT_EQ(::unlink(layout_.dir().c_str()), 0);
+  ASSERT_EQ(::rename(moved.c_str(), layout_.dir().c_str()), 0);
+  remove_tree(other);
+}
+
 TEST_F(LayoutTest, MissingLayerBlob) {
   json m = basic_image();
   layout_.index({LayoutWriter::tagged(m, "latest")});
