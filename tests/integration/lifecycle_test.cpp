@@ -514,14 +514,21 @@ TEST_F(ShutdownTest, ShutdownStopsEveryBoxAndRefusesNewOnes) {
   for (const auto& b : boxes) rt.remove(b->id(), true);
 }
 
-class GetOrCreateTest : public BoxliteTest {};
+class GetOrCreateTest : public BoxliteTest {
+ protected:
+  // A busybox jail box kept until removed.
+  BoxOptions kept_busybox() {
+    BoxOptions o;
+    o.rootfs_path = image("busybox");
+    o.engine = "jail";
+    o.auto_remove = false;
+    return o;
+  }
+};
 
 TEST_F(GetOrCreateTest, CreatesOnceThenFindsTheSameBox) {
   Runtime rt;
-  BoxOptions o;
-  o.rootfs_path = image("busybox");
-  o.engine = "jail";
-  o.auto_remove = false;
+  BoxOptions o = kept_busybox();
   auto [first, created] = rt.get_or_create(o, "session-1");
   EXPECT_TRUE(created);
   ASSERT_EQ(first->run(ExecOptions{{"sh", "-c", "echo state > /root/s"}}).exit_code, 0);
@@ -539,10 +546,7 @@ TEST_F(GetOrCreateTest, CreatesOnceThenFindsTheSameBox) {
 // and an ID prefix of several boxes is no box to get (nullptr, not an error).
 TEST_F(GetOrCreateTest, ANameIsNeverAnotherBoxsIdPrefix) {
   Runtime rt;
-  BoxOptions o;
-  o.rootfs_path = image("busybox");
-  o.engine = "jail";
-  o.auto_remove = false;
+  BoxOptions o = kept_busybox();
   std::map<char, std::string> by_first;
   std::string shared;
   for (int i = 0; i < 40 && shared.empty(); ++i) {
