@@ -103,6 +103,20 @@ void write_all(int fd, const void* data, size_t len) {
   }
 }
 
+std::string read_up_to(int fd, size_t max, const std::string& what, ErrorCode code) {
+  std::string data(max, '\0');
+  size_t got = 0;
+  while (got < max) {
+    ssize_t n = ::read(fd, data.data() + got, max - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_errno(code, "read " + what);
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  data.resize(got);
+  return data;
+}
+
 bool read_exact(int fd, void* data, size_t len) {
   char* p = static_cast<char*>(data);
   size_t got = 0;

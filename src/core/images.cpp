@@ -187,11 +187,7 @@ uint64_t Runtime::prune_store(bool all, const std::set<std::string>* only) {
   for (const auto& n : dir_entries(layout_.tmp())) {
     std::vector<std::string> parts = split(n, '-');
     if (parts.size() != 3 || parts[0] != "unpack" || !is_hex(parts[1])) continue;
-    std::vector<std::string> locks;
-    for (const auto& l : dir_entries(layout_.locks())) {
-      if (l.starts_with("image-" + parts[1]) && l.ends_with(".lock")) locks.push_back(layout_.locks() + "/" + l);
-    }
-    freed += remove_abandoned_build(layout_.tmp() + "/" + n, locks);
+    freed += remove_abandoned_build(layout_.tmp() + "/" + n, locks_named("image-" + parts[1], ".lock"));
   }
   // The verified-blob records (rootfs.cpp) of layers neither cached nor stored.
   std::set<std::string> cached;
@@ -212,7 +208,11 @@ std::optional<std::vector<std::string>> Runtime::layer_build_locks(const std::st
       parts[1].find_first_not_of("0123456789") != std::string::npos) {
     return std::nullopt;
   }
-  std::string prefix = "layer-" + parts[0], suffix = "-" + parts[1] + ".lock";
+  return locks_named("layer-" + parts[0], "-" + parts[1] + ".lock");
+}
+
+// The lock files of this home whose names start and end so.
+std::vector<std::string> Runtime::locks_named(const std::string& prefix, const std::string& suffix) const {
   std::vector<std::string> out;
   for (const auto& l : dir_entries(layout_.locks())) {
     if (l.starts_with(prefix) && l.ends_with(suffix)) out.push_back(layout_.locks() + "/" + l);

@@ -199,6 +199,7 @@ class Runtime {
   registry::PullOptions pull_options() const;
   uint64_t prune_store(bool all, const std::set<std::string>* only);
   std::optional<std::vector<std::string>> layer_build_locks(const std::string& tmp_name) const;
+  std::vector<std::string> locks_named(const std::string& prefix, const std::string& suffix) const;
   // The box of a record found in the store (reconciled with its shim), or null.
   std::shared_ptr<Box> box_of(std::optional<store::BoxRecord> r);
   uint64_t remove_abandoned_build(const std::string& path, const std::vector<std::string>& locks);

@@ -41,15 +41,7 @@ std::vector<std::vector<std::string>> read_db(const std::string& path, bool name
                                                 " bytes, over the " + std::to_string(kMaxDbBytes >> 20) +
                                                 " MiB a user database may have");
   }
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < text.size()) {
-    ssize_t n = ::read(fd.get(), text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  text.resize(got);
+  std::string text = read_up_to(fd.get(), static_cast<size_t>(st.st_size), path);
   for (const auto& line : split(text, '\n')) {
     if (line.empty() || line[0] == '#') continue;
     rows.push_back(split(line, ':'));

@@ -64,7 +64,9 @@ struct Layout {
 // or a magic link, and only if it is a regular file (not a FIFO that would block,
 // nor a device). openat2's RESOLVE_BENEATH does the walk; kernels before 5.6 refuse
 // every symlink instead.
-UniqueFd open_in_layout(const Layout& layout, const std::string& rel, const std::string& what, struct stat& st) {
+// `missing`: the message when it is not there ("missing WHAT in DIR" by default).
+UniqueFd open_in_layout(const Layout& layout, const std::string& rel, const std::string& what, struct stat& st,
+                        const std::string& missing = "") {
   const std::string& dir = layout.dir;
   int root = layout.fd->get();
   open_how how{};
@@ -88,7 +90,7 @@ UniqueFd open_in_layout(const Layout& layout, const std::string& rel, const std:
   }
   if (!fd) {
     int err = errno;
-    if (err == ENOENT) fail("missing " + what + " in " + dir);
+    if (err == ENOENT) fail(missing.empty() ? "missing " + what + " in " + dir : missing);
     if (err == ELOOP && walked)
       fail(what + " in " + dir + " is reached through a symlink, which this system cannot confine to the layout");
     if (err == EXDEV || err == ELOOP)
@@ -109,24 +111,15 @@ std::string read_small_fd(int fd, const struct stat& st, const std::string& what
     fail(what + " is " + std::to_string(st.st_size) + " bytes, over the " + std::to_string(kMaxJsonBlob) +
          "-byte limit");
   }
-  std::string data(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < data.size()) {
-    ssize_t n = ::read(fd, data.data() + got, data.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw_errno(ErrorCode::Image, "read " + what);
-    if (n == 0) break;
-    got += static_cast<size_t>(n);
-  }
-  data.resize(got);
-  return data;
+  return read_up_to(fd, static_cast<size_t>(st.st_size), what, ErrorCode::Image);
 }
 
-// oci-layout and index.json: in the layout, as its blobs are.
+// oci-layout and index.json: in the layout, as its blobs are; one that is not
+// there is no OCI layout.
 std::string read_small_file(const Layout& layout, const std::string& rel) {
   const std::string& dir = layout.dir;
   struct stat st {};
-  UniqueFd fd = open_in_layout(layout, rel, rel, st);
+  UniqueFd fd = open_in_layout(layout, rel, rel, st, "not an OCI image layout: " + dir + " (missing " + rel + ")");
   return read_small_fd(fd.get(), st, dir + "/" + rel);
 }
 
@@ -333,7 +326,6 @@ std::string absolute_dir(const std::string& dir) {
 void check_layout_marker(const Layout& layout) {
   const std::string& dir = layout.dir;
   std::string path = dir + "/oci-layout";
-  if (!path_exists(path)) fail("not an OCI image layout: " + dir + " (missing oci-layout)");
   json marker = parse_json(read_small_file(layout, "oci-layout"), path);
   std::string version = marker.is_object() ? string_field(marker, "imageLayoutVersion", path) : "";
   if (!version.starts_with("1.")) fail("unsupported OCI layout version '" + version + "' in " + path);
@@ -372,7 +364,6 @@ LocalImage open_oci_layout(const LayoutRef& ref) {
   Layout layout{dir, pinned};
   check_layout_marker(layout);
   std::string index_path = dir + "/index.json";
-  if (!path_exists(index_path)) fail("not an OCI image layout: " + dir + " (missing index.json)");
   json index = parse_json(read_small_file(layout, "index.json"), index_path);
   Descriptor top = pick_by_tag(parse_manifest_list(index, index_path), dir, ref.tag);
   if (img.tag.empty()) img.tag = top.ref_name;
@@ -409,11 +400,15 @@ UniqueFd open_layer_blob(const Layer& layer, struct stat& st) {
   return fd;
 }
 
+void verify_open_blob(int fd, const Layer& layer) {
+  if (detail::sha256_fd(fd, "blob " + layer.blob_path) != layer.digest)
+    fail("corrupt blob " + layer.digest + " at " + layer.blob_path + ": digest mismatch");
+}
+
 void verify_blob(const Layer& layer) {
   struct stat st {};
   UniqueFd fd = open_layer_blob(layer, st);
-  if (detail::sha256_fd(fd.get(), "blob " + layer.blob_path) != layer.digest)
-    fail("corrupt blob " + layer.digest + " at " + layer.blob_path + ": digest mismatch");
+  verify_open_blob(fd.get(), layer);
 }
 
 }  // namespace boxlite::image

@@ -63,5 +63,7 @@ UniqueFd open_layer_blob(const Layer& layer, struct stat& st);
 // Image error on a mismatch (without the hash of what was read) or an unreadable
 // blob.
 void verify_blob(const Layer& layer);
+// The same for a blob open_layer_blob opened, read from where `fd` stands.
+void verify_open_blob(int fd, const Layer& layer);
 
 }  // namespace boxlite::image

@@ -18,7 +18,6 @@
 #include "common/file_lock.hpp"
 #include "common/io.hpp"
 #include "common/process.hpp"
-#include "image/digest.hpp"
 #include "image/oci_layout.hpp"
 #include "image/unpack.hpp"
 
@@ -254,8 +253,9 @@ void write_verified(const std::string& home, const std::string& hex, VerifiedRec
 
 // Adds a verified blob file (and the layer's unpacked size, when known) to the
 // record, under its lock: processes verifying the same digest merge what they add.
-void record_verified_blob(const std::string& home, const std::string& hex, const struct stat& st,
-                          std::optional<uint64_t> unpacked_bytes) {
+// Returns the unpacked size the record then holds.
+std::optional<uint64_t> record_verified_blob(const std::string& home, const std::string& hex, const struct stat& st,
+                                             std::optional<uint64_t> unpacked_bytes) {
   try {
     make_dirs(home + "/locks");
     FileLock lock(home + "/locks/verified-" + hex + ".lock");
@@ -263,9 +263,11 @@ void record_verified_blob(const std::string& home, const std::string& hex, const
     std::string id = blob_identity(st);
     if (unpacked_bytes) r.unpacked_bytes = unpacked_bytes;
     if (std::find(r.files.begin(), r.files.end(), id) == r.files.end()) r.files.push_back(id);
+    std::optional<uint64_t> bytes = r.unpacked_bytes;
     write_verified(home, hex, std::move(r));
+    return bytes;
   } catch (const Error&) {
-    // Unrecorded: the blob is hashed again next time.
+    return unpacked_bytes;  // unrecorded: the blob is hashed again next time
   }
 }
 
@@ -277,11 +279,8 @@ std::optional<uint64_t> check_cached_blob(const std::string& home, const std::st
   VerifiedRecord r = read_verified(home, hex);
   std::string id = blob_identity(st);
   if (std::find(r.files.begin(), r.files.end(), id) != r.files.end()) return r.unpacked_bytes;
-  if (image::detail::sha256_fd(fd.get(), "blob " + layer.blob_path) != layer.digest) {
-    throw Error(ErrorCode::Image, "corrupt blob " + layer.digest + " at " + layer.blob_path + ": digest mismatch");
-  }
-  record_verified_blob(home, hex, st, std::nullopt);
-  return read_verified(home, hex).unpacked_bytes;
+  image::verify_open_blob(fd.get(), layer);
+  return record_verified_blob(home, hex, st, std::nullopt);
 }
 
 void build_base(const std::string& home, const image::LocalImage& img, const std::string& hex,

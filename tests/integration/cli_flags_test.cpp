@@ -28,6 +28,12 @@ class CliFlagsTest : public BoxliteTest {
     auto s = run_cli({"start", name});
     ASSERT_EQ(s.exit_code, 0) << s.err;
   }
+  // The CLI refuses `args` with `exit_code`, saying `text`.
+  void expect_refused(std::vector<std::string> args, int exit_code, const std::string& text) {
+    auto r = run_cli(args);
+    EXPECT_EQ(r.exit_code, exit_code) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find(text), std::string::npos) << r.err;
+  }
   // `echo INPUT | boxlite ARGS...`
   CliResult run_cli_with_input(const std::string& input, const std::string& args) {
     RunResult r = run_capture({"/bin/sh", "-c", "printf '" + input + "' | " + cli() + " " + args});
@@ -54,9 +60,7 @@ TEST_F(CliFlagsTest, EachEnvFlagTakesOneValueSoTheImageAndCommandStayPositional)
   auto word = run_cli({"exec", "envbox", "echo", "hello", "--debug"});
   EXPECT_EQ(word.out, "hello --debug\n");
   EXPECT_EQ(word.err, "") << "no trace";
-  auto bad = run_cli({"exec", "envbox", "--bogus", "--", "true"});
-  EXPECT_EQ(bad.exit_code, 125);
-  EXPECT_NE(bad.err.find("--bogus"), std::string::npos) << bad.err;
+  expect_refused({"exec", "envbox", "--bogus", "--", "true"}, 125, "--bogus");
   // The global --registry likewise, after the subcommand.
   auto reg = run_cli({"run", "--rm", "--registry", "localhost:1", image("busybox"), "echo", "ok"});
   EXPECT_EQ(reg.exit_code, 0) << reg.err;
@@ -68,24 +72,16 @@ TEST_F(CliFlagsTest, ExecEntrypointIsTheExecutableAndTheCommandItsArguments) {
   EXPECT_EQ(run_cli({"exec", "--entrypoint", "/bin/echo", "ep", "--", "a", "b"}).out, "a b\n");
   EXPECT_EQ(run_cli({"exec", "ep", "--entrypoint", "/bin/echo", "--", "c"}).out, "c\n");
   EXPECT_EQ(run_cli({"exec", "--entrypoint", "/bin/pwd", "ep"}).out, "/\n") << "no command but the entrypoint";
-  auto none = run_cli({"exec", "ep"});
-  EXPECT_EQ(none.exit_code, 125);
-  EXPECT_NE(none.err.find("no command given"), std::string::npos) << none.err;
+  expect_refused({"exec", "ep"}, 125, "no command given");
 }
 
 TEST_F(CliFlagsTest, DocumentedNamesAndOutOfRangeValuesAreClearErrors) {
-  auto cpus = run_cli({"run", "--rm", "--cpus", "0", image("busybox"), "true"});
-  EXPECT_EQ(cpus.exit_code, 125);
-  EXPECT_NE(cpus.err.find("cpus must be between 1 and 255, got 0"), std::string::npos) << cpus.err;
-  auto mem = run_cli({"run", "--rm", "--memory", "0", image("busybox"), "true"});
-  EXPECT_EQ(mem.exit_code, 125);
-  EXPECT_NE(mem.err.find("got 0"), std::string::npos) << mem.err;
-  auto disk = run_cli({"create", "--disk-size", "-1", image("busybox")});
-  EXPECT_EQ(disk.exit_code, 125);
-  EXPECT_NE(disk.err.find("--disk-size must be a positive number of GB, got -1"), std::string::npos) << disk.err;
-  auto jail_disk = run_cli({"create", "--disk-size", "4", image("busybox")});
-  EXPECT_EQ(jail_disk.exit_code, 125) << "the documented name reaches the runtime, which refuses it on a jail";
-  EXPECT_NE(jail_disk.err.find("not supported by the jail engine"), std::string::npos) << jail_disk.err;
+  expect_refused({"run", "--rm", "--cpus", "0", image("busybox"), "true"}, 125,
+                 "cpus must be between 1 and 255, got 0");
+  expect_refused({"run", "--rm", "--memory", "0", image("busybox"), "true"}, 125, "got 0");
+  expect_refused({"create", "--disk-size", "-1", image("busybox")}, 125,
+                 "--disk-size must be a positive number of GB, got -1");
+  expect_refused({"create", "--disk-size", "4", image("busybox")}, 125, "not supported by the jail engine");
   auto seccomp = [&](std::vector<std::string> flags) {
     std::vector<std::string> args = {"run", "--rm"};
     args.insert(args.end(), flags.begin(), flags.end());
@@ -98,15 +94,9 @@ TEST_F(CliFlagsTest, DocumentedNamesAndOutOfRangeValuesAreClearErrors) {
   ::setenv("BOXLITE_SECURITY", "disable", 1);
   EXPECT_EQ(seccomp({}), "Seccomp:\t0\n") << "BOXLITE_SECURITY is --security";
   ::unsetenv("BOXLITE_SECURITY");
-  auto net = run_cli({"run", "--rm", "--network", "", image("busybox"), "true"});
-  EXPECT_EQ(net.exit_code, 2) << "an empty --network is no mode";
-  EXPECT_NE(net.err.find("enabled,disabled"), std::string::npos) << net.err;
-  auto tail = run_cli({"logs", "-n", "-1", "x"});
-  EXPECT_EQ(tail.exit_code, 2);
-  EXPECT_NE(tail.err.find("must be 0 (all) or a number of lines, got -1"), std::string::npos) << tail.err;
-  auto bogus = run_cli({"run", "--rm", "--security", "off", image("busybox"), "true"});
-  EXPECT_EQ(bogus.exit_code, 2);
-  EXPECT_NE(bogus.err.find("enable"), std::string::npos) << bogus.err;
+  expect_refused({"run", "--rm", "--network", "", image("busybox"), "true"}, 2, "enabled,disabled");
+  expect_refused({"logs", "-n", "-1", "x"}, 2, "must be 0 (all) or a number of lines, got -1");
+  expect_refused({"run", "--rm", "--security", "off", image("busybox"), "true"}, 2, "enable");
 }
 
 TEST_F(CliFlagsTest, RmAllLeavesRunningBoxesWithoutForce) {
@@ -136,9 +126,7 @@ TEST_F(CliFlagsTest, AnAmbiguousIdPrefixSaysSoAndANameMayBeAnotherBoxsIdPrefix) 
   }
   ASSERT_FALSE(a.empty());
   std::string prefix(1, a[0]);
-  auto amb = run_cli({"inspect", prefix});
-  EXPECT_EQ(amb.exit_code, 125);
-  EXPECT_NE(amb.err.find("'" + prefix + "' is ambiguous"), std::string::npos) << amb.err;
+  expect_refused({"inspect", prefix}, 125, "'" + prefix + "' is ambiguous");
   EXPECT_EQ(trim(run_cli({"inspect", "-f", "{{.Id}}", a.substr(0, 11)}).out), a) << "a unique prefix names the box";
   // A name is matched exactly, never as a prefix of another box's ID.
   auto named = run_cli({"create", "--name", b.substr(0, 4), image("busybox")});
@@ -225,9 +213,7 @@ TEST_F(CliFlagsTest, DebugTracesEachStepAndNamesErrorCodesAndUnknownCommandsAreN
   EXPECT_NE(after.err.find(" cli: exiting\n"), std::string::npos) << "after the subcommand: " << after.err;
   auto missing = run_cli({"inspect", "nosuch", "--debug"});
   EXPECT_NE(missing.err.find("Error [NotFound]: No such box: nosuch"), std::string::npos) << missing.err;
-  auto unknown = run_cli({"bogus-cmd"});
-  EXPECT_EQ(unknown.exit_code, 2);
-  EXPECT_NE(unknown.err.find("unknown command 'bogus-cmd'"), std::string::npos) << unknown.err;
+  expect_refused({"bogus-cmd"}, 2, "unknown command 'bogus-cmd'");
 }
 
 TEST_F(CliFlagsTest, InspectShowsTheBoxesFoundAndEmptyListsAreEmptyInEveryFormat) {

@@ -21,10 +21,16 @@ namespace {
 
 using image::testing::ScratchDir;
 
-TEST(FileLockTest, ADirectorysLockExcludesASecondHolderAndMakesNoFile) {
-  ScratchDir scratch;
+// A directory `box` in `scratch`, as a box's directory is.
+std::string box_dir_in(const ScratchDir& scratch) {
   std::string dir = scratch.path() + "/box";
   make_dirs(dir);
+  return dir;
+}
+
+TEST(FileLockTest, ADirectorysLockExcludesASecondHolderAndMakesNoFile) {
+  ScratchDir scratch;
+  std::string dir = box_dir_in(scratch);
   FileLock first = FileLock::try_acquire_directory(dir);
   ASSERT_TRUE(first.held());
   EXPECT_FALSE(FileLock::try_acquire_directory(dir).held()) << "a second exclusive holder";
@@ -54,8 +60,7 @@ TEST(FileLockTest, AMissingDirectoryIsAStorageErrorNamingIt) {
 // while the lock was waited for) says so: the box it stood for is gone.
 TEST(FileLockTest, ALockedDirectoryRemovedMeanwhileSaysSo) {
   ScratchDir scratch;
-  std::string dir = scratch.path() + "/box";
-  make_dirs(dir);
+  std::string dir = box_dir_in(scratch);
   FileLock lock = FileLock::acquire_directory(dir);
   ASSERT_TRUE(lock.held());
   EXPECT_FALSE(lock.removed());
