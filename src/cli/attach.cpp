@@ -17,6 +17,7 @@
 #include "cli/commands.hpp"
 #include "common/error.hpp"
 #include "common/io.hpp"
+#include "common/trace.hpp"
 
 namespace boxlite::cli {
 namespace {
@@ -58,6 +59,12 @@ EnvList parse_env(const std::vector<std::string>& items) {
     out.emplace_back(item.substr(0, eq), item.substr(eq + 1));
   }
   return out;
+}
+
+void enable_debug_output() {
+  ::setenv("BOXLITE_TRACE", "/dev/stderr", 0);
+  ::setenv("BOXLITE_DEBUG", "1", 1);
+  trace_after_fork();  // the trace reads BOXLITE_TRACE again
 }
 
 int report_error(const Error& e) {

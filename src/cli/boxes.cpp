@@ -301,15 +301,21 @@ void add_exec_options(CLI::App* c, ExecFlags& f) {
 
 // `exec BOX -e K=V -- CMD`: options after BOX, up to the `--`, are the command's
 // options as clap takes them (the words after BOX are all positional to CLI11 once
-// BOX is seen). Only when the first word after BOX is an option and a `--` follows:
-// `exec BOX sh -c 'echo -- x'` stays a command.
-void parse_options_between_box_and_dashes(ExecFlags& f) {
+// BOX is seen), and so are the global ones (--debug, --home, --registry, --config),
+// global in clap's sense. Only when the first word after BOX is an option and a `--`
+// follows: `exec BOX sh -c 'echo -- x'` stays a command.
+void parse_options_between_box_and_dashes(ExecFlags& f, GlobalFlags& g) {
   auto dashes = std::find(f.cmd.begin(), f.cmd.end(), "--");
   if (f.cmd.empty() || f.cmd.front().size() < 2 || f.cmd.front()[0] != '-' || dashes == f.cmd.end()) return;
   std::vector<std::string> options(f.cmd.begin(), dashes);
   ExecFlags later;  // merged below: CLI11 would replace the -e values given before BOX
+  GlobalFlags later_g;
   CLI::App sub("exec options");
   add_exec_options(&sub, later);
+  sub.add_flag("--debug", later_g.debug);
+  sub.add_option("--home", later_g.home);
+  sub.add_option("--registry", later_g.registries)->allow_extra_args(false);
+  sub.add_option("--config", later_g.config);
   std::vector<std::string> reversed(options.rbegin(), options.rend());  // CLI11 parses a vector back to front
   try {
     sub.parse(reversed);
@@ -324,6 +330,14 @@ void parse_options_between_box_and_dashes(ExecFlags& f) {
                               std::pair{&f.entrypoint, &later.entrypoint}}) {
     if (!value->empty()) *field = *value;
   }
+  for (auto [field, value] : {std::pair{&g.home, &later_g.home}, std::pair{&g.config, &later_g.config}}) {
+    if (!value->empty()) *field = *value;
+  }
+  g.registries.insert(g.registries.end(), later_g.registries.begin(), later_g.registries.end());
+  if (later_g.debug && !g.debug) {
+    g.debug = true;
+    enable_debug_output();
+  }
   f.cmd.erase(f.cmd.begin(), dashes);
 }
 
@@ -336,7 +350,7 @@ void add_exec(CLI::App& app, GlobalFlags& g, int& exit_code) {
   add_exec_options(c, *f);
   c->callback([f, &g, &exit_code] {
     try {
-      parse_options_between_box_and_dashes(*f);
+      parse_options_between_box_and_dashes(*f, g);
       Runtime rt(runtime_options(g));
       auto box = must_get(rt, f->box);
       if (box->state() != BoxState::Running) {

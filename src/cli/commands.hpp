@@ -85,6 +85,10 @@ ExecResult follow(Box& box, const std::function<Execution()>& open, bool interac
 void terminal_size(unsigned& rows, unsigned& cols);
 // 128+N for death by signal N, as shells report it.
 int exit_code_for_result(const ExecResult& r);
+// --debug: every step of boxlite's own processes, timed, on stderr (the trace of
+// common/trace.hpp; a box's shim writes its steps to its shim.log), and error codes
+// named by report_error.
+void enable_debug_output();
 // Prints "Error: ..." and maps a failure to docker's exit codes (125/126/127).
 int report_error(const Error& e);
 // The error for a box reference that names no box: NotFound "No such box: ID", or

@@ -70,22 +70,13 @@ Registrar registrar_of(std::string_view name) {
   return nullptr;
 }
 
-// --debug: every step of boxlite's own processes, timed, on stderr (the trace of
-// common/trace.hpp; a box's shim writes its steps to its shim.log), and error codes
-// named.
-void enable_debug_output() {
-  ::setenv("BOXLITE_TRACE", "/dev/stderr", 0);
-  ::setenv("BOXLITE_DEBUG", "1", 1);
-  boxlite::trace_after_fork();  // the trace reads BOXLITE_TRACE again
-}
-
 // Given before the subcommand, --debug is on before the first trace and the shim's
 // fork. After it, the parser turns it on (the flag's callback): only where CLI11
 // takes it for the global flag, not as a word of the box's command.
 void enable_debug_output_given_first(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
-    if (a == "--debug") return enable_debug_output();
+    if (a == "--debug") return boxlite::cli::enable_debug_output();
     if (a == "--home" || a == "--registry" || a == "--config") {
       ++i;
       continue;
@@ -120,7 +111,7 @@ int main(int argc, char** argv) {
          "--debug",
          [&g] {
            g.debug = true;
-           enable_debug_output();
+           boxlite::cli::enable_debug_output();
          },
          "Every step timed on stderr, and error codes named")
       ->configurable(false);

@@ -61,6 +61,11 @@ TEST_F(CliFlagsTest, EachEnvFlagTakesOneValueSoTheImageAndCommandStayPositional)
   EXPECT_EQ(word.out, "hello --debug\n");
   EXPECT_EQ(word.err, "") << "no trace";
   expect_refused({"exec", "envbox", "--bogus", "--", "true"}, 125, "--bogus");
+  // And the global flags, global as clap's are.
+  auto traced = run_cli({"exec", "envbox", "--debug", "-e", "Z=3", "--", "sh", "-c", "echo $Z"});
+  EXPECT_EQ(traced.out, "3\n") << traced.err;
+  EXPECT_NE(traced.err.find(" cli: exiting\n"), std::string::npos) << traced.err;
+  expect_refused({"exec", "envbox", "--home", home_ + "/elsewhere", "--", "true"}, 125, "No such box: envbox");
   // The global --registry likewise, after the subcommand.
   auto reg = run_cli({"run", "--rm", "--registry", "localhost:1", image("busybox"), "echo", "ok"});
   EXPECT_EQ(reg.exit_code, 0) << reg.err;
