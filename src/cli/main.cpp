@@ -147,6 +147,11 @@ int main(int argc, char** argv) {
   } catch (const boxlite::Error& e) {
     std::fprintf(stderr, "Error: %s\n", e.what());
     return kExitRuntimeError;
+  } catch (const std::exception& e) {
+    // A failure no command expected (a library's own exception): said, and the
+    // stack unwound, so that every guard on the way cleans up what it made.
+    std::fprintf(stderr, "Error: %s\n", e.what());
+    return kExitRuntimeError;
   }
   boxlite::trace("cli: exiting");
   return exit_code;

@@ -142,6 +142,7 @@ void Box::copy_out(const std::string& box_path, const std::string& host_path, co
   xo.overwrite = opts.overwrite;
   // The box is untrusted, and the host side may run as root.
   xo.strip_setid = true;
+  xo.expected_top = image::copy_top_name(src);  // what the builtin names it
   Execution e = exec_builtin("copy-out", {src, opts.follow_symlinks ? "1" : "0"}, /*stdin_open=*/false);
   StdoutSource source{&e, {}, {}, {}};
   std::optional<Error> failure;

@@ -6,6 +6,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -111,6 +112,59 @@ void copy_file_data(archive* a, const std::string& path) {
   }
 }
 
+// A file's data extents (SEEK_DATA/SEEK_HOLE), in order; one extent of the whole
+// file where the file system cannot tell.
+std::vector<std::pair<off_t, off_t>> data_extents(int fd, off_t size) {
+  std::vector<std::pair<off_t, off_t>> out;
+  off_t pos = 0;
+  while (pos < size) {
+    off_t data = ::lseek(fd, pos, SEEK_DATA);
+    if (data < 0) {
+      if (errno == ENXIO) break;  // only a hole from here on
+      return {{0, size}};         // not supported here: all of it is data
+    }
+    off_t hole = ::lseek(fd, data, SEEK_HOLE);
+    if (hole < 0 || hole > size) hole = size;
+    if (hole > data) out.emplace_back(data, hole - data);
+    pos = hole;
+  }
+  return out;
+}
+
+// A regular file's data into the entry just written (its header carries the
+// sparse map of `extents`): holes are handed to libarchive as zeros, which its pax
+// writer skips, so a box's sparse file stays small in the export.
+void copy_file_extents(archive* a, int fd, const std::string& path, const std::vector<std::pair<off_t, off_t>>& extents,
+                       off_t size) {
+  static const std::vector<char> zeros(1 << 20, 0);
+  std::vector<char> buf(1 << 20);
+  auto put = [&](const char* p, size_t n) {
+    if (la::archive_write_data(a, p, n) != static_cast<la_ssize_t>(n)) {
+      throw Error(ErrorCode::Storage, "export: " + path + ": " + la::archive_error_string(a));
+    }
+  };
+  auto put_zeros = [&](off_t n) {
+    for (; n > 0; n -= std::min<off_t>(n, static_cast<off_t>(zeros.size()))) {
+      put(zeros.data(), static_cast<size_t>(std::min<off_t>(n, static_cast<off_t>(zeros.size()))));
+    }
+  };
+  off_t pos = 0;
+  for (auto [off, len] : extents) {
+    put_zeros(off - pos);
+    for (off_t done = 0; done < len;) {
+      size_t want = static_cast<size_t>(std::min<off_t>(len - done, static_cast<off_t>(buf.size())));
+      ssize_t n = ::pread(fd, buf.data(), want, off + done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw_errno(ErrorCode::Storage, "read " + path);
+      if (n == 0) throw Error(ErrorCode::Storage, "export: " + path + " shrank while it was read");
+      put(buf.data(), static_cast<size_t>(n));
+      done += n;
+    }
+    pos = off + len;
+  }
+  put_zeros(size - pos);
+}
+
 void add_file_entry(archive* a, const std::string& name, const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throw_errno(ErrorCode::Storage, "stat " + path);
@@ -177,8 +231,21 @@ void write_upper_layer(const std::string& upper, const std::string& out, uint32_
       e.reset(entry);
       if (spare) la::archive_entry_free(spare);
     }
-    write_header(a.get(), e.get(), rel);
-    if (S_ISREG(st.st_mode) && la::archive_entry_size(e.get()) > 0) copy_file_data(a.get(), path);
+    if (S_ISREG(st.st_mode) && la::archive_entry_size(e.get()) > 0) {
+      UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+      if (!fd) throw_errno(ErrorCode::Storage, "open " + path);
+      auto extents = data_extents(fd.get(), st.st_size);
+      off_t data = 0;
+      for (auto [off, len] : extents) data += len;
+      if (data < st.st_size) {
+        for (auto [off, len] : extents) la::archive_entry_sparse_add_entry(e.get(), off, len);
+        if (extents.empty()) la::archive_entry_sparse_add_entry(e.get(), st.st_size, 0);  // a hole throughout
+      }
+      write_header(a.get(), e.get(), rel);
+      copy_file_extents(a.get(), fd.get(), path, extents, st.st_size);
+    } else {
+      write_header(a.get(), e.get(), rel);
+    }
     char opaque[2] = {};
     if (S_ISDIR(st.st_mode) && ::lgetxattr(path.c_str(), "trusted.overlay.opaque", opaque, sizeof opaque) == 1 &&
         opaque[0] == 'y') {
@@ -271,7 +338,88 @@ store::BoxRecord clone_record(const store::BoxRecord& source, const std::string&
 
 // The main command a record was created with ("sh" when it is unreadable).
 std::vector<std::string> recorded_argv(const nlohmann::json& options) {
-  return options.is_object() ? options.value("argv", std::vector<std::string>{"sh"}) : std::vector<std::string>{"sh"};
+  if (!options.is_object() || !options.contains("argv")) return {"sh"};
+  const nlohmann::json& argv = options["argv"];
+  if (!argv.is_array() || !std::all_of(argv.begin(), argv.end(), [](const auto& w) { return w.is_string(); })) {
+    throw Error(ErrorCode::InvalidArgument, "the box's recorded options: argv is not a list of strings");
+  }
+  return argv.get<std::vector<std::string>>();
+}
+
+// An export's manifest, as far as import trusts it: an object of the fields an
+// export writes, each of its type, nested no deeper than an export's (a deeply
+// nested document would exhaust the stack of whatever walks it recursively).
+nlohmann::json parse_export_manifest(const std::string& text, const std::string& archive) {
+  constexpr int kMaxDepth = 32;
+  auto refuse = [&archive](const std::string& why) {
+    return Error(ErrorCode::InvalidArgument, "import: " + archive + ": invalid manifest: " + why);
+  };
+  nlohmann::json m;
+  try {
+    m = nlohmann::json::parse(text, [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+      if (depth > kMaxDepth) throw refuse("nested deeper than " + std::to_string(kMaxDepth) + " levels");
+      return true;
+    });
+  } catch (const nlohmann::json::exception& ex) {
+    throw refuse(ex.what());
+  }
+  if (!m.is_object()) throw refuse("not a JSON object");
+  struct Field {
+    const char* name;
+    bool (nlohmann::json::*is)() const noexcept;
+    const char* type;
+    bool required;
+  };
+  static constexpr Field kFields[] = {
+      {"format", &nlohmann::json::is_number_integer, "an integer", true},
+      {"spec", &nlohmann::json::is_object, "an object", true},
+      {"engine", &nlohmann::json::is_string, "a string", false},
+      {"box_id", &nlohmann::json::is_string, "a string", false},
+      {"name", &nlohmann::json::is_string, "a string", false},
+      {"image", &nlohmann::json::is_string, "a string", false},
+      {"options", &nlohmann::json::is_object, "an object", false},
+      {"image_layers", &nlohmann::json::is_array, "a list", false},
+  };
+  for (const Field& f : kFields) {
+    if (!m.contains(f.name)) {
+      if (f.required) throw refuse(std::string("no \"") + f.name + "\"");
+      continue;
+    }
+    if (!(m[f.name].*f.is)()) throw refuse(std::string("\"") + f.name + "\" is not " + f.type);
+  }
+  return m;
+}
+
+// The VM disk an archive brings: a qcow2 (version 2 or 3) that names no other file,
+// neither a backing file nor an external data file (QCOW2 spec: the header's
+// backing_file_offset, and incompatible feature bit 2). Read from the file itself,
+// before any tool opens it.
+void check_self_contained_qcow2(const std::string& disk, const std::string& archive) {
+  auto refuse = [&](const std::string& why) {
+    return Error(ErrorCode::InvalidArgument,
+                 "import: " + archive + ": the disk is not a self-contained qcow2 image (" + why + ")");
+  };
+  UniqueFd fd(::open(disk.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) throw_errno(ErrorCode::Storage, "open " + disk);
+  unsigned char h[80] = {};
+  ssize_t n = ::pread(fd.get(), h, sizeof h, 0);
+  auto be = [&h](size_t off, size_t len) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < len; ++i) v = (v << 8) | h[off + i];
+    return v;
+  };
+  if (n < 72 || be(0, 4) != 0x514649fbU) throw refuse("no qcow2 header");
+  uint64_t version = be(4, 4);
+  if (version != 2 && version != 3) throw refuse("qcow2 version " + std::to_string(version));
+  if (be(8, 8) != 0 || be(16, 4) != 0) throw refuse("it names a backing file");
+  if (version == 3) {
+    if (n < 80) throw refuse("truncated header");
+    constexpr uint64_t kExternalDataFile = 1U << 2;
+    constexpr uint64_t kKnownIncompatible = (1U << 0) | (1U << 1) | kExternalDataFile | (1U << 3) | (1U << 4);
+    uint64_t incompatible = be(72, 8);
+    if (incompatible & kExternalDataFile) throw refuse("its data lives in an external data file");
+    if (incompatible & ~kKnownIncompatible) throw refuse("unknown incompatible features");
+  }
 }
 
 // What the box is comes from the export; how this machine runs it (QEMU, kernel,
@@ -479,6 +627,12 @@ std::string Runtime::write_export(Box& box, const std::string& dest, const std::
 
   std::string tmp = dest + ".tmp-" + random_hex(4);
   PathGuard tmp_guard{tmp};
+  // The box's whole disk or upper layer: readable by its owner only, as the box
+  // directory is (libarchive would create it 0666 less the umask; it keeps the
+  // mode of a file that exists).
+  if (UniqueFd made(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)); !made) {
+    throw_errno(ErrorCode::Storage, "export: create " + tmp);
+  }
   {
     WriteArchive a(la::archive_write_new());
     la::archive_write_set_format_pax_restricted(a.get());
@@ -547,11 +701,7 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
       if (la::archive_read_data(a.get(), text.data(), text.size()) != static_cast<la_ssize_t>(text.size())) {
         throw Error(ErrorCode::InvalidArgument, "import: " + path + ": truncated manifest");
       }
-      try {
-        manifest = nlohmann::json::parse(text);
-      } catch (const nlohmann::json::exception& ex) {
-        throw Error(ErrorCode::InvalidArgument, "import: " + path + ": invalid manifest: " + ex.what());
-      }
+      manifest = parse_export_manifest(text, path);
     } else if ((entry == kDiskName && !have_disk) || (entry == kUpperName && !have_upper)) {
       const std::string& out = entry == kDiskName ? disk_path : upper_tar;
       UniqueFd fd(::open(out.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
@@ -569,9 +719,9 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
     throw Error(ErrorCode::InvalidArgument,
                 "import: " + path + " is not a .boxlite export (it needs a manifest and one disk or upper layer)");
   }
-  if (manifest.value("format", 0) != kExportFormat) {
-    throw Error(ErrorCode::InvalidArgument, "import: " + path + ": unsupported export format " +
-                                                manifest.value("format", nlohmann::json(0)).dump());
+  if (manifest["format"] != kExportFormat) {
+    throw Error(ErrorCode::InvalidArgument,
+                "import: " + path + ": unsupported export format " + manifest["format"].dump());
   }
   engine::ShimSpec exported;
   try {
@@ -591,16 +741,25 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
     guard.committed = true;
     return box;
   }
-  // A hostile image could name a host file as its backing file and read it from
-  // inside the box: an export is always one self-contained qcow2.
+  // A hostile image could name a host file as its backing file or its external
+  // data file, and read it from inside the box (or through a later export), or
+  // write it: an export is always one self-contained qcow2. The header is read
+  // first, by this process: nothing of an image that names another file is
+  // handed to qemu-img.
+  check_self_contained_qcow2(disk_path, path);
   RunResult info = run_capture({which("qemu-img"), "info", "--output=json", "-f", "qcow2", disk_path});
   nlohmann::json info_json;
   try {
     info_json = info.ok() ? nlohmann::json::parse(info.out) : nlohmann::json();
   } catch (const nlohmann::json::exception&) {
   }
+  const nlohmann::json* qcow2_data = nullptr;
+  if (info_json.is_object() && info_json.contains("format-specific") && info_json["format-specific"].is_object() &&
+      info_json["format-specific"].contains("data") && info_json["format-specific"]["data"].is_object()) {
+    qcow2_data = &info_json["format-specific"]["data"];
+  }
   if (!info_json.is_object() || info_json.value("format", "") != "qcow2" || info_json.contains("backing-filename") ||
-      info_json.contains("full-backing-filename")) {
+      info_json.contains("full-backing-filename") || (qcow2_data && qcow2_data->contains("data-file"))) {
     throw Error(ErrorCode::InvalidArgument, "import: " + path + ": the disk is not a self-contained qcow2 image");
   }
 
@@ -625,9 +784,10 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
   nlohmann::json opts = manifest.value("options", nlohmann::json::object());
   opts.erase("clone_of");
   r.options_json = opts.dump();
+  std::vector<std::string> argv = recorded_argv(opts);  // before the row: it may be refused
   store()->insert(r);
   guard.committed = true;
-  return track(std::make_shared<Box>(spec, r, recorded_argv(opts), store()));
+  return track(std::make_shared<Box>(spec, r, std::move(argv), store()));
 }
 
 // The image comes from this home: the reference the box was made from (a layout
@@ -676,8 +836,9 @@ std::shared_ptr<Box> Runtime::import_jail(engine::ShimSpec spec, const nlohmann:
   nlohmann::json opts = manifest.value("options", nlohmann::json::object());
   opts.erase("clone_of");
   r.options_json = opts.dump();
+  std::vector<std::string> argv = recorded_argv(opts);  // before the row: it may be refused
   store()->insert(r);
-  return track(std::make_shared<Box>(spec, r, recorded_argv(opts), store()));
+  return track(std::make_shared<Box>(spec, r, std::move(argv), store()));
 }
 
 }  // namespace boxlite

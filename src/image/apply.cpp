@@ -6,6 +6,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -88,6 +89,30 @@ EntryMeta entry_meta(archive_entry* e) {
   m.times[0] = la::archive_entry_atime_is_set(e) ? timespec{la::archive_entry_atime(e), la::archive_entry_atime_nsec(e)}
                                                  : m.times[1];
   return m;
+}
+
+bool all_zero(const char* p, size_t len) { return len == 0 || (p[0] == 0 && std::memcmp(p, p + 1, len - 1) == 0); }
+
+void pwrite_all(int fd, const char* p, size_t len, off_t off);
+
+// Into a file just created: zeros are left unwritten, so whole blocks of them holes (as cp --sparse and
+// tar -S make them), so that a file that is sparse where it comes from (a box's
+// `truncate -s 2G`, which a tar stream carries as zeros) does not take its whole
+// size on the host's disk.
+void write_leaving_holes(int fd, const char* p, size_t len, off_t off) {
+  constexpr off_t kBlock = 4096;
+  size_t start = 0;  // of the run of data not yet written
+  size_t i = 0;
+  while (i < len) {
+    // Up to the next block boundary of the file.
+    size_t n = std::min(len - i, static_cast<size_t>(kBlock - (off + static_cast<off_t>(i)) % kBlock));
+    if (all_zero(p + i, n)) {  // the new file reads as zeros there already
+      if (i > start) pwrite_all(fd, p + start, i - start, off + static_cast<off_t>(start));
+      start = i + n;
+    }
+    i += n;
+  }
+  if (len > start) pwrite_all(fd, p + start, len - start, off + static_cast<off_t>(start));
 }
 
 void pwrite_all(int fd, const char* p, size_t len, off_t off) {
@@ -263,7 +288,7 @@ class LayerApplier {
   // without setuid/setgid when asked.
   EntryMeta meta(archive_entry* e) const {
     EntryMeta m = entry_meta(e);
-    if (copy_ && copy_->strip_setid && la::archive_entry_filetype(e) != AE_IFDIR) m.mode &= ~mode_t{S_ISUID | S_ISGID};
+    if (copy_ && copy_->strip_setid) m.mode &= ~mode_t{S_ISUID | S_ISGID};  // directories' too
     if (!overlay_) return m;
     if (m.uid > kMaxBoxId || m.gid > kMaxBoxId) {
       fail("owner " + std::to_string(m.uid) + ":" + std::to_string(m.gid) +
@@ -343,7 +368,7 @@ class LayerApplier {
         fail(std::string("read data: ") + (msg ? msg : "unknown libarchive error"));
       }
       if (off < 0 || off + static_cast<int64_t>(len) > size) fail("data beyond the entry's declared size");
-      pwrite_all(fd, static_cast<const char*>(buf), len, off);
+      write_leaving_holes(fd, static_cast<const char*>(buf), len, off);
     }
     if (::ftruncate(fd, size) != 0) throw_errno(ErrorCode::Image, "truncate");
   }

@@ -119,7 +119,8 @@ class PaxWriter {
     char block[kBlock] = {};
     bool big_size = !put_octal(block + 124, 12, h.size);
     if (big_size) add_record(pax, "size", std::to_string(h.size));
-    bool exact_time = h.mtime.tv_sec >= 0 && h.mtime.tv_nsec == 0 && put_octal(block + 136, 12, static_cast<uint64_t>(h.mtime.tv_sec));
+    bool exact_time = h.mtime.tv_sec >= 0 && h.mtime.tv_nsec == 0 &&
+                      put_octal(block + 136, 12, static_cast<uint64_t>(h.mtime.tv_sec));
     if (!exact_time) add_record(pax, "mtime", pax_time(h.mtime));
     if (!put_octal(block + 108, 8, h.uid)) add_record(pax, "uid", std::to_string(h.uid));
     if (!put_octal(block + 116, 8, h.gid)) add_record(pax, "gid", std::to_string(h.gid));
@@ -220,8 +221,7 @@ bool is_kernel_fs(int dir_fd) {
     case 0xcafe4a11:  // bpf
     case 0x6e736673:  // nsfs
       return true;
-    default:
-      return false;
+    default: return false;
   }
 }
 
@@ -279,14 +279,16 @@ class Archiver {
     out.assign(4097, '\0');
     ssize_t n = ::readlinkat(dir_fd, name.c_str(), out.data(), out.size());
     if (n < 0) return n;
-    if (static_cast<size_t>(n) == out.size()) throw Error(ErrorCode::Storage, "symlink " + name + ": target over 4096 bytes");
+    if (static_cast<size_t>(n) == out.size())
+      throw Error(ErrorCode::Storage, "symlink " + name + ": target over 4096 bytes");
     out.resize(static_cast<size_t>(n));
     return n;
   }
 
   // dir_fd: the directory itself, opened O_RDONLY.
   void directory(int dir_fd, const std::string& path, int depth) {
-    if (depth > kMaxDepth) throw Error(ErrorCode::Storage, path + ": deeper than " + std::to_string(kMaxDepth) + " levels");
+    if (depth > kMaxDepth)
+      throw Error(ErrorCode::Storage, path + ": deeper than " + std::to_string(kMaxDepth) + " levels");
     struct stat st;
     if (::fstat(dir_fd, &st) != 0) throw_errno(ErrorCode::Storage, "stat " + path);
     w_.header(base_header(st, path, '5'));
@@ -399,7 +401,7 @@ struct Dest {
   std::string parent_path;
   std::string name;  // dest's last component ("" when dest is "/")
   DestKind kind = DestKind::Missing;
-  UniqueFd dir;        // kind == Dir: dest itself, O_RDONLY
+  UniqueFd dir;             // kind == Dir: dest itself, O_RDONLY
   bool dir_syntax = false;  // dest ended in "/" or "/.": it must be a directory
 };
 
@@ -433,7 +435,8 @@ Dest resolve_dest(const std::string& dest) {
   d.parent_path = parent;
   d.parent = UniqueFd(::open(parent.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!d.parent) {
-    if (errno == ENOENT || errno == ENOTDIR) throw Error(ErrorCode::NotFound, "the directory " + parent + " does not exist");
+    if (errno == ENOENT || errno == ENOTDIR)
+      throw Error(ErrorCode::NotFound, "the directory " + parent + " does not exist");
     throw_errno(ErrorCode::Storage, "open " + parent);
   }
   if (d.name.empty()) {
@@ -516,8 +519,15 @@ UnpackStats extract_copy_archive(struct archive* reader, const std::string& dest
   }
   std::string raw = detail::entry_path(first);
   detail::Components top = detail::clean_path(raw);
-  if (top.size() != 1) throw Error(ErrorCode::Storage, label + ": the archive's first entry '" + detail::shorten(raw) + "' is not one name");
-  if (detail::entry_hardlink(first)) throw Error(ErrorCode::Storage, label + ": the archive's first entry is a hardlink");
+  if (top.size() != 1)
+    throw Error(ErrorCode::Storage,
+                label + ": the archive's first entry '" + detail::shorten(raw) + "' is not one name");
+  if (detail::entry_hardlink(first))
+    throw Error(ErrorCode::Storage, label + ": the archive's first entry is a hardlink");
+  if (!opts.expected_top.empty() && top[0] != opts.expected_top) {
+    throw Error(ErrorCode::Storage, label + ": the archive holds '" + detail::shorten(top[0]) + "' where '" +
+                                        detail::shorten(opts.expected_top) + "' was asked for");
+  }
   auto type = la::archive_entry_filetype(first);
   if (type != AE_IFDIR && type != AE_IFREG && type != AE_IFLNK) {
     throw Error(ErrorCode::Storage, label + ": the archive's first entry has unsupported type " + std::to_string(type));

@@ -61,9 +61,13 @@ struct CopyExtractOptions {
   // false: any existing non-directory in the way is an AlreadyExists error instead
   // of being replaced (directories always merge).
   bool overwrite = true;
-  // Drop setuid/setgid bits from files: set when the archive comes from a box and
+  // Drop setuid/setgid bits (files and directories): set when the archive comes from a box and
   // the extraction runs as root on the host.
   bool strip_setid = false;
+  // The name the archive's top entry must have (copy_top_name of the path asked
+  // for), when the archive comes from a box: a hostile one could otherwise answer
+  // a request for report.txt with a .bashrc, placed under the destination.
+  std::string expected_top;
 };
 
 // Reads a copy archive from `reader` (an archive_read already opened by the caller,

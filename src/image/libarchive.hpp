@@ -24,7 +24,7 @@
   X(archive_entry_pathname_utf8) X(archive_entry_perm) X(archive_entry_set_filetype) X(archive_entry_set_gid) \
   X(archive_entry_set_hardlink) X(archive_entry_set_mtime) X(archive_entry_set_pathname)                      \
   X(archive_entry_set_perm) X(archive_entry_set_rdevmajor) X(archive_entry_set_rdevminor)                     \
-  X(archive_entry_set_size) X(archive_entry_set_symlink) X(archive_entry_set_uid) X(archive_entry_size)       \
+  X(archive_entry_set_size) X(archive_entry_set_symlink) X(archive_entry_sparse_add_entry) X(archive_entry_set_uid) X(archive_entry_size)       \
   X(archive_entry_symlink) X(archive_entry_symlink_utf8) X(archive_entry_uid) X(archive_error_string)         \
   X(archive_filter_code) X(archive_format) X(archive_read_data) X(archive_read_data_block)                    \
   X(archive_read_data_into_fd) X(archive_read_free) X(archive_read_new) X(archive_read_next_header)           \

@@ -629,6 +629,99 @@ with tarfile.open(dst, "w") as t:
   EXPECT_FALSE(path_exists("/tmp/escape"));
 }
 
+// A box's sparse files stay sparse on the way out: an export of a box holding a
+// 256 MiB file of one written byte is small (and readable by its owner only, as the
+// box directory is), imports whole, and `cp` of it takes a block on the host.
+TEST_F(SnapshotTest, SparseFilesStaySparseInExportsAndCopies) {
+  ::setenv("BOXLITE_ENGINE", "jail", 1);
+  auto box = new_box("sparse");
+  std::string sum = sh(*box,
+                       "truncate -s 256M /big && printf x | dd of=/big bs=1 seek=100000000 conv=notrunc "
+                       "2>/dev/null && md5sum /big");
+  box->copy_out("/big", home_ + "/big");
+  struct stat st {};
+  ASSERT_EQ(::stat((home_ + "/big").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 256ll << 20);
+  EXPECT_LE(st.st_blocks * 512, 64 * 1024) << "the copy's zeros are holes";
+  stop(box);
+  std::string out = home_ + "/out";
+  make_dirs(out);
+  std::string path = rt_->export_box(*box, out);
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_LT(st.st_size, 1 << 20);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  std::string other = home_ + "/h2";
+  make_dirs(other);
+  Runtime rt2(RuntimeOptions{.home_dir = other});
+  auto imported = rt2.import_box(path, "back");
+  EXPECT_EQ(sh(*imported, "md5sum /big"), sum);
+  imported->stop();
+  rt2.remove("back");
+}
+
+// Hostile manifests and disks: an export's real manifest with a field of the wrong
+// type or nested without end, and vm disks that name a host file (a backing file,
+// or qcow2's external data file, which a later export or the box's QEMU would read
+// and write). Each is refused with InvalidArgument, and leaves neither a box
+// directory nor a row; through the CLI, an error and 125 rather than an abort.
+TEST_F(SnapshotTest, HostileManifestsAndDisksAreRefusedAndLeaveNothing) {
+  ::setenv("BOXLITE_ENGINE", "jail", 1);
+  BoxOptions o;
+  o.rootfs_path = image("busybox");
+  o.auto_remove = false;
+  auto box = rt_->create(o, "plain");
+  boxes_.push_back(box);
+  std::string path = rt_->export_box(*box, home_);  // never started: an empty upper layer
+  std::string secret = home_ + "/host-secret";
+  write_file_atomic(secret, std::string(65536, 'S'));
+  const char* craft = R"(
+import io, json, os, subprocess, sys, tarfile
+src, dst, kind, secret = sys.argv[1:5]
+src_tar = tarfile.open(src)
+m = json.loads(src_tar.extractfile("boxlite-export.json").read())
+data_name, data = "upper.tar", src_tar.extractfile("upper.tar").read()
+if kind == "format-string": m["format"] = "1"
+if kind == "image-number": m["image"] = 5
+if kind == "argv-string": m["options"]["argv"] = "sh"
+if kind == "deep": m["spec"] = "DEEP"
+if kind in ("data-file", "backing-file"):
+    m["engine"] = m["spec"]["engine"] = "vm"
+    disk = dst + ".qcow2"
+    if kind == "data-file":
+        # Made over a file of its own (create writes the data file), then pointed at the host's.
+        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-o", "data_file=" + disk + ".raw,data_file_raw=on", disk, "64K"], check=True)
+        subprocess.run(["qemu-img", "amend", "-q", "-f", "qcow2", "-o", "data_file=" + secret, disk], check=True)
+        os.unlink(disk + ".raw")
+    else:
+        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", secret, disk, "64K"], check=True)
+    data_name, data = "disk.qcow2", open(disk, "rb").read()
+    os.unlink(disk)
+text = json.dumps(m).replace('"DEEP"', "[" * 100000 + "]" * 100000).encode()
+with tarfile.open(dst, "w") as t:
+    for name, blob in (("boxlite-export.json", text), (data_name, data)):
+        i = tarfile.TarInfo(name); i.size = len(blob); t.addfile(i, io.BytesIO(blob))
+)";
+  const std::pair<const char*, const char*> cases[] = {
+      {"format-string", "\"format\" is not an integer"},        {"image-number", "\"image\" is not a string"},
+      {"argv-string", "argv is not a list of strings"},         {"deep", "nested deeper than 32 levels"},
+      {"data-file", "its data lives in an external data file"}, {"backing-file", "it names a backing file"},
+  };
+  for (auto [kind, why] : cases) {
+    std::string bad = home_ + "/bad-" + kind + ".boxlite";
+    auto r = run_capture({"python3", "-c", craft, path, bad, kind, secret});
+    ASSERT_TRUE(r.ok()) << kind << ": " << r.err;
+    auto boxes_before = dir_entries(home_ + "/boxes").size();
+    auto rows_before = rt_->list_info().size();
+    EXPECT_NE(error_of([&] { rt_->import_box(bad); }, ErrorCode::InvalidArgument).find(why), std::string::npos) << kind;
+    auto cli = run_cli({"import", bad, "--name", std::string("cli-") + kind});
+    EXPECT_EQ(cli.exit_code, 125) << kind << ": " << cli.err;
+    EXPECT_NE(cli.err.find(why), std::string::npos) << kind << ": " << cli.err;
+    EXPECT_EQ(dir_entries(home_ + "/boxes").size(), boxes_before) << kind;
+    EXPECT_EQ(rt_->list_info().size(), rows_before) << kind;
+  }
+  EXPECT_TRUE(read_file(secret) == std::string(65536, 'S')) << "the host file is untouched";
+}
+
 // Snapshot, clone and export of a RUNNING box (the documented "quiesces and resumes
 // the source"): vm through QMP (stop, blockdev-snapshot-sync, cont) after the agent
 // syncs; jail with its processes frozen while its upper layer is copied.

@@ -8,9 +8,9 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 
-#include "common/error_code.hpp"
 #include <sys/stat.h>
 #include <unistd.h>
+#include "common/error_code.hpp"
 
 #include <filesystem>
 #include <functional>
@@ -232,17 +232,23 @@ TEST_F(CopyArchiveTest, HostileArchivesStayInsideTheTarget) {
     return read_file(p);
   };
   // Siblings of the named tree, ".." and absolute paths all stay under it or fail.
-  EXPECT_NE(code_of([&] { extract(tar([](TarWriter& w) { w.dir("top/").file("other/x", "x"); }), dst()); }), ErrorCode::Ok);
+  EXPECT_NE(code_of([&] { extract(tar([](TarWriter& w) { w.dir("top/").file("other/x", "x"); }), dst()); }),
+            ErrorCode::Ok);
   EXPECT_FALSE(path_exists(dst() + "/other"));
-  EXPECT_NE(code_of([&] { extract(tar([](TarWriter& w) { w.dir("top/").file("top/../../x", "x"); }), dst()); }), ErrorCode::Ok);
+  EXPECT_NE(code_of([&] { extract(tar([](TarWriter& w) { w.dir("top/").file("top/../../x", "x"); }), dst()); }),
+            ErrorCode::Ok);
   EXPECT_FALSE(path_exists(tmp_ / "x"));
   EXPECT_FALSE(path_exists(dst() + "/x"));
   // A single file's archive carries nothing else (it would land beside the file).
-  EXPECT_NE(code_of([&] { extract(tar([](TarWriter& w) { w.symlink("f", "/").file("f/etc/passwd", "x"); }), dst() + "/newname"); }),
+  EXPECT_NE(code_of([&] {
+              extract(tar([](TarWriter& w) { w.symlink("f", "/").file("f/etc/passwd", "x"); }), dst() + "/newname");
+            }),
             ErrorCode::Ok);
   EXPECT_FALSE(path_exists(dst() + "/etc"));
   // Hardlinks out of the tree.
-  EXPECT_NE(code_of([&] { extract(tar([&](TarWriter& w) { w.dir("top/").hardlink("top/h", outside + "/canary"); }), dst()); }),
+  EXPECT_NE(code_of([&] {
+              extract(tar([&](TarWriter& w) { w.dir("top/").hardlink("top/h", outside + "/canary"); }), dst());
+            }),
             ErrorCode::Ok);
 
   // Symlinks planted in the destination tree point outside it.
@@ -258,12 +264,15 @@ TEST_F(CopyArchiveTest, HostileArchivesStayInsideTheTarget) {
   EXPECT_EQ(read_file(target + "/top/f"), "mine\n");
   EXPECT_FALSE(S_ISLNK(lstat_of(target + "/top/f").st_mode));
   // A directory over the planted link is refused.
-  EXPECT_EQ(code_of([&] { extract(tar([](TarWriter& w) { w.dir("top/").dir("top/up/").file("top/up/evil2", "e"); }), target); }),
+  EXPECT_EQ(code_of([&] {
+              extract(tar([](TarWriter& w) { w.dir("top/").dir("top/up/").file("top/up/evil2", "e"); }), target);
+            }),
             ErrorCode::AlreadyExists);
   // A hardlink through the planted link finds nothing.
   ::symlink(outside.c_str(), (target + "/top/up2").c_str());
-  EXPECT_NE(code_of([&] { extract(tar([](TarWriter& w) { w.dir("top/").hardlink("top/h", "top/up2/canary"); }), target); }),
-            ErrorCode::Ok);
+  EXPECT_NE(
+      code_of([&] { extract(tar([](TarWriter& w) { w.dir("top/").hardlink("top/h", "top/up2/canary"); }), target); }),
+      ErrorCode::Ok);
   EXPECT_EQ(read_file(outside + "/canary"), "canary\n");
   std::vector<std::string> names;
   for (const auto& e : std::filesystem::directory_iterator(outside)) names.push_back(e.path().filename());
@@ -274,6 +283,44 @@ TEST_F(CopyArchiveTest, HostileArchivesStayInsideTheTarget) {
   strip.strip_setid = true;
   extract(tar([](TarWriter& w) { w.file("suid", "x", 06755); }), dst() + "/suid", strip);
   EXPECT_EQ(lstat_of(dst() + "/suid").st_mode & 07777, 0755u);
+}
+
+// What a box sends back is checked against what was asked for: a hostile box that
+// answers a request for report.txt with .bashrc (or a tree named .ssh) places
+// nothing. Directories lose their set-id bits as files do, and runs of zeros are
+// left as holes, so that a box's sparse file does not fill the host's disk.
+TEST_F(CopyArchiveTest, AnArchiveFromABoxIsTheNameAskedForWithoutSetIdAndItsZerosStayHoles) {
+  auto tar = [&](const std::function<void(TarWriter&)>& fill) {
+    std::string p = tmp_ / "from-box.tar";
+    TarWriter w(p);
+    fill(w);
+    w.close();
+    return read_file(p);
+  };
+  CopyExtractOptions asked;
+  asked.expected_top = "report.txt";
+  asked.strip_setid = true;
+  EXPECT_EQ(code_of([&] { extract(tar([](TarWriter& w) { w.file(".bashrc", "evil\n"); }), dst(), asked); }),
+            ErrorCode::Storage);
+  EXPECT_FALSE(path_exists(dst() + "/.bashrc"));
+  asked.expected_top = "results";
+  EXPECT_EQ(code_of([&] {
+              extract(tar([](TarWriter& w) { w.dir(".ssh/").file(".ssh/authorized_keys", "k\n"); }), dst(), asked);
+            }),
+            ErrorCode::Storage);
+  EXPECT_FALSE(path_exists(dst() + "/.ssh"));
+  // The name asked for is placed, its directories without set-id bits.
+  extract(tar([](TarWriter& w) { w.dir("results/", 07777).dir("results/sub/", 02775).file("results/f", "x"); }), dst(),
+          asked);
+  EXPECT_EQ(lstat_of(dst() + "/results").st_mode & 07777, 01777u);
+  EXPECT_EQ(lstat_of(dst() + "/results/sub").st_mode & 07777, 0775u);
+  // 8 MiB of zeros around one byte of data take a block or two, not 8 MiB.
+  std::string sparse(8 << 20, '\0');
+  sparse[(4 << 20) + 1] = 'x';
+  asked.expected_top = "big";
+  extract(tar([&](TarWriter& w) { w.file("big", sparse); }), dst(), asked);
+  EXPECT_TRUE(read_file(dst() + "/big") == sparse);
+  EXPECT_LE(lstat_of(dst() + "/big").st_blocks * 512, 64 * 1024);
 }
 
 TEST_F(CopyArchiveTest, ArchivesFromLibarchiveAreAcceptedToo) {
