@@ -221,9 +221,19 @@ for _name, (_res, _args) in _SIGS.items():
     _fn.argtypes = _args
 
 
+def _encode(s, what="str"):
+    if not isinstance(s, str):
+        raise TypeError(f"expected {what}, not {type(s).__name__}")
+    if "\0" in s:
+        # As CPython does for a path or an argv entry: a C string would end there.
+        raise ValueError("embedded null byte")
+    return s.encode("utf-8")
+
+
 def cstr(s):
-    """str -> bytes for a const char* (None stays NULL)."""
-    return None if s is None else s.encode("utf-8")
+    """str -> bytes for a const char* (None stays NULL). A str holding a NUL is
+    ValueError("embedded null byte"), never silently cut at it."""
+    return None if s is None else _encode(s)
 
 
 def pystr(b):
@@ -231,9 +241,13 @@ def pystr(b):
 
 
 def str_array(items):
+    """A char*[] of the str items (a plain str is TypeError, not its characters)."""
+    if isinstance(items, (str, bytes)):
+        raise TypeError(f"expected a list of str, not {type(items).__name__}")
+    items = list(items)
     arr = (c_char_p * max(len(items), 1))()
     for i, s in enumerate(items):
-        arr[i] = s.encode("utf-8")
+        arr[i] = _encode(s, "a list of str")
     return arr
 
 

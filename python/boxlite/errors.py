@@ -59,8 +59,15 @@ class NativeError(RuntimeError):
         super().__init__(message)
 
 
+class InvalidArgumentError(NativeError, ValueError):
+    """A C API InvalidArgument error (e.g. an invalid image reference or snapshot
+    name): a ValueError as before, and a RuntimeError as documented (a failed
+    image reference is caught with `except RuntimeError`)."""
+
+
 def native_error(code, message):
-    """The exception for a C API error: bad arguments are ValueError, the rest RuntimeError."""
+    """The exception for a C API error: bad arguments are InvalidArgumentError (both
+    ValueError and RuntimeError), the rest NativeError (a RuntimeError)."""
     if CODES.get(code) == "InvalidArgument":
-        return ValueError(message)
+        return InvalidArgumentError(code, message)
     return NativeError(code, message)

@@ -1,4 +1,5 @@
 """Option types with the documented fields, defaults and validation errors."""
+import os
 from dataclasses import dataclass, field
 from typing import List, Optional
 
@@ -13,15 +14,16 @@ class ImageRegistry:
     password: Optional[str] = None
     bearer_token: Optional[str] = None
 
+    # The documented errors are RuntimeError (seeds/002, "Troubleshooting" of image registries).
     def __post_init__(self):
         if not isinstance(self.host, str) or not self.host:
-            raise ValueError("image registry host is required")
+            raise RuntimeError("image registry host is required")
         if "://" in self.host or "/" in self.host:
-            raise ValueError(f"image registry host must be host[:port], not a URL: {self.host}")
+            raise RuntimeError(f"image registry host must be host[:port], not a URL: {self.host}")
         if self.transport not in ("https", "http"):
-            raise ValueError(f"unsupported registry transport: {self.transport}")
+            raise RuntimeError(f"unsupported registry transport: {self.transport}")
         if bool(self.username) != bool(self.password):
-            raise ValueError("registry username and password must be provided together")
+            raise RuntimeError("registry username and password must be provided together")
 
 
 @dataclass
@@ -29,6 +31,12 @@ class Options:
     """Runtime options: home_dir (None = $BOXLITE_HOME or ~/.boxlite) and image registries."""
     home_dir: Optional[str] = None
     image_registries: List[ImageRegistry] = field(default_factory=list)
+
+    def __post_init__(self):
+        regs = self.image_registries
+        if regs is not None and (isinstance(regs, (str, bytes, ImageRegistry))
+                                 or not all(isinstance(r, ImageRegistry) for r in regs)):
+            raise TypeError("Options image_registries must be a list of ImageRegistry")
 
 
 @dataclass
@@ -60,6 +68,10 @@ class Secret:
             raise ValueError("Secret name must be a non-empty string")
         if not isinstance(self.value, str):
             raise TypeError("Secret value must be a str")
+        if isinstance(self.hosts, (str, bytes)) or not all(isinstance(h, str) for h in self.hosts or []):
+            raise TypeError(f"Secret hosts must be a list of str, not {type(self.hosts).__name__}"
+                            if isinstance(self.hosts, (str, bytes)) else "Secret hosts must be a list of str")
+        self.hosts = list(self.hosts or [])
         if self.placeholder is None:
             self.placeholder = f"<BOXLITE_SECRET:{self.name}>"
 
@@ -147,6 +159,23 @@ class BoxOptions:
         for name, v in (("cpus", cpus), ("memory_mib", memory_mib), ("disk_size_gb", disk_size_gb)):
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
                 raise ValueError(f"BoxOptions {name} must be a positive int, not {v!r}")
+        # The documented OverflowError of a count past the core's range (cpus is a u8:
+        # cpus=300 raises at construction, seeds/002 "CPU count exceeds 255").
+        for name, v, top in (("cpus", cpus, 255), ("memory_mib", memory_mib, 2**31 - 1),
+                             ("disk_size_gb", disk_size_gb, 2**64 - 1)):
+            if v is not None and v > top:
+                raise OverflowError(f"out of range integral type conversion attempted (BoxOptions {name}={v}, "
+                                    f"at most {top})")
+        entrypoint, cmd = _str_list(entrypoint, "entrypoint"), _str_list(cmd, "cmd")
+        if rootfs_path is not None and not isinstance(rootfs_path, str):
+            try:
+                rootfs_path = os.fspath(rootfs_path)
+            except TypeError:
+                pass  # named below
+        for name, v in (("image", image), ("rootfs_path", rootfs_path), ("working_dir", working_dir),
+                        ("user", user)):
+            if v is not None and not isinstance(v, str):
+                raise TypeError(f"BoxOptions {name} must be a str, not {type(v).__name__}")
         if env is not None and not isinstance(env, (list, tuple)):
             raise TypeError(f"BoxOptions env must be a list of (key, value) tuples, not {type(env).__name__}")
         env = [tuple(e) for e in (env or [])]
@@ -154,6 +183,8 @@ class BoxOptions:
             raise TypeError("BoxOptions env entries must be (str, str) tuples")
         if network is not None and not isinstance(network, NetworkSpec):
             raise TypeError("BoxOptions network must be a NetworkSpec")
+        if isinstance(secrets, (str, bytes, Secret)):
+            raise TypeError(f"BoxOptions secrets must be a list of Secret, not {type(secrets).__name__}")
         secrets = list(secrets or [])
         if not all(isinstance(s, Secret) for s in secrets):
             raise TypeError("BoxOptions secrets must be a list of Secret")
@@ -176,16 +207,59 @@ class BoxOptions:
         return []
 
 
+def _str_list(v, name):
+    """A list of str option (entrypoint, cmd): a plain str is TypeError, never its
+    characters (the reference documents list[str] only)."""
+    if v is None:
+        return None
+    if isinstance(v, (str, bytes)) or not isinstance(v, (list, tuple)):
+        raise TypeError(f"BoxOptions {name} must be a list of str, not {type(v).__name__}")
+    if not all(isinstance(x, str) for x in v):
+        raise TypeError(f"BoxOptions {name} must be a list of str")
+    return list(v)
+
+
+def _first_key(d, keys):
+    for k in keys:
+        if d.get(k) is not None:
+            return d[k]
+    return None
+
+
+def _read_only(v):
+    # As the reference's binding does: only a bool is a bool ("ro"/"rw" are the CLI's).
+    if not isinstance(v, bool):
+        raise TypeError(f"argument 'volumes': '{type(v).__name__}' object cannot be cast as 'bool'")
+    return v
+
+
 def _check_volumes(volumes):
+    """The documented forms: (host, guest[, read_only]) tuples and dicts with
+    host/host_path (or source) and guest/guest_path (or target), read_only a bool."""
+    if isinstance(volumes, (str, bytes, dict)):
+        raise TypeError(f"BoxOptions volumes must be a list of tuples or dicts, not {type(volumes).__name__}")
     out = []
     for v in volumes or []:
         if isinstance(v, dict):
-            host, guest = v.get("host_path") or v.get("source"), v.get("guest_path") or v.get("target")
-            ro = bool(v.get("read_only", False))
-        elif isinstance(v, tuple) and len(v) in (2, 3):
-            host, guest, ro = v[0], v[1], bool(v[2]) if len(v) == 3 else False
+            host = _first_key(v, ("host", "host_path", "source"))
+            guest = _first_key(v, ("guest", "guest_path", "target"))
+            if host is None:
+                raise RuntimeError("volume dict missing host/host_path")
+            if guest is None:
+                raise RuntimeError("volume dict missing guest/guest_path")
+            ro = _read_only(v.get("read_only", False))
+        elif isinstance(v, tuple):
+            if len(v) not in (2, 3):
+                raise RuntimeError("volumes tuples must be (host, guest[, read_only])")
+            host, guest, ro = v[0], v[1], _read_only(v[2]) if len(v) == 3 else False
         else:
             raise TypeError("volumes entries must be tuple or dict")
+        try:
+            host = os.fspath(host)
+        except TypeError:
+            raise TypeError(f"volume host path must be str or os.PathLike, not {type(host).__name__}") from None
+        if not isinstance(host, str):
+            raise TypeError(f"volume host path must be str, not {type(host).__name__}")
         if not isinstance(guest, str) or not guest.startswith("/"):
             raise ValueError(f"Invalid mount path {guest!r} (must be absolute)")
         if guest.rstrip("/") in _SYSTEM_DIRS or guest == "/":
@@ -195,6 +269,8 @@ def _check_volumes(volumes):
 
 
 def _check_ports(ports):
+    if isinstance(ports, (str, bytes, dict)):
+        raise TypeError(f"BoxOptions ports must be a list of tuples or dicts, not {type(ports).__name__}")
     out = []
     for p in ports or []:
         if isinstance(p, dict):

@@ -40,8 +40,43 @@ class AsyncStartStop:
         return False
 
 
+class BoxStateInfo:
+    """`BoxInfo.state`: status (str: "created", "running", "stopped", ...), running
+    (bool) and pid (int, or None without a process). For code written against the
+    plain status string it was before, str() of it is the status and it compares
+    equal to its status string (`info.state == "running"`)."""
+
+    __slots__ = ("status", "running", "pid")
+
+    def __init__(self, status: str, running: bool, pid: Optional[int]):
+        self.status = status
+        self.running = bool(running)
+        self.pid = pid
+
+    def __str__(self):
+        return self.status
+
+    def __repr__(self):
+        return f"BoxStateInfo(status={self.status!r}, running={self.running!r}, pid={self.pid!r})"
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            return self.status == other
+        if isinstance(other, BoxStateInfo):
+            return (self.status, self.running, self.pid) == (other.status, other.running, other.pid)
+        return NotImplemented
+
+    def __hash__(self):
+        return hash(self.status)
+
+
 @dataclass
 class BoxInfo:
+    """A box's info: `state` is a BoxStateInfo (`info.state.status` is the status
+    string); status, running and pid are also fields of their own, as before.
+
+    Awaitable (`await box.info()` gives the BoxInfo itself): the reference calls the
+    native Box.info() both with and without await, so both work."""
     id: str
     name: Optional[str]
     image: str
@@ -58,8 +93,12 @@ class BoxInfo:
                    d["memory_mib"], d["created_at"])
 
     @property
-    def state(self):
-        return self.status
+    def state(self) -> BoxStateInfo:
+        return BoxStateInfo(self.status, self.running, self.pid if self.pid and self.pid > 0 else None)
+
+    def __await__(self):
+        return self
+        yield  # noqa: unreachable - makes this a generator: `await info` is info
 
 
 @dataclass
@@ -373,12 +412,18 @@ class Boxlite:
                 lambda cb, key, e: lib.boxlite_create_box(self._ptr(), opts, cb, key, e), "box")
         finally:
             lib.boxlite_options_free(opts)
-        return Box(self, ptr)
+        box = Box(self, ptr)
+        box._name = name or None
+        return box
 
     async def get_or_create(self, options: BoxOptions, name: Optional[str] = None):
-        """(box, created). Needs a name (the box it names is returned when it exists)."""
+        """(box, created): the box named `name` when it exists (created False), else a
+        new one. Without a name nothing can be reused: a new box, (box, True)."""
+        if name is None:
+            return await self.create(options), True
+        _check_str(name, "Boxlite.get_or_create()", "name")
         if not name:
-            raise ValueError("get_or_create needs a name")
+            raise ValueError("get_or_create: argument 'name' must not be empty")
         self._check_not_shut_down()
         opts = _c_options(options, name)
         try:
@@ -386,7 +431,9 @@ class Boxlite:
                 lambda cb, key, e: lib.boxlite_get_or_create_box(self._ptr(), opts, cb, key, e), "get_or_create")
         finally:
             lib.boxlite_options_free(opts)
-        return Box(self, ptr), created
+        box = Box(self, ptr)
+        box._name = name
+        return box, created
 
     async def get(self, id_or_name: str) -> Optional["Box"]:
         """The box by id, name or unique id prefix; None when there is none."""
@@ -399,10 +446,18 @@ class Boxlite:
             lambda cb, key, e: lib.boxlite_get_info(self._ptr(), _ffi.cstr(id_or_name), cb, key, e), "info"))
         return BoxInfo._from(d) if d is not None else None
 
-    async def list_info(self):
+    async def list_info(self, _state=None):
+        """Every box's BoxInfo, newest first; with a state (a status string such as
+        "running", or a BoxStateInfo), only the boxes in that status."""
+        if _state is not None and not isinstance(_state, (str, BoxStateInfo)):
+            raise TypeError(f"Boxlite.list_info(): argument '_state': expected str or BoxStateInfo, "
+                            f"not {type(_state).__name__}")
         items = await _bridge.call_async(lambda cb, key, e: lib.boxlite_list_info(self._ptr(), cb, key, e),
                                          "info_list")
-        return [BoxInfo._from(d) for d in items]
+        infos = [BoxInfo._from(d) for d in items]
+        if _state is not None:
+            infos = [i for i in infos if i.status == str(_state)]
+        return infos
 
     async def remove(self, id_or_name: str, force: bool = False) -> None:
         await _bridge.call_async(
@@ -571,8 +626,13 @@ def _set_security(p, sec):
 
 @dataclass
 class ExecutionResult:
+    """The native Execution.wait() result: exit_code (negative: killed by that
+    signal) and error_message, set only when the process died abnormally (timeout
+    or signal), as SimpleBox.exec's ExecResult. No stdout/stderr (they stream off
+    the Execution)."""
     exit_code: int
     timed_out: bool = False
+    error_message: Optional[str] = None
 
 
 class Box(AsyncStartStop):
@@ -596,6 +656,16 @@ class Box(AsyncStartStop):
     def id(self) -> str:
         return self._id
 
+    @property
+    def name(self) -> Optional[str]:
+        """The box's name (None when it was created without one), from its info."""
+        if not hasattr(self, "_name"):
+            info = self.info() if self._ptr else None
+            if info is None:
+                return None
+            self._name = info.name or None  # a box's name never changes
+        return self._name
+
     def _handle(self):
         if not self._ptr:
             raise RuntimeError("box handle is closed")
@@ -608,6 +678,8 @@ class Box(AsyncStartStop):
         await _bridge.call_async(lambda cb, key, e: lib.boxlite_stop_box(self._handle(), cb, key, e), "done")
 
     def info(self) -> Optional[BoxInfo]:
+        """The box's BoxInfo, read at once; also awaitable (`await box.info()`), as
+        the reference uses it both ways."""
         p = lib.boxlite_box_info(self._handle())
         if not p:
             return None
@@ -674,7 +746,8 @@ class Box(AsyncStartStop):
     async def exec(self, cmd: str, args=None, env=None, timeout_secs=None, tty: bool = False, cwd=None,
                    user=None) -> "Execution":
         """Starts cmd (args a list of str, env a list of (key, value) tuples)."""
-        if isinstance(args, str) or not all(isinstance(a, str) for a in (args or [])):
+        _check_str(cmd, "Box.exec()", "command")
+        if isinstance(args, (str, bytes)) or not all(isinstance(a, str) for a in (args or [])):
             raise TypeError("argument 'args': expected a list of str")
         if env is not None and not isinstance(env, (list, tuple)):
             raise TypeError(f"argument 'env': '{type(env).__name__}' object cannot be cast as 'Sequence'")
@@ -683,9 +756,31 @@ class Box(AsyncStartStop):
             if not (isinstance(kv, tuple) and len(kv) == 2 and all(isinstance(x, str) for x in kv)):
                 raise TypeError("argument 'env': entries must be (str, str) tuples")
             pairs.extend(kv)
-        if timeout_secs is not None and (not isinstance(timeout_secs, (int, float)) or timeout_secs < 0):
-            raise ValueError("timeout_secs must be a number >= 0")
+        if timeout_secs is not None and (not isinstance(timeout_secs, (int, float)) or isinstance(timeout_secs, bool)
+                                         or not timeout_secs >= 0):
+            raise ValueError(f"timeout_secs must be a number >= 0, not {timeout_secs!r}")
         return await Execution._start(self, cmd, list(args or []), pairs, timeout_secs or 0.0, tty, cwd, user)
+
+
+def _retrieve(fut):
+    if not fut.cancelled():
+        fut.exception()
+
+
+def _kill_late_start(started, ex, out):
+    """The exec whose caller was cancelled while it started: kill what did start and
+    free it (the caller never sees its Execution)."""
+    _bridge.unregister(ex._key)
+    ex._key = None
+    if started.cancelled() or started.exception() is not None or not out.value:
+        return
+    ptr = out.value
+    key = _bridge.register(lambda *a: _reaper.free(lib.boxlite_execution_free, ptr))
+    err = _ffi.CBoxliteError()
+    if lib.boxlite_execution_kill(ptr, _bridge.CALLBACKS["done"], key, ctypes.byref(err)) != 0:
+        _ffi.take_error(err)
+        _bridge.unregister(key)
+        _reaper.free(lib.boxlite_execution_free, ptr)
 
 
 class Execution:
@@ -713,16 +808,19 @@ class Execution:
         self._owed = 0    # bytes of credit held back from the C API
         self._cap = self.max_unread_bytes
         self._early = 0   # credit earned before the handle was known
+        self._timeout = 0.0
 
     @classmethod
     async def _start(cls, box, cmd, args, env_pairs, timeout, tty, cwd, user):
         loop = asyncio.get_running_loop()
-        ex = cls(box, loop)
-        ex._key = _bridge.register(ex._on_output, once=False)
+        # The C strings first: a bad one (a NUL byte) raises before anything is registered.
         argv = _ffi.str_array(args)
         envv = _ffi.str_array(env_pairs)
         c = _ffi.BoxliteCommand(_ffi.cstr(cmd), argv, len(args), envv if env_pairs else None, len(env_pairs),
                                 _ffi.cstr(cwd), _ffi.cstr(user), float(timeout), int(bool(tty)))
+        ex = cls(box, loop)
+        ex._timeout = timeout
+        ex._key = _bridge.register(ex._on_output, once=False)
         out = ctypes.c_void_p()
 
         def start():
@@ -730,10 +828,17 @@ class Execution:
             code = lib.boxlite_box_exec_acked(box._handle(), ctypes.byref(c), _bridge.stdout_cb,
                                               _bridge.stderr_cb, ex._key, ctypes.byref(out), ctypes.byref(err))
             _bridge.check(code, err)
+        started = loop.run_in_executor(None, start)
         try:
-            await loop.run_in_executor(None, start)
+            # Shielded: a cancelled caller (asyncio.wait_for) must not leave a command
+            # that did start running unobserved in the box.
+            await asyncio.shield(started)
+        except asyncio.CancelledError:
+            started.add_done_callback(lambda f: _kill_late_start(f, ex, out))
+            raise
         except BaseException:
             _bridge.unregister(ex._key)
+            ex._key = None
             raise
         with ex._credit_lock:
             ex._ptr = out.value
@@ -741,6 +846,9 @@ class Execution:
         if early:
             ex._ack(early)
         ex._wait = loop.create_future()
+        # Retrieved here, so a wait nobody awaits (a cancelled caller) is never
+        # reported as "Future exception was never retrieved".
+        ex._wait.add_done_callback(_retrieve)
         resolve = _bridge.future_handler(loop, ex._wait)
 
         def on_wait(code, error):
@@ -813,7 +921,12 @@ class Execution:
                 self._loop.call_soon_threadsafe(q.put_nowait, (tail, 0))
             self._loop.call_soon_threadsafe(q.put_nowait, None)
         _bridge.unregister(self._key)
-        return ExecutionResult(code, timed_out)
+        msg = None
+        if timed_out:
+            msg = f"Command timed out after {self._timeout:g}s"
+        elif code < 0:
+            msg = f"killed by signal {-code}"
+        return ExecutionResult(code, timed_out, msg)
 
     async def _lines(self, stream):
         q = self._queues[stream]
@@ -850,6 +963,20 @@ class Execution:
 
     async def kill(self):
         await _bridge.call_async(lambda cb, key, e: lib.boxlite_execution_kill(self._ptr, cb, key, e), "done")
+
+    async def _kill_quietly(self):
+        """kill(), shielded from the caller's cancellation and its errors swallowed (the
+        command may have exited already): for cleanup of a cancelled exec."""
+        if self._wait is not None and self._wait.done():
+            return
+        task = asyncio.ensure_future(self.kill())
+        task.add_done_callback(_retrieve)
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - best effort
+            pass
 
     async def signal(self, sig: int):
         await _bridge.call_async(lambda cb, key, e: lib.boxlite_execution_signal(self._ptr, sig, cb, key, e), "done")

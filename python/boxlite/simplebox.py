@@ -29,37 +29,63 @@ def require_tool_script(test, message):
     return f"{test} || {{ echo {shlex.quote(message)} >&2; exit 127; }}; "
 
 
+_NOT_STARTED = "Box not started: use 'async with' or await start() first"
+
+
 class SimpleBox(AsyncStartStop):
     """A box created and started on `async with` entry, stopped (and removed when
-    auto_remove) on exit. Extra kwargs go to BoxOptions."""
+    auto_remove) on exit. Extra kwargs go to BoxOptions.
+
+    With a name and reuse_existing=True, start() reuses the box of that name when
+    there is one (the runtime's get_or_create) instead of failing on the name."""
 
     def __init__(self, image: Optional[str] = None, memory_mib: Optional[int] = None, cpus: Optional[int] = None,
                  runtime: Optional[Boxlite] = None, name: Optional[str] = None, auto_remove: bool = True,
-                 **kwargs):
-        self._options = BoxOptions(image=image, memory_mib=memory_mib, cpus=cpus, auto_remove=auto_remove,
-                                   **kwargs)
+                 reuse_existing: bool = False, rootfs_path: Optional[str] = None, **kwargs):
+        self._options = BoxOptions(image=image, rootfs_path=rootfs_path, memory_mib=memory_mib, cpus=cpus,
+                                   auto_remove=auto_remove, **kwargs)
+        if not isinstance(reuse_existing, bool):
+            raise TypeError(f"argument 'reuse_existing': '{type(reuse_existing).__name__}' object cannot be "
+                            "cast as 'bool'")
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"argument 'name': expected str, not {type(name).__name__}")
         self._runtime = runtime
         self._name = name
+        self._reuse_existing = reuse_existing
         self._box = None
+        self._ever_started = False
 
     async def start(self):
         if self._box is not None:
             return self
         rt = self._runtime or Boxlite.default()
-        box = await rt.create(self._options, name=self._name)
-        await box.start()
+        if self._reuse_existing and self._name:
+            box, created = await rt.get_or_create(self._options, name=self._name)
+        else:
+            box, created = await rt.create(self._options, name=self._name), True
+        try:
+            await box.start()
+        except BaseException:
+            # A box this start created and could not start (a bad image, a missing
+            # working_dir) is removed, not left behind; a reused box is the caller's.
+            if created:
+                await _remove_quietly(rt, box)
+            raise
         self._box = box
+        self._ever_started = True
         return self
 
     @property
     def id(self) -> str:
-        if self._box is None:
-            raise RuntimeError("Box not started: use 'async with' or await start() first")
-        return self._box.id
+        return self._started().id
+
+    @property
+    def name(self) -> Optional[str]:
+        return self._name
 
     def _started(self):
         if self._box is None:
-            raise RuntimeError("Box not started: use 'async with' or await start() first")
+            raise RuntimeError(_NOT_STARTED)
         return self._box
 
     async def _sh(self, what, script, *, env=None, timeout=None, check=True):
@@ -91,16 +117,20 @@ class SimpleBox(AsyncStartStop):
         box = self._started()
         if env is not None and not isinstance(env, dict):
             raise TypeError(f"env must be a dict[str, str], not {type(env).__name__}")
+        if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
+                                    or not timeout >= 0):
+            raise ValueError(f"timeout must be a number >= 0, not {timeout!r}")
         pairs = [(str(k), str(v)) for k, v in (env or {}).items()]
         ex = await box.exec(cmd, args=list(args), env=pairs, timeout_secs=timeout, cwd=cwd, user=user)
-        out, err = await asyncio.gather(_collect(ex.stdout()), _collect(ex.stderr()))
-        res = await ex.wait()
-        msg = None
-        if res.timed_out:
-            msg = f"Command timed out after {timeout:g}s"
-        elif res.exit_code < 0:
-            msg = f"killed by signal {-res.exit_code}"
-        return ExecResult(res.exit_code, out, err, msg)
+        try:
+            out, err = await asyncio.gather(_collect(ex.stdout()), _collect(ex.stderr()))
+            res = await ex.wait()
+        except BaseException:
+            # Cancelled (asyncio.wait_for) or failed while it ran: the command is killed
+            # in the box, not left running there (the kill is shielded).
+            await ex._kill_quietly()
+            raise
+        return ExecResult(res.exit_code, out, err, res.error_message)
 
     async def copy_in(self, host_path, guest_path):
         await self._started().copy_in(host_path, guest_path)
@@ -108,7 +138,8 @@ class SimpleBox(AsyncStartStop):
     async def copy_out(self, guest_path, host_path):
         await self._started().copy_out(guest_path, host_path)
 
-    def info(self):
+    async def info(self):
+        """The box's BoxInfo (async, as documented: `(await box.info()).state.status`)."""
         return self._started().info()
 
     @property
@@ -128,6 +159,13 @@ class SimpleBox(AsyncStartStop):
         return await self._started().metrics()
 
     async def stop(self):
+        """Stops the box (and removes it when auto_remove). RuntimeError before start,
+        as documented; a second stop does nothing."""
+        if self._box is None and not self._ever_started:
+            raise RuntimeError(_NOT_STARTED)
+        await self._stop_if_started()
+
+    async def _stop_if_started(self):
         box, self._box = self._box, None
         if box is None:
             return
@@ -142,6 +180,13 @@ class SimpleBox(AsyncStartStop):
 
 async def _collect(it):
     return "".join([s async for s in it])
+
+
+async def _remove_quietly(rt, box):
+    try:
+        await asyncio.shield(rt.remove(box.id, force=True))
+    except Exception:  # noqa: BLE001 - the start's own error is the one raised
+        pass
 
 
 class CodeBox(SimpleBox):
@@ -203,7 +248,7 @@ class InteractiveBox(SimpleBox):
             self.execution = await self._box.exec(self._shell, env=self._env, tty=True)
         except BaseException:
             await self._restore()
-            await self.stop()
+            await self._stop_if_started()
             raise
         if self._forward:
             cols, rows = os.get_terminal_size(sys.stdin.fileno())
@@ -219,8 +264,9 @@ class InteractiveBox(SimpleBox):
         await self.stop()
         return False
 
-    async def wait(self):
-        return await self.execution.wait()
+    async def wait(self) -> None:
+        """Waits until the shell exits; returns None, as documented."""
+        await self.execution.wait()
 
     async def _restore(self):
         if self._saved is not None:

@@ -65,8 +65,12 @@ class SkillBox(SimpleBox):
             raise ValueError(f"SkillBox needs a Claude OAuth token: pass oauth_token=... or set {SKILLBOX_TOKEN_ENV}")
         self._token = token
         await super().start()
-        for skill in self.skills:
-            await self.install_skill(skill)
+        try:
+            for skill in self.skills:
+                await self.install_skill(skill)
+        except BaseException:
+            await self._stop_if_started()  # a failed start leaves no box behind
+            raise
         return self
 
     async def _run(self, what, script, timeout=None):

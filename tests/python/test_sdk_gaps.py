@@ -129,7 +129,7 @@ def test_computerbox_defaults_and_errors(image, monkeypatch, tmp_path):
     async def main():
         with boxlite.Boxlite(boxlite.Options()) as rt:
             async with boxlite.ComputerBox(runtime=rt, gui_http_port=free_port(), gui_https_port=free_port()) as desk:
-                info = desk.info()
+                info = await desk.info()
                 assert (info.cpus, info.memory_mib) == (2, 2048)
                 # No xdotool in the box: a clear error naming what is missing.
                 with pytest.raises(boxlite.ExecError, match="xdotool not found in the box.*webtop") as e:

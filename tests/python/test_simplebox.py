@@ -68,7 +68,7 @@ def test_validation_errors(image):
         BoxOptions(image=image, volumes=[("/tmp", "/etc")])
     with pytest.raises(ValueError):
         boxlite.NetworkSpec(mode="bogus")
-    with pytest.raises(ValueError, match="together"):
+    with pytest.raises(RuntimeError, match="together"):  # documented as RuntimeError
         boxlite.ImageRegistry(host="r.example.com", username="u")
 
 
@@ -111,7 +111,7 @@ def test_id_before_start_and_lifecycle(image, tmp_path):
             async with box:
                 box_id = box.id
                 assert isinstance(box_id, str) and box_id
-                assert box.info().status == "running"
+                assert (await box.info()).state.status == "running"
                 src = tmp_path / "in.txt"
                 src.write_text("payload\n")
                 await box.copy_in(str(src), "/tmp/in.txt")

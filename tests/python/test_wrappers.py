@@ -60,7 +60,8 @@ def test_interactive_bad_shell_and_no_forwarding(image):
             await ib.execution.write_stdin("echo $X; exit 7\n")
             text = "".join([t async for t in ib.execution.stdout()])
             assert "y" in text
-            assert (await ib.wait()).exit_code == 7
+            assert await ib.wait() is None  # documented: returns None
+            assert (await ib.execution.wait()).exit_code == 7  # the shell's code, from its execution
     run(main())
 
 
@@ -102,7 +103,8 @@ import boxlite
 
 async def main():
     async with boxlite.InteractiveBox(sys.argv[1]) as ib:   # tty=None: stdin is a TTY here
-        result = await ib.wait()
+        assert await ib.wait() is None
+        result = await ib.execution.wait()
     print("\nshell exited", result.exit_code)
 
 asyncio.run(main())
