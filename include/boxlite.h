@@ -440,6 +440,15 @@ enum BoxliteErrorCode boxlite_box_exec_streamed(CBoxHandle *handle, const struct
 enum BoxliteErrorCode boxlite_box_exec_acked(CBoxHandle *handle, const struct BoxliteCommand *cmd,
                                              CBoxStdoutCb on_stdout, CBoxStderrCb on_stderr, void *user_data,
                                              CExecutionHandle **out_execution, CBoxliteError *out_error);
+/* Addition (docs/c-api.md): the main command's session, as an execution (the
+ * reference's Python `box.attach()`): its output from the start (what the box kept
+ * of it) and then live, its exit code from boxlite_execution_wait; credit as with
+ * boxlite_box_exec_acked. A box not yet started is started; a main command that
+ * already exited gives its kept output and exit code. NotFound for a box without
+ * a main command. */
+enum BoxliteErrorCode boxlite_box_attach_acked(CBoxHandle *handle, CBoxStdoutCb on_stdout, CBoxStderrCb on_stderr,
+                                               void *user_data, CExecutionHandle **out_execution,
+                                               CBoxliteError *out_error);
 /* Returns `bytes` of output credit (synchronous; any thread; more than is
  * outstanding is clamped). A no-op for an execution not started with
  * boxlite_box_exec_acked. */

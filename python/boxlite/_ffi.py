@@ -159,6 +159,7 @@ _SIGS = {
                                        POINTER(c_void_p), ErrP]),
     "boxlite_box_exec_acked": (_R, [c_void_p, POINTER(BoxliteCommand), OutputCb, OutputCb, c_void_p,
                                     POINTER(c_void_p), ErrP]),
+    "boxlite_box_attach_acked": (_R, [c_void_p, OutputCb, OutputCb, c_void_p, POINTER(c_void_p), ErrP]),
     "boxlite_execution_ack_output": (_R, [c_void_p, c_size_t, ErrP]),
     "boxlite_execution_stdin_write": (_R, [c_void_p, c_void_p, c_size_t, ErrP]),
     "boxlite_execution_stdin_close": (_R, [c_void_p, ErrP]),

@@ -761,6 +761,12 @@ class Box(AsyncStartStop):
             raise ValueError(f"timeout_secs must be a number >= 0, not {timeout_secs!r}")
         return await Execution._start(self, cmd, list(args or []), pairs, timeout_secs or 0.0, tty, cwd, user)
 
+    async def attach(self) -> "Execution":
+        """The main command's session: its output (from its start) and, from wait(),
+        its exit code. A box not yet started is started. SimpleBox has none (as
+        documented): the main command of a SimpleBox is the image's idle one."""
+        return await Execution._attach(self)
+
 
 def _retrieve(fut):
     if not fut.cancelled():
@@ -812,12 +818,29 @@ class Execution:
 
     @classmethod
     async def _start(cls, box, cmd, args, env_pairs, timeout, tty, cwd, user):
-        loop = asyncio.get_running_loop()
         # The C strings first: a bad one (a NUL byte) raises before anything is registered.
         argv = _ffi.str_array(args)
         envv = _ffi.str_array(env_pairs)
         c = _ffi.BoxliteCommand(_ffi.cstr(cmd), argv, len(args), envv if env_pairs else None, len(env_pairs),
                                 _ffi.cstr(cwd), _ffi.cstr(user), float(timeout), int(bool(tty)))
+
+        def begin(key, out, err):
+            return lib.boxlite_box_exec_acked(box._handle(), ctypes.byref(c), _bridge.stdout_cb,
+                                              _bridge.stderr_cb, key, ctypes.byref(out), ctypes.byref(err))
+        return await cls._begin(box, begin, timeout)
+
+    @classmethod
+    async def _attach(cls, box):
+        def begin(key, out, err):
+            return lib.boxlite_box_attach_acked(box._handle(), _bridge.stdout_cb, _bridge.stderr_cb, key,
+                                                ctypes.byref(out), ctypes.byref(err))
+        return await cls._begin(box, begin, 0.0)
+
+    @classmethod
+    async def _begin(cls, box, begin, timeout):
+        """An execution that begin(key, out, err) starts in the C API (an exec, or the
+        main command's session)."""
+        loop = asyncio.get_running_loop()
         ex = cls(box, loop)
         ex._timeout = timeout
         ex._key = _bridge.register(ex._on_output, once=False)
@@ -825,8 +848,7 @@ class Execution:
 
         def start():
             err = _ffi.CBoxliteError()
-            code = lib.boxlite_box_exec_acked(box._handle(), ctypes.byref(c), _bridge.stdout_cb,
-                                              _bridge.stderr_cb, ex._key, ctypes.byref(out), ctypes.byref(err))
+            code = begin(ex._key, out, err)
             _bridge.check(code, err)
         started = loop.run_in_executor(None, start)
         try:

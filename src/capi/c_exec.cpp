@@ -119,7 +119,7 @@ ExecOptions exec_options(const BoxliteCommand& c) {
   if (c.workdir) o.cwd = c.workdir;
   if (c.user) o.user = c.user;
   if (!(c.timeout_secs >= 0) || std::isinf(c.timeout_secs)) {
-    invalid("boxlite_box_exec: cmd->timeout_secs must be >= 0 (0 = no timeout)");
+    invalid("boxlite_box_exec: cmd->timeout_secs must be a finite number >= 0 (0 = no timeout)");
   }
   o.timeout_secs = c.timeout_secs;
   o.tty = c.tty != 0;
@@ -160,22 +160,21 @@ void check_runtime(ExecState& st, const char* fn) {
   if (st.rt->freed) throw Error(ErrorCode::InvalidState, std::string(fn) + ": the runtime has been freed");
 }
 
-// Starts cmd on the box; `setup` sees the execution before its output pump runs.
-template <class Setup>
-void start_exec(CBoxHandle* handle, const BoxliteCommand* cmd, CExecutionHandle** out_execution, const char* fn,
-                Setup setup) {
+// Starts what `start` starts on the box (a command, or the attachment to its main
+// command); `setup` sees the execution before its output pump runs.
+template <class Setup, class Start>
+void start_execution(CBoxHandle* handle, CExecutionHandle** out_execution, const char* fn, bool tty, Setup setup,
+                     Start start) {
   require(out_execution, fn, "out_execution");
   *out_execution = nullptr;
   require(handle, fn, "handle");
-  require(cmd, fn, "cmd");
-  ExecOptions o = exec_options(*cmd);
   auto rt = handle->rt;
   rt->check_open(fn);
   auto st = std::make_shared<ExecState>();
   st->rt = rt;
-  st->tty = o.tty;
+  st->tty = tty;
   setup(*st);
-  st->exec.emplace(handle->box->exec(o));
+  st->exec.emplace(start());
   {
     std::lock_guard lk(rt->execs_mu);
     std::erase_if(rt->execs, [](const auto& w) { return w.expired(); });
@@ -188,6 +187,14 @@ void start_exec(CBoxHandle* handle, const BoxliteCommand* cmd, CExecutionHandle*
     throw;
   }
   *out_execution = new CExecutionHandle{st};
+}
+
+template <class Setup>
+void start_exec(CBoxHandle* handle, const BoxliteCommand* cmd, CExecutionHandle** out_execution, const char* fn,
+                Setup setup) {
+  require(cmd, fn, "cmd");
+  ExecOptions o = exec_options(*cmd);
+  start_execution(handle, out_execution, fn, o.tty, setup, [&] { return handle->box->exec(o); });
 }
 
 }  // namespace
@@ -235,6 +242,26 @@ BoxliteErrorCode boxlite_box_exec_acked(CBoxHandle* handle, const BoxliteCommand
       st.err_ud = user_data;
       st.manual_ack = true;
     });
+  });
+}
+
+BoxliteErrorCode boxlite_box_attach_acked(CBoxHandle* handle, CBoxStdoutCb on_stdout, CBoxStderrCb on_stderr,
+                                          void* user_data, CExecutionHandle** out_execution, CBoxliteError* out_error) {
+  return guard(out_error, [&] {
+    const char* fn = "boxlite_box_attach_acked";
+    require_cb(on_stdout, fn);
+    require_cb(on_stderr, fn);
+    require(handle, fn, "handle");
+    start_execution(
+        handle, out_execution, fn, handle->box->spec().main_tty,
+        [&](ExecState& st) {
+          st.out_cb = on_stdout;
+          st.out_ud = user_data;
+          st.err_cb = on_stderr;
+          st.err_ud = user_data;
+          st.manual_ack = true;
+        },
+        [&] { return handle->box->attach(/*with_stdin=*/false); });
   });
 }
 
@@ -316,8 +343,8 @@ BoxliteErrorCode boxlite_execution_kill(CExecutionHandle* execution, CExecutionK
   });
 }
 
-BoxliteErrorCode boxlite_execution_signal(CExecutionHandle* execution, int sig, CExecutionSignalCb cb,
-                                          void* user_data, CBoxliteError* out_error) {
+BoxliteErrorCode boxlite_execution_signal(CExecutionHandle* execution, int sig, CExecutionSignalCb cb, void* user_data,
+                                          CBoxliteError* out_error) {
   return guard(out_error, [&] {
     const char* fn = "boxlite_execution_signal";
     ExecState& st = checked(execution, fn);
@@ -338,7 +365,9 @@ BoxliteErrorCode boxlite_execution_tty_resize(CExecutionHandle* execution, int r
       invalid("boxlite_execution_tty_resize: rows and cols must be 1..65535, got " + std::to_string(rows) + "x" +
               std::to_string(cols));
     }
-    if (!st.tty) throw Error(ErrorCode::InvalidState, "boxlite_execution_tty_resize: the command has no TTY (start it with tty=1)");
+    if (!st.tty)
+      throw Error(ErrorCode::InvalidState,
+                  "boxlite_execution_tty_resize: the command has no TTY (start it with tty=1)");
     check_runtime(st, fn);
     post_done(st, capture([&] { st.exec->resize(static_cast<unsigned>(rows), static_cast<unsigned>(cols)); }), cb,
               user_data);

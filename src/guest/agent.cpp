@@ -13,6 +13,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "common/error.hpp"
@@ -363,9 +364,11 @@ void Agent::start_exec(uint32_t stream, const proto::ExecRequest& req, bool main
     e->timer = UniqueFd(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
     if (!e->timer) throw_errno(ErrorCode::Internal, "timerfd_create");
     itimerspec its{};
-    auto ns = static_cast<long long>(req.timeout_secs() * 1e9);
-    its.it_value.tv_sec = ns / 1000000000;
-    its.it_value.tv_nsec = ns % 1000000000;
+    // Clamped before the conversion (a double past long long's range is undefined
+    // behaviour there): a century is as good as no deadline.
+    double secs = std::min(req.timeout_secs(), 100.0 * 365 * 24 * 3600);
+    its.it_value.tv_sec = static_cast<time_t>(secs);
+    its.it_value.tv_nsec = static_cast<long>((secs - static_cast<double>(its.it_value.tv_sec)) * 1e9);
     if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0) its.it_value.tv_nsec = 1;
     ::timerfd_settime(e->timer.get(), 0, &its, nullptr);
     watch(e->timer.get(), kTimer, stream, EPOLLIN);

@@ -254,3 +254,28 @@ def test_minor_documented_errors(image):
                 assert await asyncio.wait_for(ib.wait(), 30) is None
             assert await rt.list_info() == []
     run(main())
+
+
+def test_attach_follows_the_main_command_and_returns_its_exit_code(image):
+    # The reference's "Exit codes" example: attach() on the box runtime.create() made.
+    async def main():
+        with boxlite.Boxlite(boxlite.Options()) as rt:
+            box = await rt.create(BoxOptions(image=image, cmd=["sh", "-c", "echo 'work done'; exit 7"]))
+            try:
+                await box.start()
+                execution = await box.attach()
+                lines = [line.rstrip() async for line in execution.stdout()]
+                assert lines == ["work done"]
+                assert (await execution.wait()).exit_code == 7
+                # Never started: attach starts it; over already: its kept output and code.
+                later = await rt.create(BoxOptions(image=image, cmd=["sh", "-c", "echo again; exit 3"]))
+                first = await later.attach()
+                assert (await first.wait()).exit_code == 3
+                again = await later.attach()
+                assert [line async for line in again.stdout()] == ["again\n"]
+                assert (await again.wait()).exit_code == 3
+                await rt.remove(later.id, force=True)
+            finally:
+                await rt.remove(box.id, force=True)
+            assert not hasattr(SimpleBox, "attach")  # as documented: SimpleBox has none
+    run(main())
