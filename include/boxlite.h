@@ -353,6 +353,17 @@ enum BoxliteErrorCode boxlite_copy_into(CBoxHandle *handle, const char *host_src
                                         CBoxCopyCb cb, void *user_data, CBoxliteError *out_error);
 enum BoxliteErrorCode boxlite_copy_out(CBoxHandle *handle, const char *guest_src, const char *host_dst,
                                        CBoxCopyCb cb, void *user_data, CBoxliteError *out_error);
+/* Addition (docs/c-api.md): the same with the reference's copy parameters (each
+ * 0 or non-zero; the functions above use 1, 0, 1): overwrite an existing
+ * non-directory at the destination (else AlreadyExists), follow the source when it
+ * is itself a symlink, and keep a directory's own name under an existing
+ * destination directory (else its contents go into it). */
+enum BoxliteErrorCode boxlite_copy_into_with(CBoxHandle *handle, const char *host_src, const char *guest_dst,
+                                             int overwrite, int follow_symlinks, int include_parent, CBoxCopyCb cb,
+                                             void *user_data, CBoxliteError *out_error);
+enum BoxliteErrorCode boxlite_copy_out_with(CBoxHandle *handle, const char *guest_src, const char *host_dst,
+                                            int overwrite, int follow_symlinks, int include_parent, CBoxCopyCb cb,
+                                            void *user_data, CBoxliteError *out_error);
 
 /* Metrics of this run of the box (async; counters restart with each start). */
 enum BoxliteErrorCode boxlite_box_metrics(CBoxHandle *handle, CBoxMetricsCb cb, void *user_data,

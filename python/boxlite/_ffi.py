@@ -155,6 +155,8 @@ _SIGS = {
     "boxlite_box_metrics_ex": (_R, [c_void_p, BoxMetricsExCb, c_void_p, ErrP]),
     "boxlite_copy_into": (_R, [c_void_p, c_char_p, c_char_p, DoneCb, c_void_p, ErrP]),
     "boxlite_copy_out": (_R, [c_void_p, c_char_p, c_char_p, DoneCb, c_void_p, ErrP]),
+    "boxlite_copy_into_with": (_R, [c_void_p, c_char_p, c_char_p, c_int, c_int, c_int, DoneCb, c_void_p, ErrP]),
+    "boxlite_copy_out_with": (_R, [c_void_p, c_char_p, c_char_p, c_int, c_int, c_int, DoneCb, c_void_p, ErrP]),
     "boxlite_box_exec_streamed": (_R, [c_void_p, POINTER(BoxliteCommand), OutputCb, OutputCb, c_void_p,
                                        POINTER(c_void_p), ErrP]),
     "boxlite_box_exec_acked": (_R, [c_void_p, POINTER(BoxliteCommand), OutputCb, OutputCb, c_void_p,

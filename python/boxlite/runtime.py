@@ -735,13 +735,21 @@ class Box(AsyncStartStop):
         return await _bridge.call_async(lambda cb, key, e: lib.boxlite_box_export(
             self._handle(), _ffi.cstr(dest), cb, key, e), "export")
 
-    async def copy_in(self, host_path, guest_path):
-        await _bridge.call_async(lambda cb, key, e: lib.boxlite_copy_into(
-            self._handle(), _ffi.cstr(os.fspath(host_path)), _ffi.cstr(guest_path), cb, key, e), "done")
+    async def copy_in(self, host_path, container_dest, overwrite: bool = True, follow_symlinks: bool = False,
+                      include_parent: bool = True):
+        """Copies host_path into the box at container_dest (docker cp semantics)."""
+        flags = _copy_flags(overwrite, follow_symlinks, include_parent)
+        src, dst = _ffi.cstr(os.fspath(host_path)), _ffi.cstr(container_dest)
+        await _bridge.call_async(lambda cb, key, e: lib.boxlite_copy_into_with(
+            self._handle(), src, dst, *flags, cb, key, e), "done")
 
-    async def copy_out(self, guest_path, host_path):
-        await _bridge.call_async(lambda cb, key, e: lib.boxlite_copy_out(
-            self._handle(), _ffi.cstr(guest_path), _ffi.cstr(os.fspath(host_path)), cb, key, e), "done")
+    async def copy_out(self, container_src, host_dest, overwrite: bool = True, follow_symlinks: bool = False,
+                       include_parent: bool = True):
+        """Copies container_src out of the box to host_dest (docker cp semantics)."""
+        flags = _copy_flags(overwrite, follow_symlinks, include_parent)
+        src, dst = _ffi.cstr(container_src), _ffi.cstr(os.fspath(host_dest))
+        await _bridge.call_async(lambda cb, key, e: lib.boxlite_copy_out_with(
+            self._handle(), src, dst, *flags, cb, key, e), "done")
 
     async def exec(self, cmd: str, args=None, env=None, timeout_secs=None, tty: bool = False, cwd=None,
                    user=None) -> "Execution":
@@ -766,6 +774,15 @@ class Box(AsyncStartStop):
         its exit code. A box not yet started is started. SimpleBox has none (as
         documented): the main command of a SimpleBox is the image's idle one."""
         return await Execution._attach(self)
+
+
+def _copy_flags(overwrite, follow_symlinks, include_parent):
+    """The reference's copy parameters, each a bool (as its table types them)."""
+    values = {"overwrite": overwrite, "follow_symlinks": follow_symlinks, "include_parent": include_parent}
+    for name, value in values.items():
+        if not isinstance(value, bool):
+            raise TypeError(f"argument '{name}': '{type(value).__name__}' object cannot be cast as 'bool'")
+    return tuple(int(v) for v in values.values())
 
 
 def _retrieve(fut):

@@ -132,11 +132,15 @@ class SimpleBox(AsyncStartStop):
             raise
         return ExecResult(res.exit_code, out, err, res.error_message)
 
-    async def copy_in(self, host_path, guest_path):
-        await self._started().copy_in(host_path, guest_path)
+    async def copy_in(self, host_path, container_dest, overwrite: bool = True, follow_symlinks: bool = False,
+                      include_parent: bool = True):
+        await self._started().copy_in(host_path, container_dest, overwrite=overwrite,
+                                      follow_symlinks=follow_symlinks, include_parent=include_parent)
 
-    async def copy_out(self, guest_path, host_path):
-        await self._started().copy_out(guest_path, host_path)
+    async def copy_out(self, container_src, host_dest, overwrite: bool = True, follow_symlinks: bool = False,
+                       include_parent: bool = True):
+        await self._started().copy_out(container_src, host_dest, overwrite=overwrite,
+                                       follow_symlinks=follow_symlinks, include_parent=include_parent)
 
     async def info(self):
         """The box's BoxInfo (async, as documented: `(await box.info()).state.status`)."""

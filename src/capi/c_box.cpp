@@ -62,8 +62,8 @@ void post_handle(const std::shared_ptr<RuntimeState>& st, const Outcome& o, std:
 // Posts cb(err, user_data) for an operation on a box handle.
 template <class Cb>
 void post_done(CBoxHandle* handle, const Outcome& o, Cb cb, void* user_data) {
-  handle->rt->post({[o, cb, user_data] { o.deliver([&](CBoxliteError* e) { cb(e, user_data); }); }, handle->token,
-                    nullptr, 0});
+  handle->rt->post(
+      {[o, cb, user_data] { o.deliver([&](CBoxliteError* e) { cb(e, user_data); }); }, handle->token, nullptr, 0});
 }
 
 void require_handle(CBoxHandle* h, const char* fn) {
@@ -305,7 +305,8 @@ BoxliteErrorCode boxlite_remove(CBoxliteRuntime* runtime, const char* id_or_name
         // owns its shim; the core's remove would reach it through a second one.
         if (auto box = st->cached_box(info.id)) {
           if (box->state() == BoxState::Running && !force) {
-            throw Error(ErrorCode::InvalidState, "box " + info.id + " is running: stop it first, or remove it with force");
+            throw Error(ErrorCode::InvalidState,
+                        "box " + info.id + " is running: stop it first, or remove it with force");
           }
           st->core->prepare_remove(info.id, force != 0);  // clone dependencies, as remove checks them
           box->destroy();
@@ -313,8 +314,8 @@ BoxliteErrorCode boxlite_remove(CBoxliteRuntime* runtime, const char* id_or_name
           st->core->remove(info.id, force != 0);
         }
       });
-      st->post({[out, cb, user_data] { out.deliver([&](CBoxliteError* e) { cb(e, user_data); }); }, nullptr,
-                nullptr, 0});
+      st->post(
+          {[out, cb, user_data] { out.deliver([&](CBoxliteError* e) { cb(e, user_data); }); }, nullptr, nullptr, 0});
     });
   });
 }
@@ -345,17 +346,17 @@ BoxliteErrorCode boxlite_get_info(CBoxliteRuntime* runtime, const char* id_or_na
   });
 }
 
-BoxliteErrorCode boxlite_box_metrics(CBoxHandle* handle, CBoxMetricsCb cb, void* user_data,
-                                     CBoxliteError* out_error) {
+BoxliteErrorCode boxlite_box_metrics(CBoxHandle* handle, CBoxMetricsCb cb, void* user_data, CBoxliteError* out_error) {
   return guard(out_error, [&] {
     const char* fn = "boxlite_box_metrics";
     require_handle(handle, fn);
     require_cb(cb, fn);
-    submit_box_value<BoxMetrics>(handle, cb, user_data, [](Box& b) { return b.metrics(); },
-                                 [cb, user_data](const BoxMetrics& m) {
-                                   CBoxMetrics c = to_c_metrics(m);
-                                   cb(&c, nullptr, user_data);
-                                 });
+    submit_box_value<BoxMetrics>(
+        handle, cb, user_data, [](Box& b) { return b.metrics(); },
+        [cb, user_data](const BoxMetrics& m) {
+          CBoxMetrics c = to_c_metrics(m);
+          cb(&c, nullptr, user_data);
+        });
   });
 }
 
@@ -365,21 +366,22 @@ BoxliteErrorCode boxlite_box_metrics_ex(CBoxHandle* handle, CBoxMetricsExCb cb, 
     const char* fn = "boxlite_box_metrics_ex";
     require_handle(handle, fn);
     require_cb(cb, fn);
-    submit_box_value<BoxMetrics>(handle, cb, user_data, [](Box& b) { return b.metrics(); },
-                                 [cb, user_data](const BoxMetrics& m) {
-                                   CBoxMetricsEx x{};
-                                   x.struct_size = sizeof x;
-                                   x.base = to_c_metrics(m);
-                                   auto stage = [](const std::optional<int64_t>& v) { return v.value_or(-1); };
-                                   x.stage_filesystem_setup_ms = stage(m.stage_filesystem_setup_ms);
-                                   x.stage_image_prepare_ms = stage(m.stage_image_prepare_ms);
-                                   x.stage_guest_rootfs_ms = stage(m.stage_guest_rootfs_ms);
-                                   x.stage_box_spawn_ms = stage(m.stage_box_spawn_ms);
-                                   x.stage_container_init_ms = stage(m.stage_container_init_ms);
-                                   x.commands_executed_total = m.commands_executed_total;
-                                   x.exec_errors_total = m.exec_errors_total;
-                                   cb(&x, nullptr, user_data);
-                                 });
+    submit_box_value<BoxMetrics>(
+        handle, cb, user_data, [](Box& b) { return b.metrics(); },
+        [cb, user_data](const BoxMetrics& m) {
+          CBoxMetricsEx x{};
+          x.struct_size = sizeof x;
+          x.base = to_c_metrics(m);
+          auto stage = [](const std::optional<int64_t>& v) { return v.value_or(-1); };
+          x.stage_filesystem_setup_ms = stage(m.stage_filesystem_setup_ms);
+          x.stage_image_prepare_ms = stage(m.stage_image_prepare_ms);
+          x.stage_guest_rootfs_ms = stage(m.stage_guest_rootfs_ms);
+          x.stage_box_spawn_ms = stage(m.stage_box_spawn_ms);
+          x.stage_container_init_ms = stage(m.stage_container_init_ms);
+          x.commands_executed_total = m.commands_executed_total;
+          x.exec_errors_total = m.exec_errors_total;
+          cb(&x, nullptr, user_data);
+        });
   });
 }
 
@@ -439,16 +441,16 @@ namespace {
 
 // copy_into and copy_out: the same checks, one direction each.
 BoxliteErrorCode submit_copy(const char* fn, const char* src_name, const char* dst_name, CBoxHandle* handle,
-                             const char* src, const char* dst, CBoxCopyCb cb, void* user_data,
-                             CBoxliteError* out_error, void (Box::*copy)(const std::string&, const std::string&,
-                                                                          const CopyOptions&)) {
+                             const char* src, const char* dst, CBoxCopyCb cb, void* user_data, CBoxliteError* out_error,
+                             void (Box::*copy)(const std::string&, const std::string&, const CopyOptions&),
+                             CopyOptions opts = {}) {
   return guard(out_error, [&] {
     require_str(src, fn, src_name);
     require_str(dst, fn, dst_name);
     require_handle(handle, fn);
     require_cb(cb, fn);
-    submit_box_task(handle, cb, user_data, [from = std::string(src), to = std::string(dst), copy](Box& b) {
-      (b.*copy)(from, to, CopyOptions{});
+    submit_box_task(handle, cb, user_data, [from = std::string(src), to = std::string(dst), copy, opts](Box& b) {
+      (b.*copy)(from, to, opts);
     });
   });
 }
@@ -463,8 +465,22 @@ BoxliteErrorCode boxlite_copy_into(CBoxHandle* handle, const char* host_src, con
 
 BoxliteErrorCode boxlite_copy_out(CBoxHandle* handle, const char* guest_src, const char* host_dst, CBoxCopyCb cb,
                                   void* user_data, CBoxliteError* out_error) {
-  return submit_copy("boxlite_copy_out", "guest_src", "host_dst", handle, guest_src, host_dst, cb, user_data,
-                     out_error, &Box::copy_out);
+  return submit_copy("boxlite_copy_out", "guest_src", "host_dst", handle, guest_src, host_dst, cb, user_data, out_error,
+                     &Box::copy_out);
+}
+
+BoxliteErrorCode boxlite_copy_into_with(CBoxHandle* handle, const char* host_src, const char* guest_dst, int overwrite,
+                                        int follow_symlinks, int include_parent, CBoxCopyCb cb, void* user_data,
+                                        CBoxliteError* out_error) {
+  return submit_copy("boxlite_copy_into_with", "host_src", "guest_dst", handle, host_src, guest_dst, cb, user_data,
+                     out_error, &Box::copy_in, CopyOptions{overwrite != 0, follow_symlinks != 0, include_parent != 0});
+}
+
+BoxliteErrorCode boxlite_copy_out_with(CBoxHandle* handle, const char* guest_src, const char* host_dst, int overwrite,
+                                       int follow_symlinks, int include_parent, CBoxCopyCb cb, void* user_data,
+                                       CBoxliteError* out_error) {
+  return submit_copy("boxlite_copy_out_with", "guest_src", "host_dst", handle, guest_src, host_dst, cb, user_data,
+                     out_error, &Box::copy_out, CopyOptions{overwrite != 0, follow_symlinks != 0, include_parent != 0});
 }
 
 void boxlite_free_box_info(CBoxInfo* info) {
@@ -530,8 +546,8 @@ BoxliteErrorCode snapshot_info_op(CBoxHandle* handle, CSnapshotInfoCb cb, void* 
 
 extern "C" {
 
-BoxliteErrorCode boxlite_box_snapshot_create(CBoxHandle* handle, const char* name, CSnapshotInfoCb cb,
-                                             void* user_data, CBoxliteError* out_error) {
+BoxliteErrorCode boxlite_box_snapshot_create(CBoxHandle* handle, const char* name, CSnapshotInfoCb cb, void* user_data,
+                                             CBoxliteError* out_error) {
   const char* fn = "boxlite_box_snapshot_create";
   BoxliteErrorCode c = guard(out_error, [&] { require_str(name, fn, "name"); });
   if (c != Ok) return c;
@@ -613,7 +629,8 @@ BoxliteErrorCode boxlite_box_export(CBoxHandle* handle, const char* dest_dir, CB
     require_handle(handle, fn);
     require_cb(cb, fn);
     submit_box_value<std::string>(
-        handle, cb, user_data, [st = handle->rt, dest = std::string(dest_dir)](Box& b) { return st->core->export_box(b, dest); },
+        handle, cb, user_data,
+        [st = handle->rt, dest = std::string(dest_dir)](Box& b) { return st->core->export_box(b, dest); },
         [cb, user_data](const std::string& path) { cb(path.c_str(), nullptr, user_data); });
   });
 }

@@ -279,3 +279,30 @@ def test_attach_follows_the_main_command_and_returns_its_exit_code(image):
                 await rt.remove(box.id, force=True)
             assert not hasattr(SimpleBox, "attach")  # as documented: SimpleBox has none
     run(main())
+
+
+def test_copy_takes_the_documented_parameters(image, tmp_path):
+    # overwrite (True), follow_symlinks (False), include_parent (True), as the
+    # reference's copy table gives them, on SimpleBox and the native box alike.
+    async def main():
+        src = tmp_path / "proj"
+        src.mkdir()
+        (src / "a.txt").write_text("new\n")
+        async with SimpleBox(image=image) as box:
+            await box.exec("sh", "-c", "mkdir -p /w/keep && echo old > /w/a.txt && ln -s /etc/hostname /w/link")
+            await box.copy_in(str(src), "/w/keep")  # include_parent: /w/keep/proj
+            await box.copy_in(str(src), "/w", include_parent=False)  # contents into /w
+            assert (await box.exec("cat", "/w/keep/proj/a.txt", "/w/a.txt")).stdout == "new\nnew\n"
+            (src / "a.txt").write_text("newer\n")
+            with pytest.raises(RuntimeError, match="already exists"):
+                await box.copy_in(str(src / "a.txt"), "/w/a.txt", overwrite=False)
+            assert (await box.exec("cat", "/w/a.txt")).stdout == "new\n"
+            out = tmp_path / "out"
+            out.mkdir()
+            await box.copy_out("/w/link", str(out / "as-link"))
+            assert (out / "as-link").is_symlink()
+            await box.copy_out("/w/link", str(out / "followed"), follow_symlinks=True)
+            assert not (out / "followed").is_symlink() and (out / "followed").read_text().strip()
+            with pytest.raises(TypeError, match="overwrite"):
+                await box.copy_out("/w/a.txt", str(out / "x"), overwrite="yes")
+    run(main())
