@@ -79,6 +79,19 @@ std::string build_dns_answer(std::string_view query, const DnsQuestion& q, std::
   return r;
 }
 
+std::string build_truncated_dns_reply(std::string_view query, const DnsQuestion& q, std::string_view reply) {
+  constexpr uint16_t kTc = 0x0200;
+  std::string r;
+  put16(r, q.id);
+  put16(r, static_cast<uint16_t>((reply.size() >= kHeader ? rd16(reply, 2) : 0x8180) | kTc | 0x8000));
+  put16(r, 1);
+  put16(r, 0);
+  put16(r, 0);
+  put16(r, 0);
+  r.append(query.substr(kHeader, q.end - kHeader));
+  return r;
+}
+
 std::vector<uint32_t> dns_answer_addresses(std::string_view m) {
   std::vector<uint32_t> out;
   if (m.size() < kHeader) return out;

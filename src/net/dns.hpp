@@ -27,6 +27,11 @@ std::optional<DnsQuestion> parse_dns_query(std::string_view msg);
 // (host order) one A record, otherwise NOERROR with no records.
 std::string build_dns_answer(std::string_view query, const DnsQuestion& q, std::optional<uint32_t> address);
 
+// `query`'s question answered with the upstream reply's flags and code, no records,
+// and TC set: what a resolver says of an answer too large to send over UDP (the
+// client may then retry over TCP), instead of a cut message it cannot parse.
+std::string build_truncated_dns_reply(std::string_view query, const DnsQuestion& q, std::string_view reply);
+
 // The A records (host order) in a response's answer section; empty when malformed.
 std::vector<uint32_t> dns_answer_addresses(std::string_view response);
 

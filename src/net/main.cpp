@@ -1,7 +1,8 @@
 // boxlite-net: started by the shim, one per box with a network.
 //   boxlite-net --spec <box_dir>/shim.json --link stream|tap --link-fd N --ready-fd N
-#include <sys/prctl.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <cstring>
@@ -9,9 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/trace.hpp"
 #include "common/error.hpp"
 #include "common/io.hpp"
+#include "common/trace.hpp"
 #include "net/netd.hpp"
 
 int main(int argc, char** argv) {
@@ -19,6 +20,13 @@ int main(int argc, char** argv) {
   boxlite::trace("net: main");
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the network goes with the box's shim
   ::signal(SIGPIPE, SIG_IGN);
+  // Every flow the guest opens is a host socket here, with its buffers, outside the
+  // box's memory cgroup: a box holds at most this many at once (a VM's QEMU, whose
+  // libslirp does the same, runs under the usual 1024 too). Past it, a new
+  // connection is refused (libslirp resets it) and a new UDP flow dropped.
+  constexpr rlim_t kMaxOpenFiles = 1024;
+  rlimit nofile{kMaxOpenFiles, kMaxOpenFiles};
+  if (::setrlimit(RLIMIT_NOFILE, &nofile) != 0) std::perror("boxlite-net: setrlimit(RLIMIT_NOFILE)");
   net::NetdOptions o;
   std::string spec_path;
   try {
@@ -36,7 +44,9 @@ int main(int argc, char** argv) {
         throw Error(ErrorCode::InvalidArgument, "unknown option " + k);
       }
     }
-    if (spec_path.empty() || o.link_fd < 0) throw Error(ErrorCode::InvalidArgument, "usage: boxlite-net --spec FILE --link stream|tap --link-fd N --ready-fd N");
+    if (spec_path.empty() || o.link_fd < 0)
+      throw Error(ErrorCode::InvalidArgument,
+                  "usage: boxlite-net --spec FILE --link stream|tap --link-fd N --ready-fd N");
     auto spec = nlohmann::json::parse(read_file(spec_path));
     o.config = net::config_from_json(spec.at("net").dump());
     o.box_dir = spec.at("box_dir");

@@ -20,10 +20,10 @@
 
 #include <slirp/libslirp.h>
 
-#include "common/trace.hpp"
 #include "common/error.hpp"
 #include "common/fd.hpp"
 #include "common/io.hpp"
+#include "common/trace.hpp"
 #include "net/dns.hpp"
 #include "net/packet.hpp"
 #include "net/policy.hpp"
@@ -83,7 +83,10 @@ sockaddr_in upstream_resolver(const std::string& configured) {
 class Netd {
  public:
   explicit Netd(const NetdOptions& o)
-      : opts_(o), policy_(o.config), stats_(stats_path(o.box_dir)), resolver_(upstream_resolver(o.config.dns_upstream)) {
+      : opts_(o),
+        policy_(o.config),
+        stats_(stats_path(o.box_dir)),
+        resolver_(upstream_resolver(o.config.dns_upstream)) {
     for (const auto& p : o.config.ports) forwarded_.insert({p.guest_port, p.udp});
     if (!o.config.secrets.empty()) proxy_ = std::make_unique<SecretsProxy>(o.config);
     dns_ = UniqueFd(::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
@@ -118,9 +121,7 @@ class Netd {
   void flush_link();
   void run_timers();
   int64_t next_timer_ms() const;
-  bool inbound_flow(const Ipv4View& p) const {
-    return inbound_.count({p.dst, p.dport, p.sport, p.proto}) != 0;
-  }
+  bool inbound_flow(const Ipv4View& p) const { return inbound_.count({p.dst, p.dport, p.sport, p.proto}) != 0; }
   void note_inbound(const Ipv4View& p);
   bool redirect_to_proxy(std::string& frame, const Ipv4View& ip);
   void restore_from_proxy(std::string& frame, const Ipv4View& ip);
@@ -138,7 +139,8 @@ class Netd {
   }
   static void cb_timer_free(void* timer, void* opaque) {
     auto& timers = static_cast<Netd*>(opaque)->timers_;
-    timers.erase(std::remove_if(timers.begin(), timers.end(), [&](const auto& t) { return t.get() == timer; }), timers.end());
+    timers.erase(std::remove_if(timers.begin(), timers.end(), [&](const auto& t) { return t.get() == timer; }),
+                 timers.end());
   }
   static void cb_timer_mod(void* timer, int64_t expire_ms, void*) { static_cast<Timer*>(timer)->expire_ms = expire_ms; }
   static void cb_register(int, void*) {}
@@ -168,6 +170,8 @@ class Netd {
 
   struct PendingDns {
     uint16_t guest_id;
+    std::string query;  // the guest's message (header and question)
+    DnsQuestion question;
     std::string request;  // the guest's frame, to address the reply
     Ipv4View ip;
     int64_t sent_ms;
@@ -181,9 +185,9 @@ class Netd {
   SlirpCb callbacks_{};
   int listen_fd_ = -1;
   UniqueFd link_;
-  std::string in_buf_;                  // stream: partial frames from the guest
-  std::string stream_out_;              // stream: framed bytes to the guest
-  std::deque<std::string> tap_out_;     // tap: whole frames to the guest
+  std::string in_buf_;               // stream: partial frames from the guest
+  std::string stream_out_;           // stream: framed bytes to the guest
+  std::deque<std::string> tap_out_;  // tap: whole frames to the guest
   UniqueFd dns_;
   std::map<uint16_t, PendingDns> pending_dns_;
   uint16_t next_dns_id_ = 1;
@@ -292,10 +296,11 @@ void Netd::publish_ports() {
     if (slirp_add_hostfwd(slirp_, p.udp ? 1 : 0, host, p.host_port, guest, p.guest_port) < 0) {
       int err = errno;
       std::string proto = p.udp ? "udp" : "tcp";
-      throw Error(ErrorCode::Network, "cannot publish host port " + p.host_ip + ":" + std::to_string(p.host_port) + "/" + proto +
-                                          " (guest port " + std::to_string(p.guest_port) + "): " +
-                                          (err == EADDRINUSE || err == 0 ? std::string("the host port is already in use")
-                                                                         : std::strerror(err)));
+      throw Error(
+          ErrorCode::Network,
+          "cannot publish host port " + p.host_ip + ":" + std::to_string(p.host_port) + "/" + proto + " (guest port " +
+              std::to_string(p.guest_port) + "): " +
+              (err == EADDRINUSE || err == 0 ? std::string("the host port is already in use") : std::strerror(err)));
     }
   }
 }
@@ -423,16 +428,19 @@ void Netd::answer_dns(std::string_view frame, const Ipv4View& ip) {
     stats_.add_dropped();
     return;
   }
-  pending_dns_[id] = PendingDns{q->id, std::string(frame), ip, now};
+  pending_dns_[id] = PendingDns{q->id, std::string(msg.substr(0, q->end)), *q, std::string(frame), ip, now};
 }
 
 void Netd::on_dns_reply() {
-  char buf[4096];
+  // The largest answer the guest is sent as is; a larger one (up to UDP's limit, read
+  // whole) becomes an empty answer with TC set.
+  constexpr size_t kMaxGuestDnsReply = 4096;
+  std::vector<char> buf(65536);
   for (;;) {
-    ssize_t n = ::recv(dns_.get(), buf, sizeof buf, 0);
+    ssize_t n = ::recv(dns_.get(), buf.data(), buf.size(), 0);
     if (n < 0) return;  // EAGAIN, or ECONNREFUSED from a resolver that is down: the guest times out
     if (n < 12) continue;
-    std::string reply(buf, static_cast<size_t>(n));
+    std::string reply(buf.data(), static_cast<size_t>(n));
     uint16_t id = static_cast<uint16_t>((static_cast<uint8_t>(reply[0]) << 8) | static_cast<uint8_t>(reply[1]));
     auto it = pending_dns_.find(id);
     if (it == pending_dns_.end()) continue;
@@ -444,6 +452,7 @@ void Netd::on_dns_reply() {
     }
     reply[0] = static_cast<char>(p.guest_id >> 8);
     reply[1] = static_cast<char>(p.guest_id & 0xff);
+    if (reply.size() > kMaxGuestDnsReply) reply = build_truncated_dns_reply(p.query, p.question, reply);
     to_guest(build_udp_reply(p.request, p.ip, reply));
   }
 }

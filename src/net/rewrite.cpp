@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cstring>
+#include <optional>
 
 #include "common/io.hpp"
 #include "net/policy.hpp"
@@ -11,7 +12,8 @@ namespace {
 
 void replace_all(std::string& s, const std::string& from, const std::string& to) {
   if (from.empty()) return;
-  for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + to.size())) s.replace(pos, from.size(), to);
+  for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + to.size()))
+    s.replace(pos, from.size(), to);
 }
 
 void substitute(std::string& s, const std::vector<const SecretRule*>& rules) {
@@ -24,7 +26,8 @@ bool http_header_is(const std::string& line, const char* name) {
   size_t n = std::strlen(name);
   if (line.size() <= n || line[n] != ':') return false;
   for (size_t i = 0; i < n; ++i) {
-    if (std::tolower(static_cast<unsigned char>(line[i])) != std::tolower(static_cast<unsigned char>(name[i]))) return false;
+    if (std::tolower(static_cast<unsigned char>(line[i])) != std::tolower(static_cast<unsigned char>(name[i])))
+      return false;
   }
   return true;
 }
@@ -37,7 +40,65 @@ std::vector<const SecretRule*> secrets_for_host(const std::vector<SecretRule>& s
   return out;
 }
 
-bool read_chunked_body(std::string& buf, const std::function<int(char*, int)>& read, std::string& out, size_t max_body) {
+namespace {
+
+std::string lowercase(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// "host[:port]" or "[v6]:port" -> the host, lowercased.
+std::string host_of_authority(std::string a) {
+  a = trim(a);
+  if (!a.empty() && a[0] == '[') {
+    size_t end = a.find(']');
+    return lowercase(end == std::string::npos ? a : a.substr(1, end - 1));
+  }
+  if (size_t colon = a.find(':'); colon != std::string::npos) a.resize(colon);
+  return lowercase(a);
+}
+
+}  // namespace
+
+std::optional<std::vector<std::string>> request_hosts(const std::string& head) {
+  std::vector<std::string> hosts;
+  auto lines = split(head, '\n');
+  if (lines.empty()) return std::nullopt;
+  // An absolute-form target (RFC 9112 3.2.2) names a host of its own.
+  auto words = split(trim(lines[0]), ' ');
+  if (words.size() >= 2) {
+    std::string_view target = words[1];
+    for (std::string_view scheme : {"http://", "https://"}) {
+      if (target.size() > scheme.size() && lowercase(std::string(target.substr(0, scheme.size()))) == scheme) {
+        std::string_view rest = target.substr(scheme.size());
+        hosts.push_back(host_of_authority(std::string(rest.substr(0, rest.find_first_of("/?#")))));
+      }
+    }
+  }
+  int host_headers = 0;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    if (!http_header_is(lines[i], "Host")) continue;
+    if (++host_headers > 1) return std::nullopt;  // which one a server reads is its choice
+    hosts.push_back(host_of_authority(lines[i].substr(5)));
+  }
+  return hosts;
+}
+
+std::vector<const SecretRule*> secrets_for_request(const std::vector<SecretRule>& secrets, const std::string& sni,
+                                                   const std::string& head) {
+  auto hosts = request_hosts(head);
+  if (!hosts) return {};
+  std::vector<const SecretRule*> out;
+  for (const SecretRule* r : secrets_for_host(secrets, sni)) {
+    bool all = true;
+    for (const auto& h : *hosts) all = all && !secrets_for_host({*r}, h).empty();
+    if (all) out.push_back(r);
+  }
+  return out;
+}
+
+bool read_chunked_body(std::string& buf, const std::function<int(char*, int)>& read, std::string& out,
+                       size_t max_body) {
   char chunk[16384];
   auto more = [&] {
     int n = read(chunk, sizeof chunk);
@@ -77,7 +138,8 @@ bool read_chunked_body(std::string& buf, const std::function<int(char*, int)>& r
   }
 }
 
-std::string rewrite_request(const std::string& head, const std::string& body, const std::vector<const SecretRule*>& rules) {
+std::string rewrite_request(const std::string& head, const std::string& body,
+                            const std::vector<const SecretRule*>& rules) {
   std::vector<std::string> lines = split(head, '\n');
   std::string out;
   bool first = true;
@@ -104,8 +166,8 @@ std::string rewrite_request(const std::string& head, const std::string& body, co
     }
     // The body comes whole (a chunked one decoded): it goes with a Content-Length.
     if (http_header_is(line, "Transfer-Encoding")) continue;
-    if (http_header_is(line, "Content-Length") || http_header_is(line, "Connection") || http_header_is(line, "Proxy-Connection") ||
-        http_header_is(line, "Keep-Alive")) {
+    if (http_header_is(line, "Content-Length") || http_header_is(line, "Connection") ||
+        http_header_is(line, "Proxy-Connection") || http_header_is(line, "Keep-Alive")) {
       continue;
     }
     if (auto colon = line.find(':'); colon != std::string::npos) {

@@ -11,8 +11,8 @@
 #include <sys/socket.h>
 
 #include <atomic>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -103,16 +103,25 @@ struct SecretsProxy::Impl {
   X509Ptr ca_cert;
   SslCtxPtr server_ctx, client_ctx;
   std::mutex mu;
-  std::map<std::string, X509Ptr> leaves;  // by host name
+  std::map<std::string, X509Ptr> leaves;  // by host name, at most kMaxLeaves
   std::atomic<int> active{0};
 
-  X509* leaf_for(const std::string& host);
+  X509Ptr leaf_for(const std::string& host);
   void handle(UniqueFd listener, uint32_t ip, uint16_t port);
 };
 
-X509* SecretsProxy::Impl::leaf_for(const std::string& host) {
+// A reference of its own to the certificate for `host` (the cache may drop its own
+// meanwhile): a box naming a new host in every handshake costs a signature each
+// time, not host memory without bound.
+X509Ptr SecretsProxy::Impl::leaf_for(const std::string& host) {
+  constexpr size_t kMaxLeaves = 1024;
+  auto shared = [](X509* cert) {
+    X509_up_ref(cert);
+    return X509Ptr(cert);
+  };
   std::lock_guard lock(mu);
-  if (auto it = leaves.find(host); it != leaves.end()) return it->second.get();
+  if (auto it = leaves.find(host); it != leaves.end()) return shared(it->second.get());
+  if (leaves.size() >= kMaxLeaves) leaves.clear();
   X509Ptr cert(X509_new());
   X509_set_version(cert.get(), 2);
   std::string serial = random_hex(8);
@@ -137,7 +146,7 @@ X509* SecretsProxy::Impl::leaf_for(const std::string& host) {
     X509_EXTENSION_free(ext);
   }
   if (X509_sign(cert.get(), ca_key.get(), EVP_sha256()) == 0) return nullptr;
-  return (leaves[host] = std::move(cert)).get();
+  return shared((leaves[host] = std::move(cert)).get());
 }
 
 void SecretsProxy::Impl::handle(UniqueFd listener, uint32_t ip, uint16_t port) {
@@ -184,7 +193,7 @@ void SecretsProxy::Impl::handle(UniqueFd listener, uint32_t ip, uint16_t port) {
 
   std::string head, body;
   if (!read_head(down.get(), head, body)) return;
-  auto rules = secrets_for_host(cfg.secrets, sni);
+  auto rules = secrets_for_request(cfg.secrets, sni, head);
   bool chunked = false;
   size_t length = 0;
   for (const auto& line : split(head, '\n')) {
@@ -229,19 +238,21 @@ SecretsProxy::SecretsProxy(const NetConfig& cfg) : impl_(std::make_shared<Impl>(
   SSL_CTX_set_min_proto_version(impl_->server_ctx.get(), TLS1_2_VERSION);
   SSL_CTX_set_min_proto_version(impl_->client_ctx.get(), TLS1_2_VERSION);
   // The certificate is chosen once the box has said which name it wants.
-  SSL_CTX_set_tlsext_servername_callback(impl_->server_ctx.get(), +[](SSL* ssl, int*, void*) -> int {
-    auto* self = static_cast<Impl*>(SSL_get_app_data(ssl));
-    const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
-    if (!name || !*name) return SSL_TLSEXT_ERR_NOACK;
-    X509* leaf = self->leaf_for(name);
-    if (!leaf || SSL_use_certificate(ssl, leaf) != 1 || SSL_use_PrivateKey(ssl, self->leaf_key.get()) != 1) {
-      return SSL_TLSEXT_ERR_ALERT_FATAL;
-    }
-    return SSL_TLSEXT_ERR_OK;
-  });
+  SSL_CTX_set_tlsext_servername_callback(
+      impl_->server_ctx.get(), +[](SSL* ssl, int*, void*) -> int {
+        auto* self = static_cast<Impl*>(SSL_get_app_data(ssl));
+        const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+        if (!name || !*name) return SSL_TLSEXT_ERR_NOACK;
+        X509Ptr leaf = self->leaf_for(name);
+        if (!leaf || SSL_use_certificate(ssl, leaf.get()) != 1 || SSL_use_PrivateKey(ssl, self->leaf_key.get()) != 1) {
+          return SSL_TLSEXT_ERR_ALERT_FATAL;
+        }
+        return SSL_TLSEXT_ERR_OK;
+      });
   SSL_CTX_set_verify(impl_->client_ctx.get(), SSL_VERIFY_PEER, nullptr);
   SSL_CTX_set_default_verify_paths(impl_->client_ctx.get());
-  if (!cfg.upstream_ca.empty() && SSL_CTX_load_verify_locations(impl_->client_ctx.get(), cfg.upstream_ca.c_str(), nullptr) != 1) {
+  if (!cfg.upstream_ca.empty() &&
+      SSL_CTX_load_verify_locations(impl_->client_ctx.get(), cfg.upstream_ca.c_str(), nullptr) != 1) {
     throw Error(ErrorCode::Config, "cannot load upstream CA bundle " + cfg.upstream_ca + ": " + ssl_error());
   }
 }

@@ -11,8 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "common/fd.hpp"
 #include <functional>
+#include <optional>
+#include "common/fd.hpp"
 
 #include "net/config.hpp"
 
@@ -21,11 +22,24 @@ namespace boxlite::net {
 // The secrets whose hosts match `host` (exact, "*.x", or any host when empty).
 std::vector<const SecretRule*> secrets_for_host(const std::vector<SecretRule>& secrets, const std::string& host);
 
+// The hosts an HTTP/1.x request head names (its Host header, and the authority of
+// an absolute-form target), lowercased without ports; nullopt when it has more than
+// one Host header.
+std::optional<std::vector<std::string>> request_hosts(const std::string& head);
+
+// The secrets a request may carry: those whose hosts match the TLS name the upstream
+// proved (`sni`) and every host the request itself names. A server behind a shared
+// front (a CDN routing by Host) then never gets another host's secret: a box asking
+// for allowed.example by SNI and evil.example by Host gets its placeholders sent.
+std::vector<const SecretRule*> secrets_for_request(const std::vector<SecretRule>& secrets, const std::string& sni,
+                                                   const std::string& head);
+
 // One HTTP/1.x request (head through the blank line, and its body) with every
 // placeholder of `rules` replaced in the header values, the query and the body,
 // not in the method, path or version; Content-Length follows the body, and the
 // connection is marked "close" (one request per intercepted connection).
-std::string rewrite_request(const std::string& head, const std::string& body, const std::vector<const SecretRule*>& rules);
+std::string rewrite_request(const std::string& head, const std::string& body,
+                            const std::vector<const SecretRule*>& rules);
 
 // Decodes a chunked request body (RFC 9112 7.1) into `out`: `buffered` holds what
 // was already read past the head, `read` gets more (returns <= 0 at EOF or error).

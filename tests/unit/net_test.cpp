@@ -86,7 +86,7 @@ TEST(NetAllowlist, ExactAndWildcardEntriesMatchAsDocumented) {
   EXPECT_FALSE(a.allows("api.example.com"));  // exact means exact
   EXPECT_TRUE(a.allows("a.wild.test"));
   EXPECT_TRUE(a.allows("x.y.wild.test"));
-  EXPECT_FALSE(a.allows("wild.test"));        // "*.x" covers subdomains only
+  EXPECT_FALSE(a.allows("wild.test"));  // "*.x" covers subdomains only
   EXPECT_FALSE(a.allows("notwild.test"));
   EXPECT_FALSE(a.allows("github.com"));
   EXPECT_TRUE(Allowlist({}).empty());
@@ -149,6 +149,30 @@ TEST(NetDns, ParsesAOneQuestionQueryAndAnswersIt) {
   // AAAA gets an empty NOERROR, never a v6 address the filter does not know.
   std::string q6 = dns_query("api.example.com", kDnsTypeAaaa);
   EXPECT_TRUE(dns_answer_addresses(build_dns_answer(q6, *parse_dns_query(q6), 0u)).empty());
+}
+
+// An answer too large for the guest is replaced by the question with TC set (and
+// the upstream's code), never cut into a message the guest cannot parse.
+TEST(NetDns, ATooLargeAnswerBecomesAnEmptyTruncatedOne) {
+  std::string query(
+      "\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x03"
+      "big\x04"
+      "test\x00\x00\x01\x00\x01",
+      26);
+  auto q = parse_dns_query(query);
+  ASSERT_TRUE(q.has_value());
+  std::string upstream = query;
+  upstream[2] = '\x81';
+  upstream[3] = '\x80';  // QR RD RA, NOERROR
+  upstream.append(5000, 'x');
+  std::string r = build_truncated_dns_reply(query, *q, upstream);
+  ASSERT_EQ(r.size(), query.size());
+  EXPECT_EQ(r.substr(0, 2), "\x12\x34");
+  EXPECT_EQ(static_cast<uint8_t>(r[2]), 0x83) << "QR, TC and RD";
+  EXPECT_EQ(static_cast<uint8_t>(r[3]), 0x80);
+  EXPECT_EQ(r.substr(4, 8), std::string("\x00\x01\x00\x00\x00\x00\x00\x00", 8));
+  EXPECT_EQ(r.substr(12), query.substr(12));
+  EXPECT_TRUE(dns_answer_addresses(r).empty());
 }
 
 TEST(NetDns, HostileMessagesAreRejectedWithoutReadingPastTheEnd) {
@@ -250,7 +274,8 @@ TEST(NetSecrets, PlaceholdersAreReplacedInHeadersQueryAndBodyButNotThePath) {
       "Host: api.test\r\nAuthorization: Bearer <BOXLITE_SECRET:key>\r\nContent-Length: 27\r\n"
       "Connection: keep-alive\r\n\r\n";
   std::string out = rewrite_request(head, "{\"k\":\"<BOXLITE_SECRET:key>\"}", {&key});
-  EXPECT_NE(out.find("POST /v1/<BOXLITE_SECRET:key>/items?token=REAL-VALUE&x=1 HTTP/1.1\r\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("POST /v1/<BOXLITE_SECRET:key>/items?token=REAL-VALUE&x=1 HTTP/1.1\r\n"), std::string::npos)
+      << out;
   EXPECT_NE(out.find("Authorization: Bearer REAL-VALUE\r\n"), std::string::npos) << out;
   EXPECT_NE(out.find("Content-Length: 18\r\n"), std::string::npos) << out;
   EXPECT_NE(out.find("Connection: close\r\n\r\n{\"k\":\"REAL-VALUE\"}"), std::string::npos) << out;
@@ -296,7 +321,8 @@ TEST(NetSecrets, ChunkedBodiesAreDecodedAndSentWithALength) {
 }
 
 TEST(NetSecrets, HostsMatchExactlyOrByWildcardAndEmptyMeansAny) {
-  std::vector<SecretRule> s = {{"a", "<A>", "1", {"api.openai.com"}}, {"b", "<B>", "2", {"*.example.com"}}, {"c", "<C>", "3", {}}};
+  std::vector<SecretRule> s = {
+      {"a", "<A>", "1", {"api.openai.com"}}, {"b", "<B>", "2", {"*.example.com"}}, {"c", "<C>", "3", {}}};
   auto names = [&](const std::string& host) {
     std::string out;
     for (const auto* r : secrets_for_host(s, host)) out += r->name;
@@ -306,6 +332,26 @@ TEST(NetSecrets, HostsMatchExactlyOrByWildcardAndEmptyMeansAny) {
   EXPECT_EQ(names("openai.com"), "c");  // documented: openai.com does not match api.openai.com
   EXPECT_EQ(names("x.example.com"), "bc");
   EXPECT_EQ(names("example.com"), "c");
+}
+
+// The TLS name alone does not choose a secret: the request's own Host (and an
+// absolute-form target's host) must be on the secret's list too, or a box could
+// front one host's certificate and have its secret routed to another behind it.
+TEST(NetSecrets, TheRequestsOwnHostMustBeOnTheSecretsListToo) {
+  std::vector<SecretRule> s = {{"a", "<A>", "1", {"api.openai.com"}}, {"c", "<C>", "3", {}}};
+  auto names = [&](const std::string& sni, const std::string& head) {
+    std::string out;
+    for (const auto* r : secrets_for_request(s, sni, head)) out += r->name;
+    return out;
+  };
+  EXPECT_EQ(names("api.openai.com", "POST /v1 HTTP/1.1\r\nHost: api.openai.com\r\n\r\n"), "ac");
+  EXPECT_EQ(names("api.openai.com", "POST /v1 HTTP/1.1\r\nhost: API.OpenAI.com:443\r\n\r\n"), "ac");
+  EXPECT_EQ(names("api.openai.com", "POST /v1 HTTP/1.1\r\n\r\n"), "ac") << "HTTP/1.0 style: no Host";
+  EXPECT_EQ(names("api.openai.com", "POST /v1 HTTP/1.1\r\nHost: evil.example\r\n\r\n"), "c");
+  EXPECT_EQ(names("api.openai.com", "POST https://evil.example/v1 HTTP/1.1\r\nHost: api.openai.com\r\n\r\n"), "c");
+  EXPECT_EQ(names("api.openai.com", "GET / HTTP/1.1\r\nHost: api.openai.com\r\nHost: evil.example\r\n\r\n"), "")
+      << "two Host headers: nothing";
+  EXPECT_EQ(names("evil.example", "POST /v1 HTTP/1.1\r\nHost: api.openai.com\r\n\r\n"), "c");
 }
 
 }  // namespace
