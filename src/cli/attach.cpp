@@ -74,9 +74,22 @@ int report_error(const Error& e) {
   } else {
     std::fprintf(stderr, "Error: %s\n", e.what());
   }
+  return exit_code_for_error(e);
+}
+
+int exit_code_for_error(const Error& e) {
+  // As docker exec reports a command it could not start: 127 when there is no such
+  // file (in $PATH, at the path given, or the interpreter a script names), 126 when
+  // it cannot be run (not executable, a directory, a user or directory that is not
+  // there). The agent's message has one of these forms after "spawn_failed: ".
   std::string msg = e.what();
-  if (msg.find("spawn_failed") == std::string::npos) return kExitRuntimeError;
-  return msg.find("not found") != std::string::npos ? kExitNotFound : kExitCannotInvoke;
+  size_t at = msg.find("spawn_failed: ");
+  if (at == std::string::npos) return kExitRuntimeError;
+  std::string_view why = std::string_view(msg).substr(at + 14);
+  bool missing = why.starts_with("executable file not found: ") ||
+                 (why.starts_with("executable file '") && why.ends_with("' not found in $PATH")) ||
+                 (why.starts_with("exec ") && why.ends_with(": No such file or directory"));
+  return missing ? kExitNotFound : kExitCannotInvoke;
 }
 
 int exit_code_for_result(const ExecResult& r) { return r.exit_code >= 0 ? r.exit_code : 128 - r.exit_code; }

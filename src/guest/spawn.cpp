@@ -275,14 +275,21 @@ Spawned spawn_process(const SpawnRequest& req) {
     plan.builtin = &req.builtin;
     plan.builtin_args = &req.builtin_args;
     plan.path = "builtin " + req.builtin;  // for error messages
+  } else if (req.argv[0].find('/') != std::string::npos) {
+    // A path is taken from the command's working directory, as execve in it would.
+    std::string cwd = req.cwd.empty() ? "/" : req.cwd;
+    plan.path = req.argv[0][0] == '/' ? req.argv[0] : cwd + "/" + req.argv[0];
+    struct stat target;
+    if (::stat(plan.path.c_str(), &target) != 0) {
+      spawn_failed("executable file not found: " + req.argv[0] + " (" + std::strerror(errno) + ")");
+    }
+    if (S_ISDIR(target.st_mode)) spawn_failed("cannot execute " + req.argv[0] + ": is a directory");
+    if (!S_ISREG(target.st_mode) || (target.st_mode & 0111) == 0) {
+      spawn_failed("cannot execute " + req.argv[0] + ": permission denied");
+    }
   } else {
     plan.path = find_in_path(req.argv[0], path_kv->substr(5));
-  }
-  if (plan.path.empty()) {
-    if (req.argv[0].find('/') != std::string::npos) {
-      spawn_failed("executable file not found: " + req.argv[0] + " (no such file or not executable)");
-    }
-    spawn_failed("executable file '" + req.argv[0] + "' not found in $PATH");
+    if (plan.path.empty()) spawn_failed("executable file '" + req.argv[0] + "' not found in $PATH");
   }
   plan.cwd = req.cwd.empty() ? "/" : req.cwd;
   plan.proc_swap = req.proc_swap;

@@ -248,3 +248,28 @@ TEST_F(CliFlagsTest, ADetachedRunWhoseCommandIsNotFoundKeepsItsBoxForRm) {
 
 }  // namespace
 }  // namespace boxlite::testing
+
+namespace boxlite::testing {
+namespace {
+
+// A command that cannot start exits as docker exec's does: 127 when there is no such
+// file (in $PATH, at the path, or the interpreter a script names), 126 when it cannot
+// be run; a path is taken from the working directory (-w), as execve there would.
+TEST_F(CliFlagsTest, ACommandThatCannotStartExitsAsDockerExecDoes) {
+  running("codes");
+  ASSERT_EQ(run_cli({"exec", "codes", "--", "sh", "-c", "printf '#!/nonexistent\\n' > /tmp/bad; chmod +x /tmp/bad"})
+                .exit_code,
+            0);
+  auto rel = run_cli({"exec", "-w", "/bin", "codes", "--", "./echo", "hi"});
+  EXPECT_EQ(rel.exit_code, 0) << rel.err;
+  EXPECT_EQ(rel.out, "hi\n");
+  expect_refused({"exec", "codes", "--", "nosuch"}, 127, "executable file 'nosuch' not found in $PATH");
+  expect_refused({"exec", "codes", "--", "/nope/x"}, 127, "executable file not found: /nope/x");
+  expect_refused({"exec", "codes", "--", "/tmp/bad"}, 127, "exec /tmp/bad: No such file or directory");
+  expect_refused({"exec", "codes", "--", "/etc/passwd"}, 126, "cannot execute /etc/passwd: permission denied");
+  expect_refused({"exec", "codes", "--", "/tmp"}, 126, "cannot execute /tmp: is a directory");
+  expect_refused({"exec", "-w", "/not found", "codes", "--", "true"}, 126, "working directory '/not found'");
+}
+
+}  // namespace
+}  // namespace boxlite::testing
