@@ -332,6 +332,7 @@ void Agent::start_exec(uint32_t stream, const proto::ExecRequest& req, bool main
   sr.rows = req.rows();
   sr.cols = req.cols();
   sr.stdin_open = req.stdin();
+  sr.cpus = config_.cpus();
   FirstProcessProc first = take_proc_swap();
   sr.proc_swap = first.swap;
   if (!req.builtin().empty()) {

@@ -14,8 +14,11 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "common/error.hpp"
 #include "common/io.hpp"
@@ -77,6 +80,7 @@ struct ChildPlan {
   const std::string* builtin = nullptr;  // run this instead of execve
   const std::vector<std::string>* builtin_args = nullptr;
   const std::vector<int>* changed_signals = nullptr;  // changed_dispositions()
+  std::optional<cpu_set_t> cpus;                      // the child's affinity, when limited
 };
 
 // The kernel's struct sigaction: glibc's sigaction() refuses to touch signals 32
@@ -145,6 +149,8 @@ void reset_disposition(int sig) {
   if (::syscall(SYS_setresgid, p.id.gid, p.id.gid, p.id.gid) != 0) child_fail(p.report, 5);
   if (::syscall(SYS_setresuid, p.id.uid, p.id.uid, p.id.uid) != 0) child_fail(p.report, 6);
   if (::chdir(p.cwd.c_str()) != 0) child_fail(p.report, 7);
+  // What nproc then reports; the box may widen it again (the cgroup's quota holds).
+  if (p.cpus) (void)::syscall(SYS_sched_setaffinity, 0, sizeof *p.cpus, &*p.cpus);
   if (p.builtin) {
     // No execve closes the agent's descriptors (the channel, other execs' pipes)
     // for us: close them, or another exec could never see EOF on its stdin while
@@ -244,6 +250,25 @@ std::vector<std::string> env_merge(const std::vector<std::string>& base, const s
   return out;
 }
 
+// `count` of the agent's CPUs from the one it runs on (its child starts there, so
+// the affinity moves nothing), or nullopt when that is all of them.
+static std::optional<cpu_set_t> command_cpus(unsigned count) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (count == 0 || ::sched_getaffinity(0, sizeof allowed, &allowed) != 0) return std::nullopt;
+  std::vector<int> ids;
+  for (int i = 0; i < CPU_SETSIZE; ++i) {
+    if (CPU_ISSET(i, &allowed)) ids.push_back(i);
+  }
+  if (count >= ids.size()) return std::nullopt;
+  auto here = std::find(ids.begin(), ids.end(), ::sched_getcpu());
+  size_t start = here == ids.end() ? 0 : static_cast<size_t>(here - ids.begin());
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (size_t k = 0; k < count; ++k) CPU_SET(ids[(start + k) % ids.size()], &set);
+  return set;
+}
+
 std::string find_in_path(const std::string& file, const std::string& path_var) {
   if (file.find('/') != std::string::npos) return is_executable_file(file) ? file : "";
   for (auto dir : split(path_var, ':')) {
@@ -292,6 +317,7 @@ Spawned spawn_process(const SpawnRequest& req) {
     if (plan.path.empty()) spawn_failed("executable file '" + req.argv[0] + "' not found in $PATH");
   }
   plan.cwd = req.cwd.empty() ? "/" : req.cwd;
+  plan.cpus = command_cpus(req.cpus);
   plan.proc_swap = req.proc_swap;
   plan.changed_signals = &changed_dispositions();
   struct stat st;

@@ -40,6 +40,9 @@ struct SpawnRequest {
   std::string builtin;
   std::vector<std::string> builtin_args;
   ProcSwap proc_swap;  // the box's first process only
+  // > 0: the command runs on this many of the agent's CPUs, starting with the one the
+  // agent is on (no migration at the start): a jail box's `cpus` (BoxConfig.cpus).
+  unsigned cpus = 0;
 };
 
 struct Spawned {

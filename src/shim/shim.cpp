@@ -243,6 +243,7 @@ void Shim::send_hello_and_config() {
   cfg.set_working_dir(spec_.working_dir);
   cfg.set_user(spec_.user);
   cfg.set_clock_unix_ns(wall_clock_ns());
+  if (spec_.engine == "jail") cfg.set_cpus(static_cast<uint32_t>(spec_.cpus));
   if (!spec_.main_argv.empty()) {
     proto::ExecRequest* m = cfg.mutable_main();
     for (const auto& a : spec_.main_argv) m->add_argv(a);

@@ -1,6 +1,7 @@
 // The spine: `boxlite run` and the C++ API booting real microVMs (QEMU TCG).
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
@@ -54,6 +55,20 @@ TEST_P(EngineTest, ArgvIsNeverAShellStringAndEnvAndWorkdirApply) {
   EXPECT_EQ(r.out, "a  b $HOME ;|1|overridden|host-value\n/etc\n");
   auto echo = run_cli({"run", "--rm", image("busybox"), "echo", "$(id)", "*"});
   EXPECT_EQ(echo.out, "$(id) *\n");
+}
+
+// `nproc` in the box counts the CPUs it was given (the reference's way to check
+// them), in a jail as in a VM: runtimes size their thread pools by it.
+TEST_P(EngineTest, NprocInTheBoxIsTheCpusItWasGiven) {
+  auto one = run_cli({"run", "--rm", image("busybox"), "nproc"});
+  EXPECT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ(one.out, "1\n") << "the default is one CPU";
+  if (vm()) return;  // a second vCPU costs a TCG boot more than it shows
+  cpu_set_t mine;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof mine, &mine), 0);
+  int host = CPU_COUNT(&mine);
+  auto two = run_cli({"run", "--rm", "--cpus", "2", image("busybox"), "nproc"});
+  EXPECT_EQ(two.out, std::to_string(std::min(2, host)) + "\n") << two.err;
 }
 
 TEST_P(EngineTest, DefaultCommandComesFromTheImage) {
