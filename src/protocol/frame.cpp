@@ -45,7 +45,13 @@ static uint32_t get_u32(const char* p) {
 
 void append_frame(std::string& out, uint32_t stream, FrameType type, std::string_view payload) {
   if (payload.size() > kMaxPayload) {
-    throw Error(ErrorCode::Internal, std::string("frame payload too large for ") + frame_type_name(type));
+    // What makes a frame this large is the caller's input (an exec's arguments and
+    // environment, a box's configuration): said as such.
+    std::string what = std::string("frame payload too large for ") + frame_type_name(type) + ": " +
+                       std::to_string(payload.size()) + " bytes, at most " + std::to_string(kMaxPayload) +
+                       " go in one frame";
+    if (type == FrameType::Exec) what += " (shorten the command's arguments and environment)";
+    throw Error(ErrorCode::InvalidArgument, what);
   }
   put_u32(out, static_cast<uint32_t>(payload.size()));
   put_u32(out, stream);
@@ -61,8 +67,8 @@ std::string encode_frame(uint32_t stream, FrameType type, std::string_view paylo
 }
 
 void throw_malformed(const Frame& f) {
-  throw Error(ErrorCode::Rpc, std::string("malformed ") + frame_type_name(f.type) + " frame on stream " +
-                                  std::to_string(f.stream));
+  throw Error(ErrorCode::Rpc,
+              std::string("malformed ") + frame_type_name(f.type) + " frame on stream " + std::to_string(f.stream));
 }
 
 void FrameDecoder::feed(const char* data, size_t len) {

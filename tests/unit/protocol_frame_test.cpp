@@ -69,6 +69,16 @@ TEST(FrameCodec, PayloadOverTheLimitIsRefusedWhenEncoding) {
   std::string big(kMaxPayload + 1, 'x');
   std::string out;
   EXPECT_THROW(append_frame(out, 1, FrameType::Stdin, big), Error);
+  // An exec whose arguments outgrow a frame is the caller's input: said so.
+  try {
+    append_frame(out, 1, FrameType::Exec, big);
+    ADD_FAILURE() << "an oversized Exec frame was encoded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("shorten the command's arguments and environment"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(out.empty());
 }
 
 TEST(FrameCodec, PartialHeaderWaitsForMoreBytes) {
