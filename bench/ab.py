@@ -10,7 +10,7 @@ subprocess overhead (~1 ms here), so compare variants of one invocation with eac
 not with hyperfine's figures.
 
 With --block K the variants alternate in blocks of K+1 runs, the first of each block not
-counted. Work the kernel defers past a command's exit (a network namespace dismantled by a
+counted (RUNS rounds up to a multiple of K). Work the kernel defers past a command's exit (a network namespace dismantled by a
 kworker, RCU callbacks) lands on whichever run comes next: alternating every run charges
 about half of it to the other variant, so a change to deferred work measures half its
 size or less (a jail box with and without its network: 0.48 ms apart alternating every
@@ -52,13 +52,14 @@ def main():
     for name, env, command in variants:
         for _ in range(3):
             subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
-    per_turn = block or 1
-    for i in range((runs + per_turn - 1) // per_turn):
+    counted = block or 1  # runs counted per turn of a variant
+    uncounted = 1 if block else 0  # a block's first run carries the other variant's leftovers
+    for i in range((runs + counted - 1) // counted):
         for name, env, command in variants if i % 2 == 0 else variants[::-1]:
-            for k in range(block + 1 if block else 1):
+            for k in range(uncounted + counted):
                 start = time.perf_counter()
                 subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
-                if not block or k > 0:  # a block's first run carries the other variant's leftovers
+                if k >= uncounted:
                     times[name].append((time.perf_counter() - start) * 1000)
     for name, t in times.items():
         t.sort()
