@@ -48,21 +48,6 @@ void ensure_box_pid_namespace() {
   if (::unshare(CLONE_NEWPID) != 0) throw_errno(ErrorCode::Engine, "unshare(CLONE_NEWPID) for the box's processes");
 }
 
-// PID 1 of the box's namespace when there is no main command: reaps orphans and
-// otherwise waits, so the namespace (and the box) lives until it is stopped.
-[[noreturn]] void run_holder_init() {
-  ::prctl(PR_SET_NAME, "boxlite-init");
-  sigset_t chld;
-  sigemptyset(&chld);
-  sigaddset(&chld, SIGCHLD);
-  ::sigprocmask(SIG_BLOCK, &chld, nullptr);
-  for (;;) {
-    siginfo_t si;
-    ::sigwaitinfo(&chld, &si);
-    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
-    }
-  }
-}
 }  // namespace
 
 struct Exec {
@@ -271,7 +256,7 @@ void Agent::handle_configure(const protocol::Frame& f) {
   if (configured_) throw Error(ErrorCode::InvalidState, "box is already configured");
   config_ = protocol::parse_message<proto::BoxConfig>(f);
   configure_(config_);
-  ensure_box_pid_namespace();
+  if (!first_.waiting_socket) ensure_box_pid_namespace();  // a jail's init made it
   // The first child made now is PID 1 of that namespace.
   if (config_.main().argv_size() > 0) {
     start_exec(protocol::kMainStream, config_.main(), /*main=*/true);
@@ -282,12 +267,19 @@ void Agent::handle_configure(const protocol::Frame& f) {
   send_msg(0, FrameType::Configured, proto::Configured{});
 }
 
-void Agent::set_proc_swap(ProcSwap swap, UniqueFd gate) { first_proc_ = {swap, std::move(gate)}; }
+void Agent::set_proc_swap(ProcSwap swap) { first_.swap = swap; }
 
-Agent::FirstProcessProc Agent::take_proc_swap() { return std::exchange(first_proc_, FirstProcessProc{}); }
+void Agent::set_waiting_first_process(pid_t pid, UniqueFd socket) {
+  first_.waiting_pid = pid;
+  first_.waiting_socket = std::move(socket);
+}
 
 void Agent::start_holder_init() {
-  FirstProcessProc first = take_proc_swap();
+  FirstProcess first = std::exchange(first_, FirstProcess{});
+  if (first.waiting_socket) {
+    start_holder_in(WaitingFirstProcess{first.waiting_pid, first.waiting_socket.get()});
+    return;
+  }
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno(ErrorCode::Engine, "pipe for the box's init");
   UniqueFd report_r(fds[0]), report_w(fds[1]);
@@ -333,8 +325,12 @@ void Agent::start_exec(uint32_t stream, const proto::ExecRequest& req, bool main
   sr.cols = req.cols();
   sr.stdin_open = req.stdin();
   sr.cpus = config_.cpus();
-  FirstProcessProc first = take_proc_swap();
+  // The first process, whichever it is (configure starts the main command or the
+  // holder init before anything else), gets the box's /proc.
+  FirstProcess first = std::exchange(first_, FirstProcess{});
   sr.proc_swap = first.swap;
+  WaitingFirstProcess waiting{first.waiting_pid, first.waiting_socket.get()};
+  if (first.waiting_socket) sr.first_process = &waiting;
   if (!req.builtin().empty()) {
     // Builtins (copies) act for the host on the whole box, as docker cp does: root,
     // from "/", on plain pipes, whatever the box's default user and directory.

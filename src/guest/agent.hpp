@@ -26,9 +26,10 @@ class Agent {
   ~Agent();
   // Returns when the host asks for shutdown or the channel closes.
   void run();
-  // How the box's first process gets its /proc (spawn.hpp); `gate` is the jail
-  // helper's, closed once that process exists.
-  void set_proc_swap(ProcSwap swap, UniqueFd gate);
+  // How the box's first process gets its /proc (spawn.hpp): a VM's.
+  void set_proc_swap(ProcSwap swap);
+  // A jail's: the init made it already, and it waits on `socket` for its plan.
+  void set_waiting_first_process(pid_t pid, UniqueFd socket);
 
  private:
   enum Source : uint32_t { kChannel = 1, kSignal, kStdin, kStdout, kStderr, kTimer };
@@ -73,16 +74,16 @@ class Agent {
   std::string outbuf_;
   bool channel_wants_out_ = false;
   bool hello_done_ = false;
-  // How the first process started, whichever it is, gets its /proc; the helper's
-  // gate closes when the caller's copy goes (the helper sees EOF if never asked).
-  struct FirstProcessProc {
+  // How the first process started, whichever it is, gets its /proc, or (a jail's)
+  // the process waiting to be it; its socket is closed once it has its plan.
+  struct FirstProcess {
     ProcSwap swap;
-    UniqueFd gate;
+    pid_t waiting_pid = -1;
+    UniqueFd waiting_socket;
   };
-  FirstProcessProc take_proc_swap();
   void start_holder_init();
 
-  FirstProcessProc first_proc_;
+  FirstProcess first_;
   bool configured_ = false;
   bool main_exited_ = false;
   bool running_ = true;

@@ -14,7 +14,7 @@
 
 namespace boxlite::guest {
 
-int run_jail_agent(int channel_fd, int proc_gate_fd) {
+int run_jail_agent(int channel_fd, int first_process_fd, int first_process_pid) {
   // A copy of the shim's zygote until now: say who we are.
   ::prctl(PR_SET_NAME, "boxlite-guest");
   // The box's root shares the agent's uid: not dumpable, its memory, descriptors
@@ -23,8 +23,8 @@ int run_jail_agent(int channel_fd, int proc_gate_fd) {
   // it execs are dumpable again.
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   // The box's commands must not get the host's channel (they could forge the
-  // agent's frames), nor the /proc helper's gate.
-  for (int fd : {channel_fd, proc_gate_fd}) {
+  // agent's frames), nor the first process's socket.
+  for (int fd : {channel_fd, first_process_fd}) {
     if (fd >= 0 && ::fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
       std::perror("boxlite-guest: inherited fd");
       return 1;
@@ -38,7 +38,7 @@ int run_jail_agent(int channel_fd, int proc_gate_fd) {
           configure_network(cfg, false);
         },
         [] { std::_Exit(0); });
-    if (proc_gate_fd >= 0) agent.set_proc_swap({ProcSwap::Mode::kAskHelper, proc_gate_fd}, UniqueFd(proc_gate_fd));
+    agent.set_waiting_first_process(first_process_pid, UniqueFd(first_process_fd));
     agent.run();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "boxlite-guest: fatal: %s\n", e.what());

@@ -4,9 +4,9 @@
 
 namespace boxlite::guest {
 
-// Serves the host on `channel_fd` until the box stops; `proc_gate_fd` reaches the
-// helper that mounts the box's own /proc for the first process. Returns the
-// process's exit status.
-int run_jail_agent(int channel_fd, int proc_gate_fd);
+// Serves the host on `channel_fd` until the box stops; `first_process_fd` reaches
+// the box's first process (pid `first_process_pid`), which waits there for the main
+// command (guest/spawn.hpp). Returns the process's exit status.
+int run_jail_agent(int channel_fd, int first_process_fd, int first_process_pid);
 
 }  // namespace boxlite::guest

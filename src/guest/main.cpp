@@ -37,7 +37,7 @@ int run_vm() {
           guest::configure_network(cfg, true);
         },
         [] { guest::vm_power_off(); });
-    agent.set_proc_swap({guest::ProcSwap::Mode::kMountHere, -1}, UniqueFd());
+    agent.set_proc_swap({guest::ProcSwap::Mode::kMountHere});
     agent.run();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "boxlite-guest: fatal: %s\n", e.what());
@@ -49,7 +49,7 @@ int run_vm() {
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "--jail-zygote") == 0) {
-    engine::jail::serve_zygote(std::atoi(argv[2]), &guest::run_jail_agent);
+    engine::jail::serve_zygote(std::atoi(argv[2]), {&guest::run_jail_agent, &guest::serve_first_process});
   }
   if (argc > 1 && std::strcmp(argv[1], "--version") == 0) {
     std::printf("boxlite-guest %s\n", BOXLITE_VERSION);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -180,6 +181,117 @@ pid_t start_child(const ChildPlan& plan) {
                  const_cast<ChildPlan*>(&plan));
 }
 
+// ---- the plan a jail's waiting first process is sent -------------------------
+// A header, with the plan's descriptors (stdin, stdout, stderr and the report pipe;
+// a holder init gets the report pipe alone), then its body: the supplementary
+// groups, then the NUL-terminated path, working directory, argv and environment.
+enum class PlanKind : uint32_t { kExec = 1, kHolder = 2 };
+
+struct PlanHeader {
+  PlanKind kind;
+  uint32_t uid, gid;
+  uint32_t ngroups, argc, envc;
+  uint32_t ctty;  // 1: stdout is the terminal to make the controlling one
+  uint32_t has_cpus;
+  cpu_set_t cpus;
+  uint64_t body_bytes;
+};
+
+constexpr size_t kExecPlanFds = 4;
+
+bool read_all(int fd, void* data, size_t len) noexcept {
+  auto* p = static_cast<char*>(data);
+  while (len > 0) {
+    ssize_t n = ::read(fd, p, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    len -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+void send_plan(const WaitingFirstProcess& first, const PlanHeader& hdr, const int* fds, size_t nfds,
+               const std::string& body) {
+  ssize_t n;
+  do {
+    n = send_with_fds(first.socket, &hdr, sizeof hdr, fds, nfds);
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(sizeof hdr))
+    throw_errno(ErrorCode::Execution, "spawn_failed: hand the box's first process its plan");
+  send_all(first.socket, body.data(), body.size());
+}
+
+void append_string(std::string& body, const std::string& s) {
+  body.append(s);
+  body.push_back('\0');
+}
+
+// What start_child does for the box's first process: it is told, and runs it.
+pid_t hand_to_first_process(const WaitingFirstProcess& first, const ChildPlan& plan,
+                            const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  PlanHeader hdr{};
+  hdr.kind = PlanKind::kExec;
+  hdr.uid = plan.id.uid;
+  hdr.gid = plan.id.gid;
+  hdr.ngroups = static_cast<uint32_t>(plan.id.groups.size());
+  hdr.argc = static_cast<uint32_t>(argv.size());
+  hdr.envc = static_cast<uint32_t>(env.size());
+  hdr.ctty = plan.ctty >= 0 ? 1 : 0;
+  hdr.has_cpus = plan.cpus ? 1 : 0;
+  if (plan.cpus) hdr.cpus = *plan.cpus;
+  std::string body(reinterpret_cast<const char*>(plan.id.groups.data()), plan.id.groups.size() * sizeof(gid_t));
+  append_string(body, plan.path);
+  append_string(body, plan.cwd);
+  for (const auto& a : argv) append_string(body, a);
+  for (const auto& e : env) append_string(body, e);
+  hdr.body_bytes = body.size();
+  const int fds[kExecPlanFds] = {plan.in, plan.out, plan.err, plan.report};
+  send_plan(first, hdr, fds, kExecPlanFds, body);
+  return first.pid;
+}
+
+// The next NUL-terminated string of `body` from `at`, or nullptr past its end.
+char* next_string(std::string& body, size_t& at) {
+  size_t end = body.find('\0', at);
+  if (end == std::string::npos) return nullptr;
+  char* s = body.data() + at;
+  at = end + 1;
+  return s;
+}
+
+[[noreturn]] void run_exec_plan(const PlanHeader& hdr, const int* fds, std::string& body) {
+  static const std::vector<int> kNoneChanged;  // the first process reset them all
+  ChildPlan plan;
+  plan.in = fds[0];
+  plan.out = fds[1];
+  plan.err = fds[2];
+  plan.report = fds[3];
+  plan.ctty = hdr.ctty ? plan.out : -1;
+  plan.id.uid = hdr.uid;
+  plan.id.gid = hdr.gid;
+  size_t groups_bytes = size_t{hdr.ngroups} * sizeof(gid_t);
+  if (groups_bytes > body.size()) ::_exit(127);
+  plan.id.groups.resize(hdr.ngroups);
+  std::memcpy(plan.id.groups.data(), body.data(), groups_bytes);
+  size_t at = groups_bytes;
+  char* path = next_string(body, at);
+  char* cwd = next_string(body, at);
+  if (!path || !cwd) ::_exit(127);
+  plan.path = path;
+  plan.cwd = cwd;
+  for (uint32_t i = 0; i < hdr.argc + hdr.envc; ++i) {
+    char* s = next_string(body, at);
+    if (!s) ::_exit(127);
+    (i < hdr.argc ? plan.argv : plan.envp).push_back(s);
+  }
+  plan.argv.push_back(nullptr);
+  plan.envp.push_back(nullptr);
+  if (hdr.has_cpus) plan.cpus = hdr.cpus;
+  plan.changed_signals = &kNoneChanged;
+  run_child(plan);
+}
+
 const char* stage_name(int stage) {
   switch (stage) {
     case 1: return "setsid";
@@ -192,6 +304,8 @@ const char* stage_name(int stage) {
     case 9: return "setpgid";
     case 10: return "mount the box's /proc for";
     case 11: return "close the agent's descriptors for";
+    case 12: return "harden the box's first process for";    // engine::jail::kFirstProcessHardeningFailed
+    case 13: return "join the box's network namespace for";  // engine::jail::kFirstProcessNetworkFailed
     default: return "exec";
   }
 }
@@ -204,24 +318,6 @@ int put_box_proc_in_place(const ProcSwap& swap) noexcept {
     case ProcSwap::Mode::kMountHere:
       if (::umount2("/proc", MNT_DETACH) != 0 && errno != EINVAL) return errno;
       return ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) == 0 ? 0 : errno;
-    case ProcSwap::Mode::kAskHelper: {
-      // The helper is given our PID namespace (it may not look into the agent's
-      // /proc entries). A helper that is gone is an error here, not a SIGPIPE
-      // (dispositions are reset).
-      int ns = ::open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
-      if (ns < 0) return errno;
-      char go = 'p';
-      ssize_t sent = send_with_fds(swap.helper_gate, &go, 1, &ns, 1);
-      int send_errno = errno;
-      ::close(ns);
-      if (sent != 1) return send_errno;
-      int err = 0;
-      ssize_t n;
-      while ((n = ::read(swap.helper_gate, &err, sizeof err)) < 0 && errno == EINTR) {
-      }
-      if (n != static_cast<ssize_t>(sizeof err)) return n < 0 ? errno : EPIPE;  // the helper died
-      return err;
-    }
   }
   return EINVAL;
 }
@@ -267,6 +363,67 @@ static std::optional<cpu_set_t> command_cpus(unsigned count) {
   CPU_ZERO(&set);
   for (size_t k = 0; k < count; ++k) CPU_SET(ids[(start + k) % ids.size()], &set);
   return set;
+}
+
+[[noreturn]] void serve_first_process(int plan_fd, int early_stage, int early_errno) {
+  PlanHeader hdr{};
+  int fds[kMaxPassedFds];
+  size_t nfds = 0;
+  ssize_t n;
+  do {
+    n = recv_with_fds(plan_fd, &hdr, sizeof hdr, fds, kMaxPassedFds, &nfds);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) ::_exit(0);  // the agent is gone, or never needed us
+  if (!read_all(plan_fd, reinterpret_cast<char*>(&hdr) + n, sizeof hdr - static_cast<size_t>(n))) ::_exit(127);
+  if (hdr.kind == PlanKind::kHolder && nfds == 1) {
+    int report = fds[0];
+    if (early_stage != 0) {
+      (void)!::write(report, &early_errno, sizeof early_errno);
+      ::_exit(127);
+    }
+    // Nothing of the agent's (the plan socket, the report pipe) stays open in the box's PID 1.
+    if (!close_descriptors_from(0)) ::_exit(127);
+    run_holder_init();
+  }
+  if (hdr.kind != PlanKind::kExec || nfds != kExecPlanFds || hdr.body_bytes > (size_t{1} << 30)) ::_exit(127);
+  if (early_stage != 0) {
+    errno = early_errno;
+    child_fail(fds[3], early_stage);
+  }
+  std::string body(hdr.body_bytes, '\0');
+  if (!read_all(plan_fd, body.data(), body.size())) ::_exit(127);
+  run_exec_plan(hdr, fds, body);
+}
+
+[[noreturn]] void run_holder_init() {
+  ::prctl(PR_SET_NAME, "boxlite-init");
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  ::sigprocmask(SIG_BLOCK, &chld, nullptr);
+  for (;;) {
+    siginfo_t si;
+    ::sigwaitinfo(&chld, &si);
+    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+  }
+}
+
+void start_holder_in(const WaitingFirstProcess& first) {
+  Pipe report = Pipe::make();
+  PlanHeader hdr{};
+  hdr.kind = PlanKind::kHolder;
+  int fd = report.write.get();
+  send_plan(first, hdr, &fd, 1, {});
+  report.write.reset();
+  int err = 0;
+  ssize_t n;
+  while ((n = ::read(report.read.get(), &err, sizeof err)) < 0 && errno == EINTR) {
+  }
+  if (n == static_cast<ssize_t>(sizeof err)) {
+    ::waitpid(first.pid, nullptr, 0);
+    throw_errno(ErrorCode::Engine, "start the box's init (its network namespace, rlimits or hardening)", err);
+  }
 }
 
 std::string find_in_path(const std::string& file, const std::string& path_var) {
@@ -362,7 +519,8 @@ Spawned spawn_process(const SpawnRequest& req) {
   Pipe report = Pipe::make();
   plan.report = report.write.get();
 
-  pid_t pid = start_child(plan);
+  bool first = req.first_process && req.builtin.empty();
+  pid_t pid = first ? hand_to_first_process(*req.first_process, plan, argv_store, env) : start_child(plan);
   if (pid < 0) throw_errno(ErrorCode::Execution, "spawn_failed: fork");
   report.write.reset();
   int msg[2];
@@ -376,7 +534,8 @@ Spawned spawn_process(const SpawnRequest& req) {
     spawn_failed(errno_text(std::string(stage_name(msg[0])) + " " + plan.path, msg[1]));
   }
   out.pid = pid;
-  out.pid_in_box = plan.builtin ? pid : plan.pid_in_box;  // a builtin's fork shares nothing
+  // A builtin's fork shares nothing; the first process is PID 1 of the box.
+  out.pid_in_box = first ? 1 : plan.builtin ? pid : plan.pid_in_box;
   if (req.tty) {
     if (req.stdin_open) {
       out.stdin_fd = UniqueFd(::fcntl(pty.master.get(), F_DUPFD_CLOEXEC, 0));

@@ -16,17 +16,37 @@ namespace boxlite::guest {
 // numbers processes as the agent's namespace does.
 struct ProcSwap {
   enum class Mode {
-    kNone,       // /proc is in place already
+    kNone,       // /proc is in place already (a jail's first process put it there)
     kMountHere,  // VM: the child has the agent's capabilities and mounts it itself
-    kAskHelper,  // jail: the init's helper mounts it (the agent has no CAP_SYS_ADMIN)
   };
   Mode mode = Mode::kNone;
-  int helper_gate = -1;  // kAskHelper: send a byte and our PID namespace, read back an int errno (0: done)
 };
 
 // Does the swap from inside the first process (memory-safe in a CLONE_VM child:
 // syscalls only). 0, or an errno.
 int put_box_proc_in_place(const ProcSwap& swap) noexcept;
+
+// A jail box's first process (engine/jail/box_init.hpp), forked by the init: PID 1
+// of the box's PID namespace, its /proc in place, waiting on `socket` for what to
+// run. The agent hands it the main command (or the holder init) instead of
+// starting a process of its own.
+struct WaitingFirstProcess {
+  pid_t pid = -1;  // in the agent's PID namespace
+  int socket = -1;
+};
+
+// The first process's side: reads its plan from `plan_fd` and runs it (execs the
+// command, or becomes the holder init), or reports `early_stage` and
+// `early_errno` (what failed before: box_init.hpp) on the plan's report pipe.
+[[noreturn]] void serve_first_process(int plan_fd, int early_stage, int early_errno);
+
+// PID 1 of the box's namespace when there is no main command: reaps orphans and
+// otherwise waits, so the namespace (and the box) lives until it is stopped.
+[[noreturn]] void run_holder_init();
+
+// Makes the waiting first process the holder init; throws Error(Engine) when it
+// cannot be (its /proc or its hardening failed).
+void start_holder_in(const WaitingFirstProcess& first);
 
 struct SpawnRequest {
   std::vector<std::string> argv;
@@ -40,6 +60,8 @@ struct SpawnRequest {
   std::string builtin;
   std::vector<std::string> builtin_args;
   ProcSwap proc_swap;  // the box's first process only
+  // The box's first process only, in a jail: it runs the command (not a builtin).
+  const WaitingFirstProcess* first_process = nullptr;
   // > 0: the command runs on this many of the agent's CPUs, starting with the one the
   // agent is on (no migration at the start): a jail box's `cpus` (BoxConfig.cpus).
   unsigned cpus = 0;

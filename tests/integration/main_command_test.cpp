@@ -167,6 +167,28 @@ TEST_P(MainCommandTest, CliRunFollowsTheMainCommandAndLogsKeepItsOutput) {
   expect_no_leftovers();
 }
 
+// A main command that passes every check but whose exec fails (a script naming a
+// missing interpreter, a file that is no program): 127 and 126 with the kernel's
+// reason, and nothing left behind. In a jail this is the failure of the box's first
+// process, reported once it was handed the command (engine/jail/box_init.cpp).
+TEST_P(MainCommandTest, AMainCommandWhoseExecFailsSaysWhy) {
+  std::string dir = home_ + "/programs";
+  make_dirs(dir);
+  write_file_atomic(dir + "/bad.sh", "#!/no/such/interpreter\necho never\n", 0755);
+  write_file_atomic(dir + "/garbage",
+                    "\x7f"
+                    "ELF, but not a program",
+                    0755);
+  auto interp = run_cli({"run", "--rm", "-v", dir + ":/x", image("busybox"), "/x/bad.sh"});
+  EXPECT_EQ(interp.exit_code, 127) << interp.err;
+  EXPECT_NE(interp.err.find("exec /x/bad.sh: No such file or directory"), std::string::npos) << interp.err;
+  EXPECT_EQ(interp.out, "");
+  auto garbage = run_cli({"run", "--rm", "-v", dir + ":/x", image("busybox"), "/x/garbage"});
+  EXPECT_EQ(garbage.exit_code, 126) << garbage.err;
+  EXPECT_NE(garbage.err.find("exec /x/garbage: Exec format error"), std::string::npos) << garbage.err;
+  expect_no_leftovers();
+}
+
 TEST_P(MainCommandTest, CliRunDetachedAndExecDetached) {
   auto r = run_cli({"run", "-d", "--name", "bg", image("busybox"), "sh", "-c",
                     "i=0; while true; do echo line$i; i=$((i+1)); sleep 0.1; done"});

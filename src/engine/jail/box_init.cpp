@@ -35,9 +35,6 @@ namespace {
 // ---- the box's init: from the clone until it calls the agent; it reports ------
 // ---- failures on the report pipe and _exits ------------------------------------
 
-// Where the /proc helper (below) mounts the box's own /proc before moving it over the agent's.
-constexpr const char kProcStaging[] = "/dev/.boxlite-proc";
-
 struct ChildArgs {
   const InitParams* params;
   // The child starts with its cwd in the box root (the zygote's, carried into the
@@ -49,7 +46,7 @@ struct ChildArgs {
   int report;                        // child writes "step: errno" here on failure; its EOF says the agent runs
   int channel;                       // box end of the agent channel
   std::vector<int> cgroup_join_fds;  // v1 `tasks` files to write "0" into (CgroupPlan)
-  AgentMain agent;
+  BoxPrograms programs;
 };
 
 [[noreturn]] void child_fail(const ChildArgs& a, const std::string& step) {
@@ -100,9 +97,6 @@ void setup_dev(const ChildArgs& a) {
   (void)!::symlink("/proc/self/fd/0", (dev + "/stdin").c_str());
   (void)!::symlink("/proc/self/fd/1", (dev + "/stdout").c_str());
   (void)!::symlink("/proc/self/fd/2", (dev + "/stderr").c_str());
-  // Where the /proc helper mounts the box's own /proc (it may not create it: its
-  // host uid has no mapping in the box).
-  if (::mkdir((a.root + kProcStaging).c_str(), 0500) != 0) child_fail(a, "mkdir " + std::string(kProcStaging));
 }
 
 // What Docker masks (bind /dev/null over files, empty read-only tmpfs over dirs)
@@ -163,62 +157,41 @@ int mask_paths_under(std::string_view under, const std::string& at, const std::s
   return 0;
 }
 
-// ---- the box's /proc -------------------------------------------------------------
-// The init mounts /proc before the box's PID namespace (the one below the agent's,
-// where the main command is PID 1) has any process, so that /proc numbers
-// processes as the agent's namespace does: `ps` would list the agent as PID 1 and
-// `pidof` would disagree with `$$`. A /proc of the inner namespace needs a process
-// in it, and the first one must be the main command. So the init forks this
-// helper first thing, with its capabilities in the box's user namespace; the
-// agent's first child, before it runs anything, asks it over the gate to put the
-// box's own /proc in place of the agent's (masked, as Docker does), waits for the
-// answer, and the helper exits. Box processes never see the helper: it lives in
-// the agent's PID namespace. Forked before the id maps and the box's cgroups, it
-// keeps the shim's host uid and cgroups: it counts against neither the box's
-// RLIMIT_NPROC nor its pids limit (max_processes=2 still starts a box).
+// ---- the box's /proc and its first process -----------------------------------------
+// The box's /proc is a proc of the box's PID namespace (the one below the agent's,
+// where the main command is PID 1), so that `ps` does not list the agent and `pidof`
+// agrees with `$$`. Such a proc can only be mounted from inside that namespace, or
+// by naming it, and it has no name (no pid_for_children link) until a process lives
+// in it; the first one must be the main command, PID 1. So the init makes the
+// namespace early and forks that process at once, before it drops its capabilities:
+// the first process mounts the box's /proc on the root's (masked, as Docker does)
+// while the init makes the rest of the root, joins the box's network namespace when
+// the init has it (it was forked in the host's), hardens itself as the init does,
+// and waits for what to run (FirstProcessMain). The main command's start waits for
+// no mount, and the agent never has a /proc of its own.
 
 constexpr unsigned long kProcFlags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
 
-// The proc of the namespace `inner_ns` (the agent's children's), mounted at `dir`:
-// by name where the kernel can, else from a process of ours inside that namespace
-// (it takes a PID there, and exits). The namespace comes from the first child
-// itself: the agent is not dumpable and, never exec'd in the box, its memory
-// belongs to the host's user namespace, where we have no capability to look.
-int mount_inner_proc(const char* dir, int inner_ns, bool via_setns) {
-  if (!via_setns) {
-    std::string opt = "pidns=/proc/self/fd/" + std::to_string(inner_ns);
-    if (::mount("proc", dir, "proc", kProcFlags, opt.c_str()) == 0) return 0;
-    if (errno != EINVAL) return errno;
-  }
-  if (::setns(inner_ns, CLONE_NEWPID) != 0) return errno;
-  pid_t pid = ::fork();
-  if (pid < 0) return errno;
-  if (pid == 0) ::_exit(::mount("proc", dir, "proc", kProcFlags, nullptr) == 0 ? 0 : errno);
-  int status = 0;
-  pid_t got;
-  while ((got = ::waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
-  }
-  if (got != pid) return errno ? errno : ECHILD;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : EIO;
-}
-
-int put_inner_proc_in_place(int inner_ns, bool via_setns) {
-  int err = mount_inner_proc(kProcStaging, inner_ns, via_setns);
+// From inside the box's PID namespace, before the init pivots into the root (our
+// cwd): its proc on the root's /proc, masked with the host's /dev/null (the node
+// the box's /dev binds). The host's /proc, still visible in this mount namespace,
+// is what lets a user namespace mount a proc at all. 0 or an errno.
+int mount_box_proc(const ChildArgs& a) {
+  std::string proc = a.root + "/proc";
+  if (::mount("proc", proc.c_str(), "proc", kProcFlags, nullptr) != 0) return errno;
   std::string failed;
-  if (err == 0) err = mask_paths_under("/proc/", std::string(kProcStaging) + "/", "/dev/null", failed);
-  // Whatever the agent's /proc had mounted on it goes with it.
-  if (err == 0 && ::umount2("/proc", MNT_DETACH) != 0) err = errno;
-  if (err == 0 && ::mount(kProcStaging, "/proc", nullptr, MS_MOVE, nullptr) != 0) err = errno;
-  if (err != 0) ::umount2(kProcStaging, MNT_DETACH);
-  ::rmdir(kProcStaging);
-  return err;
+  return mask_paths_under("/proc/", proc + "/", "/dev/null", failed);
 }
 
-// The box's network namespace, made by the /proc helper while the init makes the
+// The box's network namespace, made by the init's helper while the init makes the
 // box's root: its creation (sysctl tables, the loopback device: ~0.45 ms of CPU)
 // was the larger part of the init's clone. Asked for once the id maps are written,
 // so that the namespace (owned by the box's user namespace, where the helper is)
-// makes its sysctls the box root's. The shim gets it first, on the channel (a byte
+// makes its sysctls the box root's. Forked before the id maps and the box's
+// cgroups, the helper keeps the shim's host uid and cgroups: it counts against
+// neither the box's RLIMIT_NPROC nor its pids limit (max_processes=2, the agent and
+// the main command, still starts a box), and it exits once it has handed the
+// namespace on. The shim gets it first, on the channel (a byte
 // and the namespace: it makes the box's TAP device there meanwhile), then the init,
 // on the gate (an errno and, on success, the namespace). The init says nothing on
 // the channel before it has it, so the shim hears of it before the agent speaks.
@@ -236,8 +209,9 @@ void make_network_namespace(int gate, int channel) {
   if (net >= 0) ::close(net);
 }
 
-// The init's side: into the namespace the helper made.
-void join_network_namespace(const ChildArgs& a, int gate) {
+// The init's side: into the namespace the helper made, which it returns (the
+// first process joins it too).
+int join_network_namespace(const ChildArgs& a, int gate) {
   int err = 0;
   int net = -1;
   size_t got = 0;
@@ -245,18 +219,18 @@ void join_network_namespace(const ChildArgs& a, int gate) {
   if (n != sizeof err || (err == 0 && got != 1)) {
     if (got == 1) ::close(net);
     errno = n < 0 ? errno : EPROTO;
-    child_fail(a, "hear from the /proc helper about the network namespace");
+    child_fail(a, "hear from the network helper about the network namespace");
   }
   if (err != 0) {
     errno = err;
-    child_fail(a, "get the box's network namespace from the /proc helper");
+    child_fail(a, "get the box's network namespace from the network helper");
   }
   if (::setns(net, CLONE_NEWNET) != 0) child_fail(a, "join the box's network namespace");
-  ::close(net);
+  return net;
 }
 
-[[noreturn]] void run_proc_helper(int gate, int channel, bool via_setns) {
-  // Out of the box root's reach, and gone with the agent.
+[[noreturn]] void run_network_helper(int gate, int channel) {
+  // Out of the box root's reach, and gone with the init.
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   // Above 2 first, so that neither dup2 can overwrite the other's source.
@@ -266,29 +240,18 @@ void join_network_namespace(const ChildArgs& a, int gate) {
   char go;
   if (::recv(0, &go, 1, 0) != 1) ::_exit(0);  // the init failed before it needed us
   make_network_namespace(0, 1);
-  // A byte, and the first child's PID namespace.
-  int inner_ns = -1;
-  size_t got = 0;
-  if (recv_with_fds(0, &go, 1, &inner_ns, 1, &got) != 1) ::_exit(0);  // the agent needs no /proc from us (or is gone)
-  // Forked before the box's root was pivoted into, its cwd is still the old tree.
-  int err = got != 1 ? EPROTO : ::chdir("/") == 0 ? put_inner_proc_in_place(inner_ns, via_setns) : errno;
-  (void)!::send(0, &err, sizeof err, MSG_NOSIGNAL);
   ::_exit(0);
 }
 
-// Forks the helper; returns the agent's end of the gate, close-on-exec until the
-// init passes it on, at a number (>= 10) that the init's own dup2s onto 0-3 leave alone.
-int start_proc_helper(const ChildArgs& a) {
+// Forks the helper; returns the init's end of the gate.
+int start_network_helper(const ChildArgs& a) {
   int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) child_fail(a, "socketpair for the /proc helper");
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) child_fail(a, "socketpair for the network helper");
   pid_t pid = ::fork();
-  if (pid < 0) child_fail(a, "fork the /proc helper");
-  if (pid == 0) run_proc_helper(sv[1], a.channel, a.params->proc_via_setns);
+  if (pid < 0) child_fail(a, "fork the network helper");
+  if (pid == 0) run_network_helper(sv[1], a.channel);
   ::close(sv[1]);
-  int gate = ::fcntl(sv[0], F_DUPFD_CLOEXEC, 10);
-  if (gate < 0) child_fail(a, "move the /proc helper's gate");
-  ::close(sv[0]);
-  return gate;
+  return sv[0];
 }
 
 // Docker's default capability set.
@@ -296,7 +259,8 @@ constexpr int kKeptCaps[] = {
     CAP_CHOWN,  CAP_DAC_OVERRIDE, CAP_FSETID,  CAP_FOWNER,           CAP_MKNOD,      CAP_NET_RAW, CAP_SETGID,
     CAP_SETUID, CAP_SETFCAP,      CAP_SETPCAP, CAP_NET_BIND_SERVICE, CAP_SYS_CHROOT, CAP_KILL,    CAP_AUDIT_WRITE};
 
-void drop_capabilities(const ChildArgs& a) {
+// 0, or the errno of the step that failed (named in `step`).
+int drop_capabilities(const char*& step) {
   uint64_t keep = 0;
   for (int c : kKeptCaps) keep |= 1ULL << c;
   // Up to the kernel's last capability, which may be newer than our headers': the
@@ -305,7 +269,8 @@ void drop_capabilities(const ChildArgs& a) {
     if (keep & (1ULL << c)) continue;
     if (::prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0) {
       if (errno == EINVAL) break;
-      child_fail(a, "drop capability " + std::to_string(c) + " from the bounding set");
+      step = "drop a capability from the bounding set";
+      return errno;
     }
   }
   ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
@@ -315,20 +280,59 @@ void drop_capabilities(const ChildArgs& a) {
     auto bits = static_cast<uint32_t>(keep >> (32 * i));
     data[i].effective = data[i].permitted = data[i].inheritable = bits;
   }
-  if (::syscall(SYS_capset, &hdr, data) != 0) child_fail(a, "capset");
+  if (::syscall(SYS_capset, &hdr, data) != 0) {
+    step = "capset";
+    return errno;
+  }
+  return 0;
 }
 
-void set_rlimits(const ChildArgs& a) {
+// What the init and the first process both do last before they run anything of
+// the box's: Docker's capabilities, no_new_privs, the seccomp filter. 0, or the
+// errno of the step that failed (named in `step`).
+int harden(const InitParams& params, const char*& step) {
+  if (int err = drop_capabilities(step); err != 0) return err;
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+    step = "set no_new_privs";
+    return errno;
+  }
+  if (int rc = params.seccomp ? load_seccomp_filter() : 0; rc != 0) {
+    step = "load seccomp filter";
+    return -rc;
+  }
+  return 0;
+}
+
+// Every disposition at its default, as in a container: the init's may not be
+// (the shim's posix_spawn leaves glibc's own signals 32 and 33 ignored). Raw
+// rt_sigaction: glibc's refuses those two.
+void reset_all_dispositions() {
+  struct {
+    void (*handler)(int);
+    unsigned long flags;
+    void (*restorer)();
+    uint64_t mask;
+  } dfl = {};
+  dfl.handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) ::syscall(SYS_rt_sigaction, sig, &dfl, nullptr, sizeof dfl.mask);
+  }
+}
+
+// 0, or the errno of the limit that could not be set (named in `step`).
+int set_rlimits(const InitParams& s, const char*& step) {
   struct Limit {
     int resource;
     rlim_t value;
   };
-  const InitParams& s = *a.params;
   const Limit limits[] = {{RLIMIT_NOFILE, 1048576}, {RLIMIT_CORE, 0}, {RLIMIT_MSGQUEUE, 819200}};
   for (const auto& l : limits) {
     if (l.resource == RLIMIT_NOFILE && s.rlimit_nofile) continue;  // set below
     rlimit r{l.value, l.value};
-    if (::setrlimit(l.resource, &r) != 0 && l.resource != RLIMIT_NOFILE) child_fail(a, "setrlimit");
+    if (::setrlimit(l.resource, &r) != 0 && l.resource != RLIMIT_NOFILE) {
+      step = "setrlimit";
+      return errno;
+    }
   }
   // SecurityOptions: these must hold, or the box does not start.
   const Limit requested[] = {{RLIMIT_NOFILE, s.rlimit_nofile},
@@ -339,7 +343,94 @@ void set_rlimits(const ChildArgs& a) {
   for (const auto& l : requested) {
     if (l.value == 0) continue;
     rlimit r{l.value, l.value};
-    if (::setrlimit(l.resource, &r) != 0) child_fail(a, "setrlimit (security limit)");
+    if (::setrlimit(l.resource, &r) != 0) {
+      step = "setrlimit (security limit)";
+      return errno;
+    }
+  }
+  return 0;
+}
+
+// The first process's side: the namespace the init sends once it has it. 0 or an errno.
+int join_box_network_namespace(int sock) {
+  char tag = 0;
+  int net = -1;
+  size_t got = 0;
+  ssize_t n;
+  while ((n = recv_with_fds(sock, &tag, 1, &net, 1, &got)) < 0 && errno == EINTR) {
+  }
+  if (n != 1 || got != 1 || tag != 'n') {
+    if (got == 1) ::close(net);
+    return n < 0 ? errno : EPROTO;
+  }
+  int err = ::setns(net, CLONE_NEWNET) == 0 ? 0 : errno;
+  ::close(net);
+  return err;
+}
+
+[[noreturn]] void run_first_process(const ChildArgs& a, int sock) {
+  // Gone with the agent; out of the box root's reach until it execs (a copy of the
+  // init's memory, which belongs to the host's user namespace).
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  reset_all_dispositions();
+  // The socket at 3 and the host's /dev/null on 0-2, whatever the zygote had
+  // there, so that what it is sent lands above them; nothing else of the init's.
+  int moved = ::fcntl(sock, F_DUPFD_CLOEXEC, 10);
+  int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (moved < 0 || null < 0) ::_exit(127);
+  for (int fd = 0; fd < 3; ++fd) {
+    if (fd != null && ::dup2(null, fd) < 0) ::_exit(127);
+  }
+  if (::dup2(moved, 3) < 0 || ::fcntl(3, F_SETFD, FD_CLOEXEC) != 0 || !close_descriptors_from(4)) ::_exit(127);
+  // The init pivots into the root once it hears how the mount went.
+  int err = mount_box_proc(a);
+  if (::send(3, &err, sizeof err, MSG_NOSIGNAL) != sizeof err || err != 0) ::_exit(127);
+  // Forked before the init had the box's network namespace: we are still in the
+  // host's, and nothing of the box's may run until we are in the box's.
+  int stage = 0;
+  if ((err = join_box_network_namespace(3)) != 0) {
+    stage = kFirstProcessNetworkFailed;
+  } else if (const char* step = nullptr;
+             (err = set_rlimits(*a.params, step)) != 0 || (err = harden(*a.params, step)) != 0) {
+    stage = kFirstProcessHardeningFailed;
+  }
+  a.programs.first_process(3, stage, err);
+  ::_exit(127);
+}
+
+// Forks the box's first process (we are the box's PID namespace's parent: it is
+// PID 1 there); returns the init's end of its socket, close-on-exec.
+int start_first_process(const ChildArgs& a, pid_t& pid) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) child_fail(a, "socketpair for the first process");
+  pid = ::fork();
+  if (pid < 0) child_fail(a, "fork the box's first process");
+  if (pid == 0) {
+    ::close(sv[0]);
+    run_first_process(a, sv[1]);
+  }
+  ::close(sv[1]);
+  // At a number (>= 10) that the init's own dup2s onto 0-4 leave alone.
+  int fd = ::fcntl(sv[0], F_DUPFD_CLOEXEC, 10);
+  if (fd < 0) child_fail(a, "move the first process's socket");
+  ::close(sv[0]);
+  return fd;
+}
+
+// What the first process says once the box's /proc is mounted, or why it is not.
+void wait_for_box_proc(const ChildArgs& a, int first_fd) {
+  int err = 0;
+  ssize_t n;
+  while ((n = ::recv(first_fd, &err, sizeof err, MSG_WAITALL)) < 0 && errno == EINTR) {
+  }
+  if (n != sizeof err) {
+    errno = n < 0 ? errno : EPIPE;  // it died
+    child_fail(a, "hear from the box's first process about its /proc");
+  }
+  if (err != 0) {
+    errno = err;
+    child_fail(a, "mount the box's /proc");
   }
 }
 
@@ -347,10 +438,10 @@ void set_rlimits(const ChildArgs& a) {
   // The box's files are made as in a container (and as the VM's are), not with
   // whatever umask the user who started the box has.
   ::umask(022);
-  int gate_fd = start_proc_helper(a);
+  int gate_fd = start_network_helper(a);
   char go;
   if (::read(a.sync_read, &go, 1) != 1) ::_exit(125);  // the parent gave up
-  if (::send(gate_fd, "n", 1, MSG_NOSIGNAL) != 1) child_fail(a, "ask the /proc helper for a network namespace");
+  if (::send(gate_fd, "n", 1, MSG_NOSIGNAL) != 1) child_fail(a, "ask the network helper for a network namespace");
   if (::setresgid(0, 0, 0) != 0 || ::setresuid(0, 0, 0) != 0) child_fail(a, "become root of the user namespace");
   child_mount(a, nullptr, "/", nullptr, MS_REC | MS_PRIVATE);
   // The overlay came from the host's namespace, so here it is locked and
@@ -363,28 +454,6 @@ void set_rlimits(const ChildArgs& a) {
   if (::sethostname(a.params->hostname, std::strlen(a.params->hostname)) != 0) child_fail(a, "sethostname");
   std::string proc = a.root + "/proc", sys = a.root + "/sys";  // /tmp: mount_tmp, before the volumes
   for (const auto& d : {proc, sys}) require_mount_point(a, d);
-  child_mount(a, "proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
-  setup_dev(a);
-  // What needs the box's network namespace comes last: sysfs shows its mounter's.
-  join_network_namespace(a, gate_fd);
-  if (int err = bring_interface_up("lo"); err != 0) {
-    errno = err;
-    child_fail(a, "bring lo up");
-  }
-  child_mount(a, "sysfs", sys, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
-  // /proc's masks go on the box's own /proc (put_inner_proc_in_place).
-  std::string failed;
-  if (mask_paths_under("/sys/", sys + "/", a.root + "/dev/null", failed) != 0) child_fail(a, "mask " + failed);
-  if (::syscall(SYS_pivot_root, ".", ".") != 0) child_fail(a, "pivot_root into the box root");
-  if (::umount2(".", MNT_DETACH) != 0) child_fail(a, "detach the host root");
-  if (::chdir("/") != 0) child_fail(a, "chdir /");
-  set_rlimits(a);
-  if (::dup2(a.channel, 3) < 0) child_fail(a, "dup2 channel");
-  int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (null < 0) child_fail(a, "open /dev/null");
-  ::dup2(null, 0);
-  ::dup2(null, 1);
-  ::dup2(null, 2);
   // Into the box's cgroups (v1: we move ourselves; v2: the parent moved us) before
   // anything forks and before the cgroup namespace is made.
   for (int fd : a.cgroup_join_fds) {
@@ -394,30 +463,59 @@ void set_rlimits(const ChildArgs& a) {
   if (::read(a.sync_read, &go, 1) != 1) ::_exit(125);
   if (::unshare(CLONE_NEWCGROUP) != 0) child_fail(a, "unshare cgroup namespace");
   // The box's processes live one PID namespace down, where the main command is
-  // PID 1 (the agent's first child); the agent keeps no capability to make it.
+  // PID 1: the first process, made now, mounts the box's /proc meanwhile. The agent
+  // keeps no capability to make either.
   if (::unshare(CLONE_NEWPID) != 0) child_fail(a, "unshare PID namespace for the box's processes");
-  drop_capabilities(a);
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_fail(a, "set no_new_privs");
-  if (int rc = a.params->seccomp ? load_seccomp_filter() : 0; rc != 0) {
-    errno = -rc;
-    child_fail(a, "load seccomp filter");
+  pid_t first_pid = -1;
+  int first_fd = start_first_process(a, first_pid);
+  setup_dev(a);
+  // What needs the box's network namespace comes last: sysfs shows its mounter's.
+  int net = join_network_namespace(a, gate_fd);
+  ::close(gate_fd);
+  if (send_with_fds(first_fd, "n", 1, &net, 1) != 1)
+    child_fail(a, "hand the box's first process its network namespace");
+  ::close(net);
+  if (int err = bring_interface_up("lo"); err != 0) {
+    errno = err;
+    child_fail(a, "bring lo up");
+  }
+  child_mount(a, "sysfs", sys, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
+  std::string failed;
+  if (mask_paths_under("/sys/", sys + "/", a.root + "/dev/null", failed) != 0) child_fail(a, "mask " + failed);
+  wait_for_box_proc(a, first_fd);
+  if (::syscall(SYS_pivot_root, ".", ".") != 0) child_fail(a, "pivot_root into the box root");
+  if (::umount2(".", MNT_DETACH) != 0) child_fail(a, "detach the host root");
+  if (::chdir("/") != 0) child_fail(a, "chdir /");
+  if (const char* step = nullptr; int err = set_rlimits(*a.params, step)) {
+    errno = err;
+    child_fail(a, step);
+  }
+  if (::dup2(a.channel, 3) < 0) child_fail(a, "dup2 channel");
+  int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null < 0) child_fail(a, "open /dev/null");
+  ::dup2(null, 0);
+  ::dup2(null, 1);
+  ::dup2(null, 2);
+  if (const char* step = nullptr; int err = harden(*a.params, step)) {
+    errno = err;
+    child_fail(a, step);
   }
   // The box dies with its shim, however the shim dies (set last: credential
   // changes would clear it).
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(a, "set the parent-death signal");
   // (getppid() is 0 here: the parent is outside our PID namespace. The shim is
   // still blocked reading the report pipe, so it cannot have died unnoticed.)
-  // The agent keeps the channel (3) and the /proc helper's gate (4). No exec
+  // The agent keeps the channel (3) and the first process's socket (4). No exec
   // closes what the zygote was given: everything else of the host's is closed
   // here, the report pipe last of all, whose EOF tells the shim the agent runs.
-  if (::dup2(gate_fd, 4) < 0) child_fail(a, "move the /proc helper's gate");
+  if (::dup2(first_fd, 4) < 0) child_fail(a, "move the first process's socket");
   if (!close_descriptors_from(5)) child_fail(a, "close the host's descriptors");
-  ::_exit(a.agent(3, 4));
+  ::_exit(a.programs.agent(3, 4, first_pid));
 }
 
 // Receives one request; returns the init's pid (the shim's child: CLONE_PARENT)
 // or -errno. Runs the init itself in the clone's child.
-pid_t clone_init_for(int sock, AgentMain agent) {
+pid_t clone_init_for(int sock, BoxPrograms programs) {
   InitParams params{};
   int fds[kMaxPassedFds];
   size_t nfds = 0;
@@ -429,7 +527,7 @@ pid_t clone_init_for(int sock, AgentMain agent) {
   }
   // Into the shim's mount namespace, where the box's overlay is, and the box root.
   if (::setns(fds[0], CLONE_NEWNS) != 0 || ::fchdir(fds[1]) != 0) return -errno;
-  ChildArgs args{&params, ".", fds[2], fds[3], fds[4], {fds + 5, fds + nfds}, agent};
+  ChildArgs args{&params, ".", fds[2], fds[3], fds[4], {fds + 5, fds + nfds}, programs};
   // Like fork (no stack of its own): the init goes on, on a copy of this stack. And
   // as glibc's fork does, the kernel writes the child's thread id where glibc keeps
   // it (the address glibc gave set_tid_address), which raise() and its kin use.
@@ -444,10 +542,10 @@ pid_t clone_init_for(int sock, AgentMain agent) {
 
 }  // namespace
 
-void serve_zygote(int sock, AgentMain agent) {
+void serve_zygote(int sock, BoxPrograms programs) {
   // Gone with the shim, should it die before it needs us (it also gets EOF).
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  pid_t pid = clone_init_for(sock, agent);
+  pid_t pid = clone_init_for(sock, programs);
   (void)!::send(sock, &pid, sizeof pid, MSG_NOSIGNAL);
   ::_exit(0);
 }

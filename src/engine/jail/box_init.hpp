@@ -11,15 +11,35 @@
 
 namespace boxlite::engine::jail {
 
+// The box's first process: PID 1 of the box's PID namespace, forked by the init
+// before it dropped its capabilities, so that it mounts the box's own /proc itself
+// while the init makes the rest of the root (docs/jail.md, "The box's /proc").
+// Hardened as the init is, it then waits on `plan_fd` for what to run
+// (guest/spawn.hpp); `early_stage` and `early_errno` say what failed before that,
+// if anything (0: nothing).
+using FirstProcessMain = void (*)(int plan_fd, int early_stage, int early_errno);
+// What FirstProcessMain reports as `early_stage` (guest/spawn.cpp names them): its
+// rlimits, capabilities, no_new_privs or seccomp filter; the box's network
+// namespace, which it joins once the init has it (it was forked in the host's).
+inline constexpr int kFirstProcessHardeningFailed = 12;
+inline constexpr int kFirstProcessNetworkFailed = 13;
+
 // The box's agent, which the box's init runs once the box is set up: given the
-// channel and the /proc helper's gate, it returns the init's exit status.
-using AgentMain = int (*)(int channel_fd, int proc_gate_fd);
+// channel, and the socket to the waiting first process and its pid (in the agent's
+// PID namespace), it returns the init's exit status.
+using AgentMain = int (*)(int channel_fd, int first_process_fd, int first_process_pid);
+
+struct BoxPrograms {
+  AgentMain agent;
+  FirstProcessMain first_process;
+};
 
 // What a shim and a zygote must agree on, beyond the struct's size: a zygote of
 // another build refuses the request (EPROTO) before anything is made. 2: the init
-// gets its network namespace from its /proc helper, not from the clone (a shim of
-// version 1 would make its box's TAP device in its own namespace, the host's).
-inline constexpr uint32_t kInitProtocolVersion = 2;
+// gets its network namespace from its helper, not from the clone (a shim of
+// version 1 would make its box's TAP device in its own namespace, the host's). 3: the
+// box's /proc is the first process's to mount (InitParams lost proc_via_setns).
+inline constexpr uint32_t kInitProtocolVersion = 3;
 
 // What the box's init is told: nothing of the host's but what the box itself may
 // know (the spec's network secrets stay in the shim).
@@ -27,9 +47,6 @@ struct InitParams {
   uint32_t version;   // kInitProtocolVersion
   char hostname[65];  // NUL-terminated (Linux allows 64)
   bool seccomp;
-  // The box's /proc is mounted from a process inside its PID namespace (kernels
-  // before 6.15, whose proc has no `pidns=`; BOXLITE_JAIL_PROC_VIA_SETNS=1 forces it).
-  bool proc_via_setns;
   uint64_t rlimit_nofile, rlimit_fsize, rlimit_nproc, rlimit_as, rlimit_cpu;
 };
 
@@ -40,9 +57,9 @@ struct InitParams {
 // boxlite-guest --jail-zygote FD: waits for one request on FD, clones the box's
 // init into new user, pid, mount, uts and ipc namespaces (a child of the shim's:
 // CLONE_PARENT), answers with its pid or -errno and exits; at EOF it exits. The
-// init gets its network namespace from its /proc helper while it makes the box's
-// root, and sends it to the shim on the channel (a byte, "n", with the namespace)
-// before the agent says anything there.
-[[noreturn]] void serve_zygote(int sock, AgentMain agent);
+// init gets its network namespace from its helper while it makes the box's root,
+// and sends it to the shim on the channel (a byte, "n", with the namespace) before
+// the agent says anything there.
+[[noreturn]] void serve_zygote(int sock, BoxPrograms programs);
 
 }  // namespace boxlite::engine::jail

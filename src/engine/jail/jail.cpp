@@ -11,7 +11,6 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -441,19 +440,6 @@ CgroupPlan prepare_cgroups(const ShimSpec& spec) {
   return plan;
 }
 
-// proc's `pidns=` option came with Linux 6.15; older kernels log a complaint for
-// every unknown option, so it is not tried there. BOXLITE_JAIL_PROC_VIA_SETNS=1
-// takes the older kernels' path anywhere (for the tests).
-bool kernel_mounts_proc_by_pidns() {
-  if (const char* force = std::getenv("BOXLITE_JAIL_PROC_VIA_SETNS"); force && std::string_view(force) == "1") {
-    return false;
-  }
-  utsname u{};
-  unsigned major = 0, minor = 0;
-  if (::uname(&u) != 0 || std::sscanf(u.release, "%u.%u", &major, &minor) != 2) return false;
-  return major > 6 || (major == 6 && minor >= 15);
-}
-
 InitParams init_params(const ShimSpec& spec) {
   InitParams p{};
   p.version = kInitProtocolVersion;
@@ -463,7 +449,6 @@ InitParams init_params(const ShimSpec& spec) {
   }
   std::memcpy(p.hostname, spec.hostname.data(), spec.hostname.size());
   p.seccomp = spec.seccomp;
-  p.proc_via_setns = !kernel_mounts_proc_by_pidns();
   p.rlimit_nofile = spec.rlimit_nofile;
   p.rlimit_fsize = spec.rlimit_fsize;
   p.rlimit_nproc = spec.rlimit_nproc;
