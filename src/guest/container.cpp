@@ -92,7 +92,8 @@ std::string find_disk_by_serial(const std::string& serial) {
     if (s == serial) return "/dev/" + name;
     seen += " " + name + "(" + s + ")";
   }
-  throw Error(ErrorCode::Engine, "root disk with serial '" + serial + "' not found; disks:" + (seen.empty() ? " none" : seen));
+  throw Error(ErrorCode::Engine,
+              "root disk with serial '" + serial + "' not found; disks:" + (seen.empty() ? " none" : seen));
 }
 
 // The root disk is a qcow2 overlay of disk_size_gb over the image's ext4, which
@@ -101,10 +102,12 @@ std::string find_disk_by_serial(const std::string& serial) {
 // mounted file system.
 void grow_root_fs(const std::string& disk, const std::string& root) {
   constexpr unsigned long kExt4ResizeFs = _IOW('f', 16, uint64_t);  // EXT4_IOC_RESIZE_FS
-  constexpr unsigned long kBlkGetSize64 = _IOR(0x12, 114, size_t);  // BLKGETSIZE64 (<linux/fs.h> clashes with <sys/mount.h>)
+  constexpr unsigned long kBlkGetSize64 =
+      _IOR(0x12, 114, size_t);  // BLKGETSIZE64 (<linux/fs.h> clashes with <sys/mount.h>)
   UniqueFd dev(::open(disk.c_str(), O_RDONLY | O_CLOEXEC));
   uint64_t bytes = 0;
-  if (!dev || ::ioctl(dev.get(), kBlkGetSize64, &bytes) != 0) throw_errno(ErrorCode::Engine, "size of the root disk " + disk);
+  if (!dev || ::ioctl(dev.get(), kBlkGetSize64, &bytes) != 0)
+    throw_errno(ErrorCode::Engine, "size of the root disk " + disk);
   UniqueFd dir(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   struct statvfs vfs;
   if (!dir || ::fstatvfs(dir.get(), &vfs) != 0) throw_errno(ErrorCode::Engine, "statvfs " + root);
@@ -125,7 +128,8 @@ void mount_volumes(const proto::BoxConfig& cfg, const std::string& root) {
     UniqueFd target = make_dirs_in_root(root_fd.get(), v.guest_path(), ErrorCode::Engine);
     std::string at = "/proc/self/fd/" + std::to_string(target.get());
     unsigned long flags = MS_NOSUID | MS_NODEV | (v.read_only() ? MS_RDONLY : 0);
-    if (::mount(v.tag().c_str(), at.c_str(), "9p", flags, "trans=virtio,version=9p2000.L,msize=512000,access=client") != 0) {
+    if (::mount(v.tag().c_str(), at.c_str(), "9p", flags, "trans=virtio,version=9p2000.L,msize=512000,access=client") !=
+        0) {
       throw_errno(ErrorCode::Engine, "mount volume " + v.tag() + " at " + v.guest_path());
     }
   }
@@ -167,7 +171,8 @@ std::string find_virtio_port(const std::string& name) {
     if (!e) break;
     if (e->d_name[0] != '.') devices += std::string(" ") + e->d_name;
   }
-  throw Error(ErrorCode::Engine, "virtio-serial port '" + name + "' not found under /sys/class/virtio-ports (virtio devices:" +
+  throw Error(ErrorCode::Engine, "virtio-serial port '" + name +
+                                     "' not found under /sys/class/virtio-ports (virtio devices:" +
                                      (devices.empty() ? std::string(" none") : devices) + ")");
 }
 
@@ -179,7 +184,8 @@ void setup_vm_root(const proto::BoxConfig& cfg) {
   mount_or_throw("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
   mount_or_throw("sysfs", root + "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC);
   mount_or_throw("devtmpfs", root + "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
-  mount_or_throw("devpts", root + "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,gid=5");
+  mount_or_throw("devpts", root + "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+                 "newinstance,ptmxmode=0666,mode=0620,gid=5");
   // /dev/ptmx must reach this devpts instance.
   ::unlink((root + "/dev/ptmx").c_str());
   if (::symlink("pts/ptmx", (root + "/dev/ptmx").c_str()) != 0) throw_errno(ErrorCode::Engine, "symlink /dev/ptmx");
@@ -197,7 +203,8 @@ void apply_box_identity(const proto::BoxConfig& cfg) {
     throw_errno(ErrorCode::Engine, "sethostname " + cfg.hostname());
   }
   if (cfg.clock_unix_ns() > 0) {
-    timespec ts{static_cast<time_t>(cfg.clock_unix_ns() / 1000000000), static_cast<long>(cfg.clock_unix_ns() % 1000000000)};
+    timespec ts{static_cast<time_t>(cfg.clock_unix_ns() / 1000000000),
+                static_cast<long>(cfg.clock_unix_ns() % 1000000000)};
     ::clock_settime(CLOCK_REALTIME, &ts);  // best effort: a jail cannot set the clock
   }
   if (!cfg.entropy().empty()) {

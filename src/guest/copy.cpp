@@ -20,8 +20,8 @@ bool flag(const std::string& v) { return v == "1"; }
 
 void expect_args(const std::string& name, const std::vector<std::string>& args, size_t n) {
   if (args.size() != n) {
-    throw Error(ErrorCode::InvalidArgument, "builtin " + name + " takes " + std::to_string(n) + " arguments, got " +
-                                                std::to_string(args.size()));
+    throw Error(ErrorCode::InvalidArgument,
+                "builtin " + name + " takes " + std::to_string(n) + " arguments, got " + std::to_string(args.size()));
   }
 }
 

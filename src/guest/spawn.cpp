@@ -198,6 +198,8 @@ struct PlanHeader {
 };
 
 constexpr size_t kExecPlanFds = 4;
+// More than a protocol frame can bring (argv and environment come in one).
+constexpr uint64_t kMaxPlanBody = uint64_t{1} << 30;
 
 bool read_all(int fd, void* data, size_t len) noexcept {
   auto* p = static_cast<char*>(data);
@@ -260,6 +262,12 @@ char* next_string(std::string& body, size_t& at) {
   return s;
 }
 
+// What a plan that cannot be read is reported as: EPROTO at stage 15.
+[[noreturn]] void bad_plan(int report) {
+  errno = EPROTO;
+  child_fail(report, 15);
+}
+
 [[noreturn]] void run_exec_plan(const PlanHeader& hdr, const int* fds, std::string& body) {
   static const std::vector<int> kNoneChanged;  // the first process reset them all
   ChildPlan plan;
@@ -271,18 +279,18 @@ char* next_string(std::string& body, size_t& at) {
   plan.id.uid = hdr.uid;
   plan.id.gid = hdr.gid;
   size_t groups_bytes = size_t{hdr.ngroups} * sizeof(gid_t);
-  if (groups_bytes > body.size()) ::_exit(127);
+  if (groups_bytes > body.size()) bad_plan(plan.report);
   plan.id.groups.resize(hdr.ngroups);
   std::memcpy(plan.id.groups.data(), body.data(), groups_bytes);
   size_t at = groups_bytes;
   char* path = next_string(body, at);
   char* cwd = next_string(body, at);
-  if (!path || !cwd) ::_exit(127);
+  if (!path || !cwd) bad_plan(plan.report);
   plan.path = path;
   plan.cwd = cwd;
-  for (uint32_t i = 0; i < hdr.argc + hdr.envc; ++i) {
+  for (uint64_t i = 0; i < uint64_t{hdr.argc} + hdr.envc; ++i) {
     char* s = next_string(body, at);
-    if (!s) ::_exit(127);
+    if (!s) bad_plan(plan.report);
     (i < hdr.argc ? plan.argv : plan.envp).push_back(s);
   }
   plan.argv.push_back(nullptr);
@@ -306,6 +314,8 @@ const char* stage_name(int stage) {
     case 11: return "close the agent's descriptors for";
     case 12: return "harden the box's first process for";    // engine::jail::kFirstProcessHardeningFailed
     case 13: return "join the box's network namespace for";  // engine::jail::kFirstProcessNetworkFailed
+    case 14: return "detach the host's root for";            // engine::jail::kFirstProcessDetachFailed
+    case 15: return "read the plan of";
     default: return "exec";
   }
 }
@@ -374,8 +384,8 @@ static std::optional<cpu_set_t> command_cpus(unsigned count) {
     n = recv_with_fds(plan_fd, &hdr, sizeof hdr, fds, kMaxPassedFds, &nfds);
   } while (n < 0 && errno == EINTR);
   if (n <= 0) ::_exit(0);  // the agent is gone, or never needed us
-  if (!read_all(plan_fd, reinterpret_cast<char*>(&hdr) + n, sizeof hdr - static_cast<size_t>(n))) ::_exit(127);
-  if (hdr.kind == PlanKind::kHolder && nfds == 1) {
+  bool whole = read_all(plan_fd, reinterpret_cast<char*>(&hdr) + n, sizeof hdr - static_cast<size_t>(n));
+  if (whole && hdr.kind == PlanKind::kHolder && nfds == 1) {
     int report = fds[0];
     if (early_stage != 0) {
       (void)!::write(report, &early_errno, sizeof early_errno);
@@ -385,14 +395,38 @@ static std::optional<cpu_set_t> command_cpus(unsigned count) {
     if (!close_descriptors_from(0)) ::_exit(127);
     run_holder_init();
   }
-  if (hdr.kind != PlanKind::kExec || nfds != kExecPlanFds || hdr.body_bytes > (size_t{1} << 30)) ::_exit(127);
+  if (nfds != kExecPlanFds) ::_exit(127);  // no report pipe to say so on: the agent sees EPIPE or EOF
+  int report = fds[3];
+  if (!whole || hdr.kind != PlanKind::kExec || hdr.body_bytes > kMaxPlanBody) bad_plan(report);
+  // Read whole before anything is reported: the agent is still sending it.
+  std::string body;
+  try {
+    body.resize(hdr.body_bytes);
+  } catch (const std::bad_alloc&) {
+    errno = ENOMEM;
+    child_fail(report, 15);
+  }
+  if (!read_all(plan_fd, body.data(), body.size())) bad_plan(report);
   if (early_stage != 0) {
     errno = early_errno;
-    child_fail(fds[3], early_stage);
+    child_fail(report, early_stage);
   }
-  std::string body(hdr.body_bytes, '\0');
-  if (!read_all(plan_fd, body.data(), body.size())) ::_exit(127);
   run_exec_plan(hdr, fds, body);
+}
+
+void await_first_process_isolated(const WaitingFirstProcess& first) {
+  int isolated[2] = {0, 0};
+  ssize_t n;
+  while ((n = ::recv(first.socket, isolated, sizeof isolated, MSG_WAITALL)) < 0 && errno == EINTR) {
+  }
+  if (n != static_cast<ssize_t>(sizeof isolated)) {
+    throw_errno(ErrorCode::Engine, "hear from the box's first process", n < 0 ? errno : EPIPE);
+  }
+  if (isolated[0] != 0) {
+    std::string step = stage_name(isolated[0]);
+    if (step.ends_with(" for")) step.resize(step.size() - 4);
+    throw_errno(ErrorCode::Engine, "the box's first process could not " + step, isolated[1]);
+  }
 }
 
 [[noreturn]] void run_holder_init() {
@@ -476,7 +510,6 @@ Spawned spawn_process(const SpawnRequest& req) {
   plan.cwd = req.cwd.empty() ? "/" : req.cwd;
   plan.cpus = command_cpus(req.cpus);
   plan.proc_swap = req.proc_swap;
-  plan.changed_signals = &changed_dispositions();
   struct stat st;
   if (::stat(plan.cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     spawn_failed("working directory '" + plan.cwd + "' does not exist or is not a directory");
@@ -520,6 +553,9 @@ Spawned spawn_process(const SpawnRequest& req) {
   plan.report = report.write.get();
 
   bool first = req.first_process && req.builtin.empty();
+  // Read at the first child the agent starts itself (~0.04 ms): the first process
+  // reset every disposition of its own.
+  if (!first) plan.changed_signals = &changed_dispositions();
   pid_t pid = first ? hand_to_first_process(*req.first_process, plan, argv_store, env) : start_child(plan);
   if (pid < 0) throw_errno(ErrorCode::Execution, "spawn_failed: fork");
   report.write.reset();

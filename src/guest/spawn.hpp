@@ -40,6 +40,11 @@ struct WaitingFirstProcess {
 // `early_errno` (what failed before: box_init.hpp) on the plan's report pipe.
 [[noreturn]] void serve_first_process(int plan_fd, int early_stage, int early_errno);
 
+// Waits until the first process is in the box's network namespace and has detached
+// the host's root from the box's (engine/jail/box_init.cpp): before that the agent
+// may not touch a path of the box's. Throws Error(Engine) with the step that failed.
+void await_first_process_isolated(const WaitingFirstProcess& first);
+
 // PID 1 of the box's namespace when there is no main command: reaps orphans and
 // otherwise waits, so the namespace (and the box) lives until it is stopped.
 [[noreturn]] void run_holder_init();

@@ -422,7 +422,7 @@ TEST_F(JailEscapeTest, WritesToSysAndProcSysFailAndTheHostIsUnchanged) {
   EXPECT_EQ(read_file("/proc/sys/net/core/somaxconn"), somax);
 }
 
-// The box's network namespace is made by its init's /proc helper once the id maps
+// The box's network namespace is made by its init's helper once the id maps
 // are written, beside the box's root, and handed to the shim, which checks that it
 // belongs to the box's user namespace before it makes the box's TAP device there.
 // It is the box's alone, owned by its user namespace, and its loopback device,
@@ -622,8 +622,8 @@ TEST_F(JailEscapeTest, AForkBombIsStoppedByThePidsLimit) {
 }
 
 // The tightest process limit that leaves room for the agent and one command still
-// starts the box: nothing of the engine's (the /proc helper) takes a slot of it,
-// on either of the helper's paths (kernels with and without proc's pidns=).
+// starts the box: nothing of the engine's (the init's helper) takes a slot of it,
+// and the first process, forked by the init, is the main command's own.
 TEST_F(JailEscapeTest, MaxProcessesOfTwoStillRunsTheMainCommand) {
   BoxOptions o;
   o.cmd = {"sh", "-c", "echo started; cat /proc/1/comm"};
@@ -654,14 +654,17 @@ TEST_F(JailEscapeTest, TheBoxsProcIsItsOwnPidNamespacesAndMasked) {
   EXPECT_EQ(lines[5], "cat") << out;
 }
 
-// Every process of a box is in every namespace of the box's, its main command
+// Every process of a box is in every namespace and cgroup of the box's, with the
+// same capabilities, no_new_privs, seccomp filter and limits, its main command
 // included: that process is forked by the init before the box has its network
-// namespace, and joins it before it runs anything (engine/jail/box_init.cpp). Its
-// namespaces are an exec's, and none of them is the host's.
-TEST_F(JailEscapeTest, TheMainCommandIsInEveryNamespaceOfTheBox) {
+// namespace and hardened by code of its own (engine/jail/box_init.cpp). So the
+// main command (PID 1) and an exec must agree on all of it, and none of their
+// namespaces may be the host's.
+TEST_F(JailEscapeTest, TheMainCommandIsConfinedAsAnExecIs) {
   const std::vector<std::string> kinds = {"net", "uts", "ipc", "mnt", "pid", "cgroup", "user"};
   std::string script;
   for (const auto& k : kinds) script += "readlink /proc/$0/ns/" + k + "; ";
+  script += "grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/$0/status; cat /proc/$0/limits /proc/$0/cgroup";
   for (const char* mode : {"enabled", "disabled"}) {
     BoxOptions o;
     o.rootfs_path = image("busybox");
@@ -675,17 +678,18 @@ TEST_F(JailEscapeTest, TheMainCommandIsInEveryNamespaceOfTheBox) {
     auto exec = box->run(ExecOptions{{"sh", "-c", script, "self"}});
     ASSERT_EQ(main.exit_code, 0) << main.stderr_text;
     ASSERT_EQ(exec.exit_code, 0) << exec.stderr_text;
-    auto main_ns = split(trim(main.stdout_text), '\n');
-    auto exec_ns = split(trim(exec.stdout_text), '\n');
-    ASSERT_EQ(main_ns.size(), kinds.size()) << main.stdout_text;
-    ASSERT_EQ(exec_ns.size(), kinds.size()) << exec.stdout_text;
+    EXPECT_EQ(main.stdout_text, exec.stdout_text) << "network " << mode << ": the main command (PID 1) and an exec";
+    EXPECT_NE(main.stdout_text.find("NoNewPrivs:\t1"), std::string::npos) << main.stdout_text;
+    EXPECT_NE(main.stdout_text.find("Seccomp:\t2"), std::string::npos) << main.stdout_text;
+    EXPECT_NE(main.stdout_text.find("CapBnd:\t00000000a80425fb"), std::string::npos) << main.stdout_text;
+    auto lines = split(main.stdout_text, '\n');
+    ASSERT_GE(lines.size(), kinds.size()) << main.stdout_text;
     for (size_t i = 0; i < kinds.size(); ++i) {
       char host[64] = {};
       std::string link = "/proc/self/ns/" + kinds[i];
       ASSERT_GT(::readlink(link.c_str(), host, sizeof host - 1), 0) << link;
-      EXPECT_EQ(main_ns[i], exec_ns[i]) << "network " << mode << ": the main command's " << kinds[i] << " namespace";
-      EXPECT_NE(main_ns[i], host) << "network " << mode << ": the main command is in the host's " << kinds[i]
-                                  << " namespace";
+      EXPECT_NE(lines[i], host) << "network " << mode << ": the main command is in the host's " << kinds[i]
+                                << " namespace";
     }
     box->stop();
   }

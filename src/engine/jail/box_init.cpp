@@ -368,6 +368,21 @@ int join_box_network_namespace(int sock) {
   return err;
 }
 
+// Once the init has pivoted into the box's root (it says so), the host's root, now
+// stacked on the box's (reachable through "/.."), goes: our cwd is the box root's
+// mount, as the init's was. The unmount waits for an RCU grace period, which would
+// otherwise hold up the init each start; the agent waits for it before it touches
+// a path of the box's (await_first_process_isolated), and nothing of the box's runs
+// before. 0 or an errno.
+int detach_host_root(int sock) {
+  char tag = 0;
+  ssize_t n;
+  while ((n = ::recv(sock, &tag, 1, 0)) < 0 && errno == EINTR) {
+  }
+  if (n != 1 || tag != 'p') return n < 0 ? errno : EPROTO;
+  return ::umount2(".", MNT_DETACH) == 0 ? 0 : errno;
+}
+
 [[noreturn]] void run_first_process(const ChildArgs& a, int sock) {
   // Gone with the agent; out of the box root's reach until it execs (a copy of the
   // init's memory, which belongs to the host's user namespace).
@@ -388,14 +403,19 @@ int join_box_network_namespace(int sock) {
   if (::send(3, &err, sizeof err, MSG_NOSIGNAL) != sizeof err || err != 0) ::_exit(127);
   // Forked before the init had the box's network namespace: we are still in the
   // host's, and nothing of the box's may run until we are in the box's.
-  int stage = 0;
+  // The agent hears how both went (a stage and an errno) before it configures the box.
+  int isolated[2] = {0, 0};
   if ((err = join_box_network_namespace(3)) != 0) {
-    stage = kFirstProcessNetworkFailed;
-  } else if (const char* step = nullptr;
-             (err = set_rlimits(*a.params, step)) != 0 || (err = harden(*a.params, step)) != 0) {
-    stage = kFirstProcessHardeningFailed;
+    isolated[0] = kFirstProcessNetworkFailed;
+  } else if ((err = detach_host_root(3)) != 0) {
+    isolated[0] = kFirstProcessDetachFailed;
   }
-  a.programs.first_process(3, stage, err);
+  isolated[1] = err;
+  if (::send(3, isolated, sizeof isolated, MSG_NOSIGNAL) != sizeof isolated || err != 0) ::_exit(127);
+  // Hardening failures are reported with the plan (it brings the report pipe).
+  const char* step = nullptr;
+  if ((err = set_rlimits(*a.params, step)) == 0) err = harden(*a.params, step);
+  a.programs.first_process(3, err != 0 ? kFirstProcessHardeningFailed : 0, err);
   ::_exit(127);
 }
 
@@ -472,8 +492,12 @@ void wait_for_box_proc(const ChildArgs& a, int first_fd) {
   // What needs the box's network namespace comes last: sysfs shows its mounter's.
   int net = join_network_namespace(a, gate_fd);
   ::close(gate_fd);
-  if (send_with_fds(first_fd, "n", 1, &net, 1) != 1)
+  if (send_with_fds(first_fd, "n", 1, &net, 1) != 1) {
+    int err = errno;
+    wait_for_box_proc(a, first_fd);  // what it said before it went, if it failed there
+    errno = err;
     child_fail(a, "hand the box's first process its network namespace");
+  }
   ::close(net);
   if (int err = bring_interface_up("lo"); err != 0) {
     errno = err;
@@ -484,7 +508,9 @@ void wait_for_box_proc(const ChildArgs& a, int first_fd) {
   if (mask_paths_under("/sys/", sys + "/", a.root + "/dev/null", failed) != 0) child_fail(a, "mask " + failed);
   wait_for_box_proc(a, first_fd);
   if (::syscall(SYS_pivot_root, ".", ".") != 0) child_fail(a, "pivot_root into the box root");
-  if (::umount2(".", MNT_DETACH) != 0) child_fail(a, "detach the host root");
+  // The host's root is stacked on the box's now (reachable through "/.."): the first
+  // process detaches it, before anything of the box's runs (detach_host_root).
+  if (::send(first_fd, "p", 1, MSG_NOSIGNAL) != 1) child_fail(a, "ask the box's first process to detach the host root");
   if (::chdir("/") != 0) child_fail(a, "chdir /");
   if (const char* step = nullptr; int err = set_rlimits(*a.params, step)) {
     errno = err;

@@ -20,9 +20,11 @@ namespace boxlite::engine::jail {
 using FirstProcessMain = void (*)(int plan_fd, int early_stage, int early_errno);
 // What FirstProcessMain reports as `early_stage` (guest/spawn.cpp names them): its
 // rlimits, capabilities, no_new_privs or seccomp filter; the box's network
-// namespace, which it joins once the init has it (it was forked in the host's).
+// namespace, which it joins once the init has it (it was forked in the host's); the
+// host's root, which it detaches once the init has pivoted into the box's.
 inline constexpr int kFirstProcessHardeningFailed = 12;
 inline constexpr int kFirstProcessNetworkFailed = 13;
+inline constexpr int kFirstProcessDetachFailed = 14;
 
 // The box's agent, which the box's init runs once the box is set up: given the
 // channel, and the socket to the waiting first process and its pid (in the agent's
