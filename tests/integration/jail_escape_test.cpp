@@ -71,7 +71,8 @@ class JailEscapeTest : public BoxliteTest {
 
   // A jail box of a one-layer image: busybox and its applets in /bin, then
   // whatever `add` puts in the layer. Null (with a failure) if the image cannot be made.
-  std::shared_ptr<Box> busybox_image_box(const std::string& name, const std::function<void(const std::string&)>& add) {
+  std::shared_ptr<Box> busybox_image_box(const std::string& name, const std::function<void(const std::string&)>& add,
+                                         const std::string& user = "") {
     std::string layer = home_ + "/" + name + "-layer";
     if (run_capture({"mkdir", "-p", layer + "/bin"}).status != 0 ||
         run_capture({"cp", which("busybox"), layer + "/bin/busybox"}).status != 0) {
@@ -92,6 +93,7 @@ class JailEscapeTest : public BoxliteTest {
     BoxOptions o;
     o.rootfs_path = img;
     o.engine = "jail";
+    o.user = user;
     auto box = rt().create(o);
     boxes_.push_back(box);
     return box;
@@ -510,6 +512,42 @@ TEST_F(JailEscapeTest, ASymlinkInTheImagePointingAtAHostPathStaysInside) {
   auto r = box->run(ExecOptions{{"sh", "-c", "cat /etc/evil /etc/evil2 2>&1; ls -la /etc"}});
   expect_no_secret(r);
   EXPECT_NE(r.stdout_text.find("evil ->"), std::string::npos) << r.stdout_text;
+}
+
+// The agent reads the image's /etc/passwd and /etc/group to start the main command
+// as its user, in the box's root, after the host's root was detached from it
+// (engine/jail/box_init.cpp: the box's first process detaches it; the agent waits).
+// An image whose files climb out to the host's through "/.." must not resolve a user
+// that only the host has.
+TEST_F(JailEscapeTest, TheAgentNeverReadsTheHostsUsersThroughTheImagesSymlinks) {
+  std::string host_only;
+  for (const auto& line : split(read_file("/etc/passwd"), '\n')) {
+    std::string name = line.substr(0, line.find(':'));
+    if (!name.empty() && name != "root") {
+      host_only = name;
+      break;
+    }
+  }
+  ASSERT_FALSE(host_only.empty()) << "the host has no user but root";
+  auto box = busybox_image_box(
+      "climbing-passwd",
+      [](const std::string& layer) {
+        ::mkdir((layer + "/etc").c_str(), 0755);
+        ::symlink("/../../../../../../../etc/passwd", (layer + "/etc/passwd").c_str());
+        ::symlink("/../../../../../../../etc/group", (layer + "/etc/group").c_str());
+      },
+      host_only);
+  ASSERT_TRUE(box);
+  for (int i = 0; i < 5; ++i) {  // the detach runs beside the agent's start: more than once
+    try {
+      box->start();
+      ADD_FAILURE() << "the box resolved " << host_only << ", a user only the host has";
+      box->stop();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::Execution) << e.what();
+      EXPECT_NE(std::string(e.what()).find("unable to find user " + host_only), std::string::npos) << e.what();
+    }
+  }
 }
 
 // /dev, /proc, /sys and /tmp come from a layer of the engine's above the image's
