@@ -512,30 +512,39 @@ void wait_for_box_proc(const ChildArgs& a, int first_fd) {
   // process detaches it, before anything of the box's runs (detach_host_root).
   if (::send(first_fd, "p", 1, MSG_NOSIGNAL) != 1) child_fail(a, "ask the box's first process to detach the host root");
   if (::chdir("/") != 0) child_fail(a, "chdir /");
-  if (const char* step = nullptr; int err = set_rlimits(*a.params, step)) {
-    errno = err;
-    child_fail(a, step);
-  }
-  if (::dup2(a.channel, 3) < 0) child_fail(a, "dup2 channel");
+  // The agent keeps the channel (3) and the first process's socket (4). No exec
+  // closes what the zygote was given: everything else of the host's is closed now,
+  // while the descriptor limit is still the shim's (where close_range is missing,
+  // the fallback cannot list /proc/self/fd: this /proc is the box's, where we have no
+  // pid), but the report pipe (5), which goes last of all: its EOF tells the shim the
+  // agent runs, and until then it carries any failure.
+  ChildArgs late = a;
+  late.report = ::fcntl(a.report, F_DUPFD_CLOEXEC, 10);  // out of the way of the dup2s below
+  if (late.report < 0) child_fail(a, "move the report pipe");
+  if (::dup2(a.channel, 3) < 0) child_fail(late, "dup2 channel");
   int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (null < 0) child_fail(a, "open /dev/null");
+  if (null < 0) child_fail(late, "open /dev/null");
   ::dup2(null, 0);
   ::dup2(null, 1);
   ::dup2(null, 2);
+  if (::dup2(first_fd, 4) < 0) child_fail(late, "move the first process's socket");
+  if (::dup2(late.report, 5) < 0) child_fail(late, "move the report pipe");
+  late.report = 5;
+  if (!close_descriptors_from(6)) child_fail(late, "close the host's descriptors");
+  if (const char* step = nullptr; int err = set_rlimits(*a.params, step)) {
+    errno = err;
+    child_fail(late, step);
+  }
   if (const char* step = nullptr; int err = harden(*a.params, step)) {
     errno = err;
-    child_fail(a, step);
+    child_fail(late, step);
   }
   // The box dies with its shim, however the shim dies (set last: credential
   // changes would clear it).
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(a, "set the parent-death signal");
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(late, "set the parent-death signal");
   // (getppid() is 0 here: the parent is outside our PID namespace. The shim is
   // still blocked reading the report pipe, so it cannot have died unnoticed.)
-  // The agent keeps the channel (3) and the first process's socket (4). No exec
-  // closes what the zygote was given: everything else of the host's is closed
-  // here, the report pipe last of all, whose EOF tells the shim the agent runs.
-  if (::dup2(first_fd, 4) < 0) child_fail(a, "move the first process's socket");
-  if (!close_descriptors_from(5)) child_fail(a, "close the host's descriptors");
+  ::close(5);
   ::_exit(a.programs.agent(3, 4, first_pid));
 }
 
