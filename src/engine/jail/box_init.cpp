@@ -401,9 +401,10 @@ int detach_host_root(int sock) {
   // The init pivots into the root once it hears how the mount went.
   int err = mount_box_proc(a);
   if (::send(3, &err, sizeof err, MSG_NOSIGNAL) != sizeof err || err != 0) ::_exit(127);
-  // Forked before the init had the box's network namespace: we are still in the
-  // host's, and nothing of the box's may run until we are in the box's.
-  // The agent hears how both went (a stage and an errno) before it configures the box.
+  // Forked before the init had the box's network namespace, we are still in the
+  // host's; the host's root is still stacked on the box's until we detach it. The
+  // agent hears how both went (a stage and an errno) before it configures the box,
+  // and nothing of the box's runs before.
   int isolated[2] = {0, 0};
   if ((err = join_box_network_namespace(3)) != 0) {
     isolated[0] = kFirstProcessNetworkFailed;
