@@ -256,9 +256,7 @@ void Agent::handle_configure(const protocol::Frame& f) {
   if (configured_) throw Error(ErrorCode::InvalidState, "box is already configured");
   config_ = protocol::parse_message<proto::BoxConfig>(f);
   // A jail's root shows the host's through "/.." until the first process detached it.
-  if (first_.waiting_socket) {
-    await_first_process_isolated(WaitingFirstProcess{first_.waiting_pid, first_.waiting_socket.get()});
-  }
+  if (first_.waiting_socket) await_first_process_isolated(first_.waiting());
   configure_(config_);
   if (!first_.waiting_socket) ensure_box_pid_namespace();  // a jail's init made it
   // The first child made now is PID 1 of that namespace.
@@ -281,7 +279,7 @@ void Agent::set_waiting_first_process(pid_t pid, UniqueFd socket) {
 void Agent::start_holder_init() {
   FirstProcess first = std::exchange(first_, FirstProcess{});
   if (first.waiting_socket) {
-    start_holder_in(WaitingFirstProcess{first.waiting_pid, first.waiting_socket.get()});
+    start_holder_in(first.waiting());
     return;
   }
   int fds[2];
@@ -333,12 +331,8 @@ void Agent::start_exec(uint32_t stream, const proto::ExecRequest& req, bool main
   // holder init before anything else), gets the box's /proc.
   FirstProcess first = std::exchange(first_, FirstProcess{});
   sr.proc_swap = first.swap;
-  WaitingFirstProcess waiting{first.waiting_pid, first.waiting_socket.get()};
-  if (first.waiting_socket) {
-    // It execs what it is handed; a builtin runs the agent's code in a fork of its own.
-    if (!req.builtin().empty()) throw Error(ErrorCode::Rpc, "a builtin cannot be the box's first process");
-    sr.first_process = &waiting;
-  }
+  WaitingFirstProcess waiting = first.waiting();
+  if (first.waiting_socket) sr.first_process = &waiting;
   if (!req.builtin().empty()) {
     // Builtins (copies) act for the host on the whole box, as docker cp does: root,
     // from "/", on plain pipes, whatever the box's default user and directory.

@@ -80,6 +80,7 @@ class Agent {
     ProcSwap swap;
     pid_t waiting_pid = -1;
     UniqueFd waiting_socket;
+    WaitingFirstProcess waiting() const { return {waiting_pid, waiting_socket.get()}; }
   };
   void start_holder_init();
 

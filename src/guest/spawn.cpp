@@ -386,10 +386,9 @@ static std::optional<cpu_set_t> command_cpus(unsigned count) {
   if (n <= 0) ::_exit(0);  // the agent is gone, or never needed us
   bool whole = read_all(plan_fd, reinterpret_cast<char*>(&hdr) + n, sizeof hdr - static_cast<size_t>(n));
   if (whole && hdr.kind == PlanKind::kHolder && nfds == 1) {
-    int report = fds[0];
     if (early_stage != 0) {
-      (void)!::write(report, &early_errno, sizeof early_errno);
-      ::_exit(127);
+      errno = early_errno;
+      child_fail(fds[0], early_stage);
     }
     // Nothing of the agent's (the plan socket, the report pipe) stays open in the box's PID 1.
     if (!close_descriptors_from(0)) ::_exit(127);
@@ -450,13 +449,13 @@ void start_holder_in(const WaitingFirstProcess& first) {
   int fd = report.write.get();
   send_plan(first, hdr, &fd, 1, {});
   report.write.reset();
-  int err = 0;
+  int msg[2];  // a stage and an errno, as a child's report
   ssize_t n;
-  while ((n = ::read(report.read.get(), &err, sizeof err)) < 0 && errno == EINTR) {
+  while ((n = ::read(report.read.get(), msg, sizeof msg)) < 0 && errno == EINTR) {
   }
-  if (n == static_cast<ssize_t>(sizeof err)) {
+  if (n == static_cast<ssize_t>(sizeof msg)) {
     ::waitpid(first.pid, nullptr, 0);
-    throw_errno(ErrorCode::Engine, "start the box's init (its network namespace, rlimits or hardening)", err);
+    throw_errno(ErrorCode::Engine, std::string(stage_name(msg[0])) + " the box's holder init", msg[1]);
   }
 }
 
@@ -473,6 +472,8 @@ std::string find_in_path(const std::string& file, const std::string& path_var) {
 Spawned spawn_process(const SpawnRequest& req) {
   if (!req.builtin.empty()) {
     if (!is_builtin(req.builtin)) spawn_failed("unknown builtin '" + req.builtin + "'");
+    // The first process execs what it is handed; a builtin runs the agent's code.
+    if (req.first_process) spawn_failed("a builtin cannot be the box's first process");
   } else if (req.argv.empty() || req.argv[0].empty()) {
     spawn_failed("empty command");
   }
@@ -552,7 +553,7 @@ Spawned spawn_process(const SpawnRequest& req) {
   Pipe report = Pipe::make();
   plan.report = report.write.get();
 
-  bool first = req.first_process && req.builtin.empty();
+  bool first = req.first_process != nullptr;
   // Read at the first child the agent starts itself (~0.04 ms): the first process
   // reset every disposition of its own.
   if (!first) plan.changed_signals = &changed_dispositions();

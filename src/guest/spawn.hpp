@@ -50,7 +50,7 @@ void await_first_process_isolated(const WaitingFirstProcess& first);
 [[noreturn]] void run_holder_init();
 
 // Makes the waiting first process the holder init; throws Error(Engine) when it
-// cannot be (its /proc or its hardening failed).
+// cannot be (its hardening failed).
 void start_holder_in(const WaitingFirstProcess& first);
 
 struct SpawnRequest {
@@ -65,7 +65,7 @@ struct SpawnRequest {
   std::string builtin;
   std::vector<std::string> builtin_args;
   ProcSwap proc_swap;  // the box's first process only
-  // The box's first process only, in a jail: it runs the command (not a builtin).
+  // The box's first process only, in a jail: it runs the command (never a builtin).
   const WaitingFirstProcess* first_process = nullptr;
   // > 0: the command runs on this many of the agent's CPUs, starting with the one the
   // agent is on (no migration at the start): a jail box's `cpus` (BoxConfig.cpus).

@@ -287,22 +287,6 @@ int drop_capabilities(const char*& step) {
   return 0;
 }
 
-// What the init and the first process both do last before they run anything of
-// the box's: Docker's capabilities, no_new_privs, the seccomp filter. 0, or the
-// errno of the step that failed (named in `step`).
-int harden(const InitParams& params, const char*& step) {
-  if (int err = drop_capabilities(step); err != 0) return err;
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
-    step = "set no_new_privs";
-    return errno;
-  }
-  if (int rc = params.seccomp ? load_seccomp_filter() : 0; rc != 0) {
-    step = "load seccomp filter";
-    return -rc;
-  }
-  return 0;
-}
-
 // Every disposition at its default, as in a container: the init's may not be
 // (the shim's posix_spawn leaves glibc's own signals 32 and 33 ignored). Raw
 // rt_sigaction: glibc's refuses those two.
@@ -347,6 +331,23 @@ int set_rlimits(const InitParams& s, const char*& step) {
       step = "setrlimit (security limit)";
       return errno;
     }
+  }
+  return 0;
+}
+
+// What the init and the first process both do last before they run anything of
+// the box's: its rlimits, Docker's capabilities, no_new_privs, the seccomp filter.
+// 0, or the errno of the step that failed (named in `step`).
+int harden(const InitParams& params, const char*& step) {
+  if (int err = set_rlimits(params, step); err != 0) return err;
+  if (int err = drop_capabilities(step); err != 0) return err;
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+    step = "set no_new_privs";
+    return errno;
+  }
+  if (int rc = params.seccomp ? load_seccomp_filter() : 0; rc != 0) {
+    step = "load seccomp filter";
+    return -rc;
   }
   return 0;
 }
@@ -415,7 +416,7 @@ int detach_host_root(int sock) {
   if (::send(3, isolated, sizeof isolated, MSG_NOSIGNAL) != sizeof isolated || err != 0) ::_exit(127);
   // Hardening failures are reported with the plan (it brings the report pipe).
   const char* step = nullptr;
-  if ((err = set_rlimits(*a.params, step)) == 0) err = harden(*a.params, step);
+  err = harden(*a.params, step);
   a.programs.first_process(3, err != 0 ? kFirstProcessHardeningFailed : 0, err);
   ::_exit(127);
 }
@@ -532,10 +533,6 @@ void wait_for_box_proc(const ChildArgs& a, int first_fd) {
   if (::dup2(late.report, 5) < 0) child_fail(late, "move the report pipe");
   late.report = 5;
   if (!close_descriptors_from(6)) child_fail(late, "close the host's descriptors");
-  if (const char* step = nullptr; int err = set_rlimits(*a.params, step)) {
-    errno = err;
-    child_fail(late, step);
-  }
   if (const char* step = nullptr; int err = harden(*a.params, step)) {
     errno = err;
     child_fail(late, step);
