@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include "common/error.hpp"
@@ -81,7 +80,7 @@ struct ChildPlan {
   const std::string* builtin = nullptr;  // run this instead of execve
   const std::vector<std::string>* builtin_args = nullptr;
   const std::vector<int>* changed_signals = nullptr;  // changed_dispositions()
-  std::optional<cpu_set_t> cpus;                      // the child's affinity, when limited
+  unsigned cpus = 0;  // the child's CPU count, when limited (pin_to_cpus)
 };
 
 // The kernel's struct sigaction: glibc's sigaction() refuses to touch signals 32
@@ -122,6 +121,34 @@ void reset_disposition(int sig) {
   ::_exit(127);
 }
 
+// `count` of this process's CPUs from the one it runs on, so that setting the
+// affinity moves nothing: a process on a CPU outside its new mask waits for the
+// kernel's stopper thread to migrate it (~0.3 ms here, and the box's first process,
+// forked early, is on either CPU when its plan comes). Nothing when `count` covers
+// them all. Raw syscalls, no allocation: the child may share the agent's memory.
+void pin_to_cpus(unsigned count) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  unsigned here = 0;
+  if (count == 0 || ::syscall(SYS_sched_getaffinity, 0, sizeof allowed, &allowed) < 0 ||
+      static_cast<unsigned>(CPU_COUNT(&allowed)) <= count || ::syscall(SYS_getcpu, &here, nullptr, nullptr) != 0) {
+    return;
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  unsigned picked = 0;
+  // From `here` upwards, then wrapping round to the lowest allowed CPU.
+  for (unsigned pass = 0; pass < 2 && picked < count; ++pass) {
+    for (unsigned cpu = pass == 0 ? here : 0; cpu < (pass == 0 ? CPU_SETSIZE : here) && picked < count; ++cpu) {
+      if (CPU_ISSET(cpu, &allowed)) {
+        CPU_SET(cpu, &set);
+        ++picked;
+      }
+    }
+  }
+  (void)::syscall(SYS_sched_setaffinity, 0, sizeof set, &set);
+}
+
 [[noreturn]] void run_child(const ChildPlan& p) {
   // Dispositions first, then the mask: a signal let in early must not run one
   // of the agent's handlers in here (the child may share the agent's memory).
@@ -151,7 +178,7 @@ void reset_disposition(int sig) {
   if (::syscall(SYS_setresuid, p.id.uid, p.id.uid, p.id.uid) != 0) child_fail(p.report, 6);
   if (::chdir(p.cwd.c_str()) != 0) child_fail(p.report, 7);
   // What nproc then reports; the box may widen it again (the cgroup's quota holds).
-  if (p.cpus) (void)::syscall(SYS_sched_setaffinity, 0, sizeof *p.cpus, &*p.cpus);
+  pin_to_cpus(p.cpus);
   if (p.builtin) {
     // No execve closes the agent's descriptors (the channel, other execs' pipes)
     // for us: close them, or another exec could never see EOF on its stdin while
@@ -192,8 +219,7 @@ struct PlanHeader {
   uint32_t uid, gid;
   uint32_t ngroups, argc, envc;
   uint32_t ctty;  // 1: stdout is the terminal to make the controlling one
-  uint32_t has_cpus;
-  cpu_set_t cpus;
+  uint32_t cpus;  // 0: not limited
   uint64_t body_bytes;
 };
 
@@ -240,8 +266,7 @@ pid_t hand_to_first_process(const WaitingFirstProcess& first, const ChildPlan& p
   hdr.argc = static_cast<uint32_t>(argv.size());
   hdr.envc = static_cast<uint32_t>(env.size());
   hdr.ctty = plan.ctty >= 0 ? 1 : 0;
-  hdr.has_cpus = plan.cpus ? 1 : 0;
-  if (plan.cpus) hdr.cpus = *plan.cpus;
+  hdr.cpus = plan.cpus;
   std::string body(reinterpret_cast<const char*>(plan.id.groups.data()), plan.id.groups.size() * sizeof(gid_t));
   append_string(body, plan.path);
   append_string(body, plan.cwd);
@@ -295,7 +320,7 @@ char* next_string(std::string& body, size_t& at) {
   }
   plan.argv.push_back(nullptr);
   plan.envp.push_back(nullptr);
-  if (hdr.has_cpus) plan.cpus = hdr.cpus;
+  plan.cpus = hdr.cpus;
   plan.changed_signals = &kNoneChanged;
   run_child(plan);
 }
@@ -354,25 +379,6 @@ std::vector<std::string> env_merge(const std::vector<std::string>& base, const s
     if (!replaced) out.push_back(kv);
   }
   return out;
-}
-
-// `count` of the agent's CPUs from the one it runs on (its child starts there, so
-// the affinity moves nothing), or nullopt when that is all of them.
-static std::optional<cpu_set_t> command_cpus(unsigned count) {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (count == 0 || ::sched_getaffinity(0, sizeof allowed, &allowed) != 0) return std::nullopt;
-  std::vector<int> ids;
-  for (int i = 0; i < CPU_SETSIZE; ++i) {
-    if (CPU_ISSET(i, &allowed)) ids.push_back(i);
-  }
-  if (count >= ids.size()) return std::nullopt;
-  auto here = std::find(ids.begin(), ids.end(), ::sched_getcpu());
-  size_t start = here == ids.end() ? 0 : static_cast<size_t>(here - ids.begin());
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (size_t k = 0; k < count; ++k) CPU_SET(ids[(start + k) % ids.size()], &set);
-  return set;
 }
 
 [[noreturn]] void serve_first_process(int plan_fd, int early_stage, int early_errno) {
@@ -509,7 +515,7 @@ Spawned spawn_process(const SpawnRequest& req) {
     if (plan.path.empty()) spawn_failed("executable file '" + req.argv[0] + "' not found in $PATH");
   }
   plan.cwd = req.cwd.empty() ? "/" : req.cwd;
-  plan.cpus = command_cpus(req.cpus);
+  plan.cpus = req.cpus;
   plan.proc_swap = req.proc_swap;
   struct stat st;
   if (::stat(plan.cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {

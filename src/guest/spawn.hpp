@@ -67,8 +67,8 @@ struct SpawnRequest {
   ProcSwap proc_swap;  // the box's first process only
   // The box's first process only, in a jail: it runs the command (never a builtin).
   const WaitingFirstProcess* first_process = nullptr;
-  // > 0: the command runs on this many of the agent's CPUs, starting with the one the
-  // agent is on (no migration at the start): a jail box's `cpus` (BoxConfig.cpus).
+  // > 0: the command runs on this many of the agent's CPUs, starting with the one its
+  // process is on (no migration at the start): a jail box's `cpus` (BoxConfig.cpus).
   unsigned cpus = 0;
 };
 
