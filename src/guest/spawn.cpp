@@ -80,7 +80,7 @@ struct ChildPlan {
   const std::string* builtin = nullptr;  // run this instead of execve
   const std::vector<std::string>* builtin_args = nullptr;
   const std::vector<int>* changed_signals = nullptr;  // changed_dispositions()
-  unsigned cpus = 0;  // the child's CPU count, when limited (pin_to_cpus)
+  unsigned cpus = 0;                                  // the child's CPU count, when limited (pin_to_cpus)
 };
 
 // The kernel's struct sigaction: glibc's sigaction() refuses to touch signals 32
@@ -337,9 +337,8 @@ const char* stage_name(int stage) {
     case 9: return "setpgid";
     case 10: return "mount the box's /proc for";
     case 11: return "close the agent's descriptors for";
-    case 12: return "harden the box's first process for";    // engine::jail::kFirstProcessHardeningFailed
-    case 13: return "join the box's network namespace for";  // engine::jail::kFirstProcessNetworkFailed
-    case 14: return "detach the host's root for";            // engine::jail::kFirstProcessDetachFailed
+    case 12: return "harden the box's first process for";  // engine::jail::kFirstProcessHardeningFailed
+    case 14: return "detach the host's root for";          // engine::jail::kFirstProcessDetachFailed
     case 15: return "read the plan of";
     default: return "exec";
   }

@@ -183,19 +183,16 @@ int mount_box_proc(const ChildArgs& a) {
   return mask_paths_under("/proc/", proc + "/", "/dev/null", failed);
 }
 
-// The box's network namespace, made by the init's helper while the init makes the
-// box's root: its creation (sysctl tables, the loopback device: ~0.45 ms of CPU)
-// was the larger part of the init's clone. Asked for once the id maps are written,
-// so that the namespace (owned by the box's user namespace, where the helper is)
-// makes its sysctls the box root's. Forked before the id maps and the box's
-// cgroups, the helper keeps the shim's host uid and cgroups: it counts against
-// neither the box's RLIMIT_NPROC nor its pids limit (max_processes=2, the agent and
-// the main command, still starts a box), and it exits once it has handed the
-// namespace on. The shim gets it first, on the channel (a byte
-// and the namespace: it makes the box's TAP device there meanwhile), then the init,
-// on the gate (an errno and, on success, the namespace). The init says nothing on
-// the channel before it has it, so the shim hears of it before the agent speaks.
-void make_network_namespace(int gate, int channel) {
+// The box's network namespace, made by the box's first process while the init
+// makes the box's /dev: its creation (sysctl tables, the loopback device: 0.45 ms of
+// CPU or more) would otherwise be the larger part of the init's clone. Made once the id maps are
+// written (the first process is forked after them, in the box's user namespace), so
+// that the namespace makes its sysctls the box root's. The shim gets it first, on
+// the channel (a byte and the namespace: it makes the box's TAP device there
+// meanwhile), then the init, on the first process's socket (an errno and, on
+// success, the namespace). The init says nothing on the channel before it has it, so
+// the shim hears of it before the agent speaks. 0, or why the init was not told.
+int make_network_namespace(const ChildArgs& a, int sock) {
   int err = 0;
   int net = -1;
   if (::unshare(CLONE_NEWNET) != 0) {
@@ -203,55 +200,33 @@ void make_network_namespace(int gate, int channel) {
   } else if ((net = ::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)) < 0) {
     err = errno;  // still the host's /proc here: the init pivots only once it has the namespace
   }
-  if (net >= 0 && send_with_fds(channel, "n", 1, &net, 1) != 1) err = errno;
-  ::close(channel);  // the agent's alone from here: its EOF must reach the shim
-  if (send_with_fds(gate, &err, sizeof err, &net, net < 0 || err != 0 ? 0 : 1) != sizeof err) ::_exit(0);
+  if (net >= 0 && send_with_fds(a.channel, "n", 1, &net, 1) != 1) err = errno;
+  bool told = send_with_fds(sock, &err, sizeof err, &net, net < 0 || err != 0 ? 0 : 1) == sizeof err;
+  int why = told ? 0 : errno;
   if (net >= 0) ::close(net);
+  return told ? err : why;
 }
 
-// The init's side: into the namespace the helper made, which it returns (the
-// first process joins it too).
-int join_network_namespace(const ChildArgs& a, int gate) {
+// The init's side: into the namespace the first process made. It stays the init's
+// (the agent's children are made in it); the first process is in it already.
+void join_network_namespace(const ChildArgs& a, int first_fd) {
   int err = 0;
   int net = -1;
   size_t got = 0;
-  ssize_t n = recv_with_fds(gate, &err, sizeof err, &net, 1, &got);
+  ssize_t n;
+  while ((n = recv_with_fds(first_fd, &err, sizeof err, &net, 1, &got)) < 0 && errno == EINTR) {
+  }
   if (n != sizeof err || (err == 0 && got != 1)) {
     if (got == 1) ::close(net);
     errno = n < 0 ? errno : EPROTO;
-    child_fail(a, "hear from the network helper about the network namespace");
+    child_fail(a, "hear from the box's first process about the network namespace");
   }
   if (err != 0) {
     errno = err;
-    child_fail(a, "get the box's network namespace from the network helper");
+    child_fail(a, "make the box's network namespace");
   }
   if (::setns(net, CLONE_NEWNET) != 0) child_fail(a, "join the box's network namespace");
-  return net;
-}
-
-[[noreturn]] void run_network_helper(int gate, int channel) {
-  // Out of the box root's reach, and gone with the init.
-  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  // Above 2 first, so that neither dup2 can overwrite the other's source.
-  int g = ::fcntl(gate, F_DUPFD, 3), c = ::fcntl(channel, F_DUPFD, 3);
-  if (g < 0 || c < 0 || ::dup2(g, 0) < 0 || ::dup2(c, 1) < 0) ::_exit(1);
-  if (!close_descriptors_from(2)) ::_exit(1);
-  char go;
-  if (::recv(0, &go, 1, 0) != 1) ::_exit(0);  // the init failed before it needed us
-  make_network_namespace(0, 1);
-  ::_exit(0);
-}
-
-// Forks the helper; returns the init's end of the gate.
-int start_network_helper(const ChildArgs& a) {
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) child_fail(a, "socketpair for the network helper");
-  pid_t pid = ::fork();
-  if (pid < 0) child_fail(a, "fork the network helper");
-  if (pid == 0) run_network_helper(sv[1], a.channel);
-  ::close(sv[1]);
-  return sv[0];
+  ::close(net);
 }
 
 // Docker's default capability set.
@@ -352,23 +327,6 @@ int harden(const InitParams& params, const char*& step) {
   return 0;
 }
 
-// The first process's side: the namespace the init sends once it has it. 0 or an errno.
-int join_box_network_namespace(int sock) {
-  char tag = 0;
-  int net = -1;
-  size_t got = 0;
-  ssize_t n;
-  while ((n = recv_with_fds(sock, &tag, 1, &net, 1, &got)) < 0 && errno == EINTR) {
-  }
-  if (n != 1 || got != 1 || tag != 'n') {
-    if (got == 1) ::close(net);
-    return n < 0 ? errno : EPROTO;
-  }
-  int err = ::setns(net, CLONE_NEWNET) == 0 ? 0 : errno;
-  ::close(net);
-  return err;
-}
-
 // Once the init has pivoted into the box's root (it says so), the host's root, now
 // stacked on the box's (reachable through "/.."), goes: our cwd is the box root's
 // mount, as the init's was. The unmount waits for an RCU grace period, which would
@@ -390,6 +348,8 @@ int detach_host_root(int sock) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   reset_all_dispositions();
+  // First of all, as the init needs it before anything else of ours.
+  if (make_network_namespace(a, sock) != 0) ::_exit(127);
   // The socket at 3 and the host's /dev/null on 0-2, whatever the zygote had
   // there, so that what it is sent lands above them; nothing else of the init's.
   int moved = ::fcntl(sock, F_DUPFD_CLOEXEC, 10);
@@ -402,16 +362,11 @@ int detach_host_root(int sock) {
   // The init pivots into the root once it hears how the mount went.
   int err = mount_box_proc(a);
   if (::send(3, &err, sizeof err, MSG_NOSIGNAL) != sizeof err || err != 0) ::_exit(127);
-  // Forked before the init had the box's network namespace, we are still in the
-  // host's; the host's root is still stacked on the box's until we detach it. The
-  // agent hears how both went (a stage and an errno) before it configures the box,
-  // and nothing of the box's runs before.
+  // The host's root is still stacked on the box's until we detach it. The agent
+  // hears how that went (a stage and an errno) before it configures the box, and
+  // nothing of the box's runs before.
   int isolated[2] = {0, 0};
-  if ((err = join_box_network_namespace(3)) != 0) {
-    isolated[0] = kFirstProcessNetworkFailed;
-  } else if ((err = detach_host_root(3)) != 0) {
-    isolated[0] = kFirstProcessDetachFailed;
-  }
+  if ((err = detach_host_root(3)) != 0) isolated[0] = kFirstProcessDetachFailed;
   isolated[1] = err;
   if (::send(3, isolated, sizeof isolated, MSG_NOSIGNAL) != sizeof isolated || err != 0) ::_exit(127);
   // Hardening failures are reported with the plan (it brings the report pipe).
@@ -460,10 +415,8 @@ void wait_for_box_proc(const ChildArgs& a, int first_fd) {
   // The box's files are made as in a container (and as the VM's are), not with
   // whatever umask the user who started the box has.
   ::umask(022);
-  int gate_fd = start_network_helper(a);
   char go;
   if (::read(a.sync_read, &go, 1) != 1) ::_exit(125);  // the parent gave up
-  if (::send(gate_fd, "n", 1, MSG_NOSIGNAL) != 1) child_fail(a, "ask the network helper for a network namespace");
   if (::setresgid(0, 0, 0) != 0 || ::setresuid(0, 0, 0) != 0) child_fail(a, "become root of the user namespace");
   child_mount(a, nullptr, "/", nullptr, MS_REC | MS_PRIVATE);
   // The overlay came from the host's namespace, so here it is locked and
@@ -492,15 +445,7 @@ void wait_for_box_proc(const ChildArgs& a, int first_fd) {
   int first_fd = start_first_process(a, first_pid);
   setup_dev(a);
   // What needs the box's network namespace comes last: sysfs shows its mounter's.
-  int net = join_network_namespace(a, gate_fd);
-  ::close(gate_fd);
-  if (send_with_fds(first_fd, "n", 1, &net, 1) != 1) {
-    int err = errno;
-    wait_for_box_proc(a, first_fd);  // what it said before it went, if it failed there
-    errno = err;
-    child_fail(a, "hand the box's first process its network namespace");
-  }
-  ::close(net);
+  join_network_namespace(a, first_fd);
   if (int err = bring_interface_up("lo"); err != 0) {
     errno = err;
     child_fail(a, "bring lo up");

@@ -19,11 +19,10 @@ namespace boxlite::engine::jail {
 // if anything (0: nothing).
 using FirstProcessMain = void (*)(int plan_fd, int early_stage, int early_errno);
 // What FirstProcessMain reports as `early_stage` (guest/spawn.cpp names them): its
-// rlimits, capabilities, no_new_privs or seccomp filter; the box's network
-// namespace, which it joins once the init has it (it was forked in the host's); the
-// host's root, which it detaches once the init has pivoted into the box's.
+// rlimits, capabilities, no_new_privs or seccomp filter; the host's root, which it
+// detaches once the init has pivoted into the box's. (The box's network namespace,
+// which it makes first of all, is the init's to report: 13 is no longer used.)
 inline constexpr int kFirstProcessHardeningFailed = 12;
-inline constexpr int kFirstProcessNetworkFailed = 13;
 inline constexpr int kFirstProcessDetachFailed = 14;
 
 // The box's agent, which the box's init runs once the box is set up: given the
@@ -40,8 +39,9 @@ struct BoxPrograms {
 // another build refuses the request (EPROTO) before anything is made. 2: the init
 // gets its network namespace from its helper, not from the clone (a shim of
 // version 1 would make its box's TAP device in its own namespace, the host's). 3: the
-// box's /proc is the first process's to mount (InitParams lost proc_via_setns).
-inline constexpr uint32_t kInitProtocolVersion = 3;
+// box's /proc is the first process's to mount (InitParams lost proc_via_setns). 4:
+// the box's first process makes the network namespace (the helper is gone).
+inline constexpr uint32_t kInitProtocolVersion = 4;
 
 // What the box's init is told: nothing of the host's but what the box itself may
 // know (the spec's network secrets stay in the shim).
@@ -59,9 +59,9 @@ struct InitParams {
 // boxlite-guest --jail-zygote FD: waits for one request on FD, clones the box's
 // init into new user, pid, mount, uts and ipc namespaces (a child of the shim's:
 // CLONE_PARENT), answers with its pid or -errno and exits; at EOF it exits. The
-// init gets its network namespace from its helper while it makes the box's root,
-// and sends it to the shim on the channel (a byte, "n", with the namespace) before
-// the agent says anything there.
+// box's first process makes its network namespace while the init makes the box's
+// root, and sends it to the shim on the channel (a byte, "n", with the namespace)
+// before the init has it, so before the agent says anything there.
 [[noreturn]] void serve_zygote(int sock, BoxPrograms programs);
 
 }  // namespace boxlite::engine::jail
