@@ -164,10 +164,10 @@ int mask_paths_under(std::string_view under, const std::string& at, const std::s
 // by naming it, and it has no name (no pid_for_children link) until a process lives
 // in it; the first one must be the main command, PID 1. So the init makes the
 // namespace early and forks that process at once, before it drops its capabilities:
-// the first process mounts the box's /proc on the root's (masked, as Docker does)
-// while the init makes the rest of the root, joins the box's network namespace when
-// the init has it (it was forked in the host's), hardens itself as the init does,
-// and waits for what to run (FirstProcessMain). The main command's start waits for
+// the first process makes the box's network namespace, mounts the box's /proc on the
+// root's (masked, as Docker does) while the init makes the rest of the root, detaches
+// the host's root after the init's pivot, hardens itself as the init does, and waits
+// for what to run (FirstProcessMain). The main command's start waits for
 // no mount, and the agent never has a /proc of its own.
 
 constexpr unsigned long kProcFlags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
@@ -185,9 +185,9 @@ int mount_box_proc(const ChildArgs& a) {
 
 // The box's network namespace, made by the box's first process while the init
 // makes the box's /dev: its creation (sysctl tables, the loopback device: 0.45 ms of
-// CPU or more) would otherwise be the larger part of the init's clone. Made once the id maps are
-// written (the first process is forked after them, in the box's user namespace), so
-// that the namespace makes its sysctls the box root's. The shim gets it first, on
+// CPU or more) would otherwise be the larger part of the init's clone. Made once the
+// id maps are written (the first process is forked after them, in the box's user
+// namespace), so that the namespace makes its sysctls the box root's. The shim gets it first, on
 // the channel (a byte and the namespace: it makes the box's TAP device there
 // meanwhile), then the init, on the first process's socket (an errno and, on
 // success, the namespace). The init says nothing on the channel before it has it, so
