@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -186,8 +187,7 @@ class LayerApplier {
   }
 
   [[noreturn]] void archive_fail(const std::string& what) const {
-    const char* msg = la::archive_error_string(reader_);
-    std::string text = label_ + ": " + what + ": " + (msg ? msg : "unknown libarchive error");
+    std::string text = label_ + ": " + what + ": " + archive_error_text(reader_);
     if (copy_) throw Error(ErrorCode::Storage, text);
     fail(text);
   }
@@ -364,8 +364,7 @@ class LayerApplier {
       int r = la::archive_read_data_block(reader_, &buf, &len, &off);
       if (r == ARCHIVE_EOF) break;
       if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
-        const char* msg = la::archive_error_string(reader_);
-        fail(std::string("read data: ") + (msg ? msg : "unknown libarchive error"));
+        fail("read data: " + archive_error_text(reader_));
       }
       if (off < 0 || off + static_cast<int64_t>(len) > size) fail("data beyond the entry's declared size");
       write_leaving_holes(fd, static_cast<const char*>(buf), len, off);
@@ -647,5 +646,19 @@ UnpackStats apply_archive(UniqueFd root, archive* reader, const std::string& lab
 std::string entry_path(archive_entry* e) { return path_of(e); }
 const char* entry_hardlink(archive_entry* e) { return hardlink_of(e); }
 std::string shorten(const std::string& s) { return shorten_name(s); }
+
+// libarchive fails without a reason at times: its gzip reader returns ARCHIVE_FATAL
+// and sets none when the stream's 8-byte trailer (CRC-32 and size) is cut short,
+// and none is set when the read callback fails. Input that ends or breaks inside
+// a compressed stream is what leaves it speechless.
+std::string archive_error_text(archive* a) {
+  const char* msg = la::archive_error_string(a);
+  if (msg && *msg) return msg;
+  int err = la::archive_errno(a);
+  // libarchive's own codes borrow EILSEQ (file format) and EINVAL (misuse), whose
+  // strerror text would mislead, or are -1 (misc).
+  if (err > 0 && err != EILSEQ && err != EINVAL) return std::strerror(err);
+  return "truncated or corrupt archive data (libarchive gives no reason: a compressed stream may end early)";
+}
 
 }  // namespace boxlite::image::detail

@@ -23,7 +23,7 @@ struct CopyMode {
   // root. Empty: the archive is a directory whose top is the root itself
   // ("top/a" -> "a").
   std::string single_name;
-  bool top_meta = false;  // a directory copy: the top entry's mode and mtime become the root's
+  bool top_meta = false;     // a directory copy: the top entry's mode and mtime become the root's
   std::string root_display;  // the root as the caller named it, for error messages
   bool overwrite = true;
   bool strip_setid = false;
@@ -50,5 +50,8 @@ std::string entry_path(struct archive_entry* e);
 const char* entry_hardlink(struct archive_entry* e);
 // Keeps hostile 4 KiB names from flooding error messages.
 std::string shorten(const std::string& s);
+// libarchive's reason for the last failure of `a`, or what it must have been when
+// libarchive gives none.
+std::string archive_error_text(struct archive* a);
 
 }  // namespace boxlite::image::detail

@@ -514,8 +514,7 @@ UnpackStats extract_copy_archive(struct archive* reader, const std::string& dest
   int r = la::archive_read_next_header(reader, &first);
   if (r == ARCHIVE_EOF) throw Error(ErrorCode::Storage, label + ": the copy archive is empty");
   if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
-    const char* msg = la::archive_error_string(reader);
-    throw Error(ErrorCode::Storage, label + ": read the copy archive: " + (msg ? msg : "unknown libarchive error"));
+    throw Error(ErrorCode::Storage, label + ": read the copy archive: " + detail::archive_error_text(reader));
   }
   std::string raw = detail::entry_path(first);
   detail::Components top = detail::clean_path(raw);

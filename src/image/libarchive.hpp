@@ -25,8 +25,9 @@
   X(archive_entry_set_hardlink) X(archive_entry_set_mtime) X(archive_entry_set_pathname)                      \
   X(archive_entry_set_perm) X(archive_entry_set_rdevmajor) X(archive_entry_set_rdevminor)                     \
   X(archive_entry_set_size) X(archive_entry_set_symlink) X(archive_entry_sparse_add_entry) X(archive_entry_set_uid) X(archive_entry_size)       \
-  X(archive_entry_symlink) X(archive_entry_symlink_utf8) X(archive_entry_uid) X(archive_error_string)         \
-  X(archive_filter_code) X(archive_format) X(archive_read_data) X(archive_read_data_block)                    \
+  X(archive_entry_symlink) X(archive_entry_symlink_utf8) X(archive_entry_uid) X(archive_errno)                \
+  X(archive_error_string) X(archive_filter_code) X(archive_format) X(archive_read_data)                       \
+  X(archive_read_data_block)                                                                                  \
   X(archive_read_data_into_fd) X(archive_read_free) X(archive_read_new) X(archive_read_next_header)           \
   X(archive_read_open) X(archive_read_open_fd) X(archive_read_open_filename)                                  \
   X(archive_read_support_filter_gzip) X(archive_read_support_filter_xz) X(archive_read_support_filter_zstd)   \

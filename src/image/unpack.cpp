@@ -31,9 +31,21 @@ struct ArchiveReadDeleter {
   void operator()(archive* a) const { la::archive_read_free(a); }
 };
 
+// Whether libarchive reads the layer through its gzip filter. After a failed open
+// it may have dropped its filters (code -1): the magic bytes tell then.
+bool is_gzip(archive* reader, int fd) {
+  int code = la::archive_filter_code(reader, 0);
+  if (code >= 0) return code == ARCHIVE_FILTER_GZIP;
+  unsigned char magic[2];
+  return ::pread(fd, magic, sizeof magic, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+}
+
 // Inflates the whole file (every gzip member) to check each member's CRC-32 and
-// length; throws Image for a truncated or corrupt stream or trailing garbage.
-void verify_gzip(int fd, const std::string& label) {
+// length; throws Image for a truncated or corrupt stream or trailing garbage. A
+// blob of an image is fetched again by pulling; a layer file (a box's exported upper
+// layer) has no such source.
+void verify_gzip(int fd, const std::string& label, bool image_blob) {
+  std::string redo = image_blob ? ": re-pull the image" : "";
   z_stream z{};
   if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) throw Error(ErrorCode::Internal, "zlib init failed");
   std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&z, inflateEnd);
@@ -63,11 +75,15 @@ void verify_gzip(int fd, const std::string& label) {
       if (r == Z_STREAM_END) {
         member_done = true;
       } else if (r != Z_OK && !(r == Z_BUF_ERROR && z.avail_in == 0)) {
-        throw Error(ErrorCode::Image, label + ": corrupt gzip stream (" + (z.msg ? z.msg : "inflate error") + ")");
+        throw Error(ErrorCode::Image,
+                    label + ": corrupt gzip stream (" + (z.msg ? z.msg : "inflate error") + redo + ")");
       }
     }
   }
-  if (!member_done) throw Error(ErrorCode::Image, label + ": truncated gzip stream");
+  if (!member_done) {
+    throw Error(ErrorCode::Image, label + ": truncated gzip stream (the " + (image_blob ? "layer blob" : "file") +
+                                      " ends early" + redo + ")");
+  }
 }
 
 // What libarchive reads the layer through: every byte it takes also goes through
@@ -117,32 +133,37 @@ UnpackStats unpack_fd(const std::string& root_dir, int layer_fd, const std::stri
   std::string label = "layer " + layer_path;
   // The tar reader stops at the end-of-archive blocks: the rest of the blob (a
   // compressor's trailer, padding) is part of the digest too. A blob that fails to
-  // unpack is a corrupt blob first, if its digest says so.
+  // unpack is a corrupt blob first, if its digest says so. libarchive gives no
+  // reason when our read fails: the errno does.
   auto check_digest = [&] {
-    if (!source.hash) return;
-    const void* ignored = nullptr;
-    while (read_through_hash(nullptr, &source, &ignored) > 0) {
+    if (source.hash) {
+      const void* ignored = nullptr;
+      while (read_through_hash(nullptr, &source, &ignored) > 0) {
+      }
     }
     if (source.err != 0) throw_errno(ErrorCode::Image, label + ": read", source.err);
-    if (hash.finish() != digest)
+    if (source.hash && hash.finish() != digest)
       throw Error(ErrorCode::Image, "corrupt blob " + digest + " at " + layer_path + ": digest mismatch");
   };
   UnpackStats stats;
   try {
-    if (la::archive_read_open(reader.get(), &source, nullptr, read_through_hash, nullptr) != ARCHIVE_OK) {
-      const char* msg = la::archive_error_string(reader.get());
-      throw Error(ErrorCode::Image, label + ": open: " + (msg ? msg : "unknown libarchive error"));
-    }
+    if (la::archive_read_open(reader.get(), &source, nullptr, read_through_hash, nullptr) != ARCHIVE_OK)
+      throw Error(ErrorCode::Image, label + ": open: " + detail::archive_error_text(reader.get()));
     stats = detail::apply_archive(std::move(root), reader.get(), label,
                                   detail::ApplyMode{overlay, std::nullopt, max_bytes});
   } catch (const Error&) {
     check_digest();
+    // Next, a broken gzip stream: libarchive's gzip reader fails with no message
+    // when the 8-byte trailer is cut short, and any error an entry raised after
+    // the break (a garbled header, a short file) is its consequence.
+    if (is_gzip(reader.get(), layer_fd)) verify_gzip(layer_fd, label, !digest.empty());
     throw;
   }
   check_digest();
-  // The tar reader stops at the end-of-archive blocks, before gzip's trailer: a
-  // corrupted stream whose deflate data still decodes would pass unnoticed.
-  if (la::archive_filter_code(reader.get(), 0) == ARCHIVE_FILTER_GZIP) verify_gzip(layer_fd, label);
+  // The tar reader stops at the end-of-archive blocks, before gzip's trailer
+  // (which libarchive never checks anyway): a stream cut inside its trailer, or
+  // corrupted but still decoding, would pass unnoticed.
+  if (is_gzip(reader.get(), layer_fd)) verify_gzip(layer_fd, label, !digest.empty());
   return stats;
 }
 

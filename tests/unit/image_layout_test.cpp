@@ -167,6 +167,30 @@ TEST_F(LayoutTest, CorruptLayerBlobFailsVerify) {
   EXPECT_NE(unpacked.find("digest mismatch"), std::string::npos) << unpacked;
 }
 
+// A gzip layer blob cut inside its trailer, with a digest that matches the cut bytes
+// (what a registry or tool that stored a short blob would record): the digest passes,
+// the gzip check refuses it and says what to do.
+TEST_F(LayoutTest, GzipBlobCutInItsTrailerIsATruncatedStream) {
+  std::string tar = tmp_ / "gz.tar";
+  {
+    TarWriter t(tar, TarWriter::Compression::Gzip);
+    t.file("hello", "hi\n");
+    t.close();
+  }
+  std::string bytes = read_file(tar);
+  for (size_t cut : {1, 4, 8}) {
+    std::string cut_tar = tmp_ / ("cut" + std::to_string(cut) + ".tar");
+    write_file_atomic(cut_tar, bytes.substr(0, bytes.size() - cut));
+    layout_.index({LayoutWriter::tagged(layout_.image({}, {cut_tar}), "latest")});
+    LocalImage img = open_oci_layout({layout_.dir(), ""});
+    const Layer& l = img.layers[0];
+    verify_blob(l);  // its digest is right
+    ScratchDir root;
+    std::string msg = image_error([&] { apply_layer_blob(root.path(), l); });
+    EXPECT_EQ(msg, "layer " + l.blob_path + ": truncated gzip stream (the layer blob ends early: re-pull the image)");
+  }
+}
+
 // A layout is untrusted: its blobs are read only inside it and only as regular files,
 // never as a host file a symlink names, nor a FIFO or device that would block or
 // never end.
