@@ -15,16 +15,8 @@
 
 namespace boxlite::cli {
 
-Error no_such_box(Runtime& rt, const std::string& id) {
-  // A prefix of several IDs names no box (Runtime::get): say which it is.
-  int matches = 0;
-  for (const auto& i : rt.list_info()) matches += i.id.starts_with(id) ? 1 : 0;
-  if (!id.empty() && matches > 1) {
-    return Error(ErrorCode::InvalidArgument, "box ID prefix '" + id + "' is ambiguous: " + std::to_string(matches) +
-                                                 " boxes' IDs start with it; give more of the ID, or the box's name");
-  }
-  return Error(ErrorCode::NotFound, "No such box: " + id);
-}
+// A prefix of several IDs names no box (Runtime::get): the runtime says which it is.
+Error no_such_box(Runtime& rt, const std::string& id) { return rt.no_such_box(id); }
 namespace {
 
 std::string iso_time(int64_t ms) {
@@ -381,15 +373,23 @@ void add_exec(CLI::App& app, GlobalFlags& g, int& exit_code) {
 
 }  // namespace
 
+namespace {
+// Started here, a box must outlive this process, even one a foreground `run` made.
+void start_detached(const std::shared_ptr<Box>& box) {
+  box->make_detached();
+  box->start();
+}
+}  // namespace
+
 void add_box_commands(CLI::App& app, GlobalFlags& g, int& exit_code) {
   add_create(app, g, exit_code);
   add_lifecycle(app, g, exit_code, "start", "Start boxes",
-                [](Runtime& rt, const std::string& id) { must_get(rt, id)->start(); });
+                [](Runtime& rt, const std::string& id) { start_detached(must_get(rt, id)); });
   add_lifecycle(app, g, exit_code, "stop", "Stop boxes (the disk is kept)",
                 [](Runtime& rt, const std::string& id) { must_get(rt, id)->stop(); });
   add_lifecycle(app, g, exit_code, "restart", "Stop, then start boxes", [](Runtime& rt, const std::string& id) {
     must_get(rt, id)->stop();
-    must_get(rt, id)->start();
+    start_detached(must_get(rt, id));
   });
   add_rm(app, g, exit_code);
   add_list(app, g, exit_code);

@@ -69,6 +69,10 @@ std::string trim(std::string_view s);
 // Unix socket helpers; paths longer than sun_path fail with a clear error.
 UniqueFd unix_listen(const std::string& path, int backlog = 64);
 UniqueFd unix_connect(const std::string& path);
+// The pid of the process listening on `path` (SO_PEERCRED: who called listen), or 0
+// if none does (no socket, nobody listening, a full backlog, a path too long). The
+// listener sees a client that hangs up at once.
+pid_t unix_listener_pid(const std::string& path);
 std::string hex_encode(const unsigned char* data, size_t len);
 std::string random_hex(size_t bytes);
 // Monotonic milliseconds.

@@ -315,6 +315,12 @@ void Box::start() {
     if (join_started_elsewhere_locked()) return;
     // Booting it here would make a second owner of another process's box.
     if (attached_) throw Error(ErrorCode::Stopped, "box " + id() + " is not running");
+    // A shim still alive with no record of it running (its starter was killed
+    // before it recorded it) goes first: a second one would mount the same layers.
+    if (adopt_unrecorded_shim_locked()) {
+      stop_locked();
+      attached_ = false;
+    }
   }
   trace("core: start checks");
   // (A handed shim's create primed it already.)
@@ -380,6 +386,12 @@ void Box::start() {
   record_.stop_reason.clear();
   record_.main_exit_code.reset();
   persist();
+  launch->commit();
+}
+
+void Box::make_detached() {
+  std::lock_guard lk(mu_);
+  if (state_ != BoxState::Running) record_.detach = true;
 }
 
 Execution Box::exec(const ExecOptions& o) {
@@ -543,10 +555,30 @@ bool Box::join_started_elsewhere_locked() {
   return true;
 }
 
+bool Box::adopt_unrecorded_shim_locked() {
+  pid_t pid = unix_listener_pid(engine::shim_socket_path(spec_.box_dir));
+  if (pid <= 0) return false;
+  try {
+    client_ = core::ShimClient::connect(engine::shim_socket_path(spec_.box_dir), id());
+  } catch (const Error&) {
+    // Stopping already: its exit is waited for all the same.
+  }
+  record_.shim_pid = pid;
+  attached_ = true;  // not our child
+  state_ = BoxState::Running;
+  return true;
+}
+
+void Box::reach_current_shim_locked() {
+  if (shim_.valid() || client_) return;
+  if (!join_started_elsewhere_locked()) adopt_unrecorded_shim_locked();
+}
+
 void Box::stop() {
   std::lock_guard lk(mu_);
   FileLock box_lock = lock_box();
   invalidated_ = true;
+  reach_current_shim_locked();
   stop_locked();
 }
 
@@ -554,6 +586,7 @@ void Box::stop(int timeout_ms) {
   std::lock_guard lk(mu_);
   FileLock box_lock = lock_box();
   invalidated_ = true;
+  reach_current_shim_locked();
   stop_locked(timeout_ms < 0 ? std::numeric_limits<int>::max() : timeout_ms);
 }
 
@@ -571,7 +604,10 @@ void Box::stop_locked(int timeout_ms, bool record) {
     if (!shim_.wait_for(timeout_ms)) shim_.kill_now();
   } else if (record_.shim_pid > 0) {
     // Not our child (detached, or another process's): wait for it all the same.
-    if (!wait_pid_exit(record_.shim_pid, timeout_ms)) ::kill(record_.shim_pid, SIGKILL);
+    if (!wait_pid_exit(record_.shim_pid, timeout_ms)) {
+      ::kill(record_.shim_pid, SIGKILL);
+      wait_pid_exit(record_.shim_pid, 2000);  // gone, with its mounts, before anything boots anew
+    }
   }
   if (client_) {
     client_->close();
@@ -599,6 +635,7 @@ void remove_tree_quietly(const std::string& path) {
 void Box::destroy() {
   std::lock_guard lk(mu_);
   FileLock box_lock = lock_box();
+  reach_current_shim_locked();
   // Before anything stops: a source its clones still need stays whole (the
   // documented error; auto_remove then leaves the box stopped). A jail box has none:
   // its clones copy its upper layer (Runtime::clone_jail), and a run's removal then

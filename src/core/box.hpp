@@ -55,6 +55,11 @@ class Box {
   // A shim handed the box by Runtime::create_to_start is taken here (with the box's
   // lock, held since).
   void start();
+  // From its next start on, the box outlives the process that starts it (a detached
+  // box, recorded so by that start). For the CLI's start and restart: a box made by
+  // a foreground `run` is not detached, and would stop as the CLI exits. No effect
+  // on a running box.
+  void make_detached();
   // box.snapshot: create/list/get/remove/restore (core/snapshots.hpp).
   SnapshotHandle snapshot() { return SnapshotHandle(*this); }
   // Refused (InvalidState) when the box stopped because its main command exited:
@@ -117,6 +122,15 @@ class Box {
   FileLock lock_box();
   void record_timings(const std::string& shim_report, double start_ms);
   bool join_started_elsewhere_locked();
+  // A shim this handle does not know of, alive with no record of it running: its
+  // starter died before recording it (it stops itself then, ShimLaunch::commit), or
+  // the row was lost. Adopted as this handle's to stop (connected if it answers,
+  // its pid kept): true if there was one.
+  bool adopt_unrecorded_shim_locked();
+  // Before a stop or removal by a handle with no shim of its own: whatever shim the
+  // box has now (a start by another process since this handle read the box's row
+  // is recorded; one whose start was not is not) becomes this handle's to stop.
+  void reach_current_shim_locked();
   // The main command's finished run, when the box stopped because it exited.
   std::optional<Execution> finished_main_locked();
   std::optional<Execution> main_from_exit_record_locked();

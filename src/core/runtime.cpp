@@ -372,7 +372,17 @@ void Runtime::sweep_half_made_boxes() {
     struct stat st;
     // (A spare taken for a new box has its time set before it moves here.)
     if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || now - st.st_mtime < 60) continue;
+    // A box in use is not half-made, whatever the store says (one replaced or
+    // truncated under a running box): never removed under its shim or a taker.
+    if (pid_t shim = unix_listener_pid(engine::shim_socket_path(path)); shim > 0) {
+      warn("box directory " + path + " has a running shim (pid " + std::to_string(shim) +
+           ") but no row in the store: left alone; stop the shim (kill " + std::to_string(shim) +
+           ") and it is removed later");
+      continue;
+    }
     try {
+      FileLock lock = FileLock::try_acquire_directory(path);
+      if (!lock.held()) continue;
       remove_tree(path);
     } catch (const Error& err) {
       warn("could not remove the half-made box directory " + path + ": " + err.what());
@@ -445,6 +455,8 @@ HostInfo Runtime::host_info() {
     jail = {"jail", false, "needs root on this host (see docs/jail.md)"};
   } else if (read_file("/proc/filesystems").find("overlay") == std::string::npos) {
     jail = {"jail", false, "the kernel has no overlayfs"};
+  } else if (std::string why = engine::jail::namespaces_refused(); !why.empty()) {
+    jail = {"jail", false, why};
   }
   h.engines = {vm, jail};
   std::string probe = layout_.tmp() + "/kvm-probe";
@@ -828,6 +840,8 @@ std::shared_ptr<Box> Runtime::box_from_record(const store::BoxRecord& r) {
   try {
     spec = engine::spec_from_json(read_file(dir + "/shim.json"));
   } catch (const Error& e) {
+    // Removed since its row was read (another process's `rm`): gone, not damaged.
+    if (!path_exists(dir) && !store()->find(r.id)) throw Error(ErrorCode::NotFound, "No such box: " + r.id);
     throw Error(ErrorCode::Storage, "box " + r.id + ": unreadable " + dir + "/shim.json: " + e.what() +
                                         " (remove it with `boxlite rm -f " + r.id + "`)");
   }
@@ -892,9 +906,20 @@ static BoxInfo info_of(const store::BoxRecord& r) {
   return i;
 }
 
+Error Runtime::no_such_box(const std::string& id_or_name) {
+  int matches = 0;
+  for (const auto& r : store()->list()) matches += r.id.starts_with(id_or_name) ? 1 : 0;
+  if (!id_or_name.empty() && matches > 1) {
+    return Error(ErrorCode::InvalidArgument, "box ID prefix '" + id_or_name +
+                                                 "' is ambiguous: " + std::to_string(matches) +
+                                                 " boxes' IDs start with it; give more of the ID, or the box's name");
+  }
+  return Error(ErrorCode::NotFound, "No such box: " + id_or_name);
+}
+
 BoxInfo Runtime::get_info(const std::string& id_or_name) {
   auto r = store()->find(id_or_name);
-  if (!r || !reconcile(*r)) throw Error(ErrorCode::NotFound, "No such box: " + id_or_name);
+  if (!r || !reconcile(*r)) throw no_such_box(id_or_name);
   return info_of(*r);
 }
 
@@ -908,7 +933,7 @@ std::vector<BoxInfo> Runtime::list_info() {
 
 void Runtime::remove(const std::string& id_or_name, bool force) {
   auto r = store()->find(id_or_name);
-  if (!r || !reconcile(*r)) throw Error(ErrorCode::NotFound, "No such box: " + id_or_name);
+  if (!r || !reconcile(*r)) throw no_such_box(id_or_name);
   if (r->state == "running" && !force) {
     throw Error(ErrorCode::InvalidState, "box " + r->id + " is running: stop it first, or remove it with force");
   }
@@ -934,7 +959,7 @@ std::shared_ptr<Box> Runtime::attach(const std::string& id) {
     if (r->state != "running") throw Error(ErrorCode::Stopped, "box " + r->id + " is not running");
     return box_from_record(*r);
   }
-  throw Error(ErrorCode::NotFound, "No such box: " + id);
+  throw no_such_box(id);
 }
 
 }  // namespace boxlite

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/error.hpp"
 #include "common/file_lock.hpp"
 #include "core/box.hpp"
 #include "core/options.hpp"
@@ -84,6 +85,9 @@ class Runtime {
   // A box by id, name or unique id prefix: nullptr when there is none. A running
   // box is reached through its shim; a created or stopped one can be started.
   std::shared_ptr<Box> get(const std::string& id_or_name);
+  // NotFound "No such box", or InvalidArgument when `id_or_name` is a prefix of
+  // several boxes' IDs (the store finds none for it): for callers that found none.
+  Error no_such_box(const std::string& id_or_name);
   // Never boots anything. Throws NotFound "No such box: <x>".
   BoxInfo get_info(const std::string& id_or_name);
   // Newest first.

@@ -80,6 +80,11 @@ ShimLaunch ShimLaunch::spawn(bool detached, ShimMain shim_main) {
 void ShimLaunch::go() {
   if (!go_) return;
   (void)!::send(go_.get(), "g", 1, MSG_NOSIGNAL);  // a shim that is gone says so on ready()
+}
+
+void ShimLaunch::commit() {
+  if (!go_) return;
+  (void)!::send(go_.get(), "c", 1, MSG_NOSIGNAL);  // one that is gone is recorded stopped later
   go_.reset();
 }
 

@@ -44,6 +44,11 @@ class ShimLaunch {
   // start() says so, which may come after an early hand_box_dir (create_to_start).
   // A shim whose go never comes (EOF) gives the boot up before the box runs anything.
   void go();
+  // Tells the shim the box is recorded as running (Box::start, once persisted). A
+  // shim that gets EOF instead, its starter gone (killed) or failed in between,
+  // stops its box: a box nothing records as running would be out of every later
+  // command's reach, and a second start would boot a second shim on its layers.
+  void commit();
   int ready() const { return ready_.get(); }
   Child take_process() { return std::move(process_); }
   UniqueFd take_lifeline() { return std::move(lifeline_); }

@@ -35,7 +35,7 @@ using protocol::FrameType;
 
 namespace {
 constexpr uint64_t kGuestKey = 1, kListenKey = 2, kSignalKey = 3, kLifelineKey = 4, kConsoleKey = 5, kEngineLogKey = 6,
-                   kNetLogKey = 7, kNetReadyKey = 8, kFirstFrameKey = 9, kFirstClient = 16;
+                   kNetLogKey = 7, kNetReadyKey = 8, kFirstFrameKey = 9, kGoKey = 10, kFirstClient = 16;
 // What the guest's console (and QEMU's own messages) may keep on disk: twice this.
 constexpr uint64_t kEngineLogBytes = 1u << 20;
 constexpr int kMaxGuestErrorsLogged = 20;
@@ -224,8 +224,26 @@ void Shim::wait_for_go() {
   ssize_t n;
   while ((n = ::read(go_.get(), &g, 1)) < 0 && errno == EINTR) {
   }
+  if (n != 1 || g != 'g') {
+    go_.reset();
+    boot_failed("wait for the box's start", "its start was called off");
+  }
+  // Kept for the commit (ShimLaunch::commit), which serve() waits for.
+}
+
+// The starter's word that the box is recorded as running, or EOF: it died or failed
+// before that, and nothing would reach this box (docs/storage.md, "A start nothing recorded").
+void Shim::on_go_readable() {
+  char c = 0;
+  ssize_t n;
+  while ((n = ::read(go_.get(), &c, 1)) < 0 && errno == EINTR) {
+  }
+  if (n < 0 && errno == EAGAIN) return;
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, go_.get(), nullptr);
   go_.reset();
-  if (n != 1 || g != 'g') boot_failed("wait for the box's start", "its start was called off");
+  if (n == 1 && c == 'c') return;
+  begin_stop("its start was called off: the starting process exited before it recorded the box as running");
+  stop_deadline_ms_ = now_ms() + 2000;
 }
 
 void Shim::send_hello_and_config() {
@@ -912,6 +930,7 @@ void Shim::serve(int lifeline_fd) {
   if (engine_log_.open()) add(engine_log_.fd(), kEngineLogKey);
   if (net_log_.open()) add(net_log_.fd(), kNetLogKey);
   if (lifeline_fd >= 0) add(lifeline_fd, kLifelineKey);
+  if (go_) add(go_.get(), kGoKey);
   if (net_.ready) add(net_.ready.get(), kNetReadyKey);
   if (tap_) add(tap_.get(), kFirstFrameKey);
 
@@ -961,6 +980,8 @@ void Shim::serve(int lifeline_fd) {
         on_net_ready_readable();
       } else if (k == kFirstFrameKey) {
         if (tap_) on_first_frame();
+      } else if (k == kGoKey) {
+        if (go_) on_go_readable();
       } else if (k == kLifelineKey) {
         // The process that owns this (non-detached) box died or let go of it.
         ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, lifeline_fd, nullptr);

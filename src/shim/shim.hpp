@@ -91,6 +91,7 @@ class Shim {
   NetProcess net_;  // boxlite-net, when the box has a network
   // A jail box's TAP until its first frame: boxlite-net starts then (start_net_now).
   void wait_for_go();
+  void on_go_readable();
   UniqueFd go_;
   UniqueFd tap_;
   std::thread tap_closer_;  // begin_stop's

@@ -1,4 +1,8 @@
 // Choosing the engine: option, BOXLITE_ENGINE, the home config file; and `info`.
+#include <sys/wait.h>
+
+#include <tuple>
+
 #include <nlohmann/json.hpp>
 
 #include "support.hpp"
@@ -64,6 +68,41 @@ TEST_F(EngineChoiceTest, InfoReportsEnginesAndAcceleratorsWithReasons) {
   EXPECT_EQ(j["default_engine"], "vm");
   auto yaml = run_cli({"info"});
   EXPECT_NE(yaml.out.find("engines:\n"), std::string::npos) << yaml.out;
+}
+
+// A host that refuses namespaces (a limit reached, a container, a policy; here a
+// seccomp filter answering as the kernel does at a limit, tools/refuse_namespaces.cpp):
+// `info` says the jail is not usable and why, and a jail box fails at once with that
+// reason, leaving nothing. Both places a box makes namespaces: the zygote's clone
+// (user, pid, mount, uts, ipc) and the first process's network namespace.
+TEST_F(EngineChoiceTest, AHostRefusingNamespacesIsSaidByInfoAndAJailBoxLeavesNothing) {
+  auto run_refusing = [&](const std::string& kind, std::vector<std::string> args) {
+    args.insert(args.begin(), {bin_dir() + "/boxlite_refuse_namespaces", kind, cli()});
+    RunResult r = run_capture(args);
+    CliResult c;
+    c.exit_code = WIFEXITED(r.status) ? WEXITSTATUS(r.status) : 128 + WTERMSIG(r.status);
+    c.out = r.out;
+    c.err = r.err;
+    return c;
+  };
+  for (auto [kind, limit, step] : {std::tuple{"net", "max_net_namespaces", "make the box's network namespace"},
+                                   std::tuple{"pid", "max_pid_namespaces", "clone the box's namespaces"}}) {
+    SCOPED_TRACE(kind);
+    auto info = run_refusing(kind, {"info", "--format", "json"});
+    ASSERT_EQ(info.exit_code, 0) << info.err;
+    auto jail = nlohmann::json::parse(info.out)["engines"]["jail"];
+    EXPECT_FALSE(jail["usable"].get<bool>());
+    EXPECT_NE(jail["reason"].get<std::string>().find(limit), std::string::npos) << jail;
+    auto r = run_refusing(kind, {"run", "--rm", "--engine", "jail", image("busybox"), "true"});
+    EXPECT_EQ(r.exit_code, 125) << r.err;
+    EXPECT_NE(r.err.find(step), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(limit), std::string::npos) << r.err;
+    EXPECT_EQ(trim(run_cli({"ls", "-a", "-q"}).out), "") << "a box of the failed run is listed";
+    expect_no_leftovers();
+    EXPECT_EQ(read_file("/proc/self/mountinfo").find(home_), std::string::npos) << "a mount of the box remains";
+  }
+  auto info = run_cli({"info", "--format", "json"});
+  EXPECT_TRUE(nlohmann::json::parse(info.out)["engines"]["jail"]["usable"].get<bool>()) << info.out;
 }
 
 }  // namespace

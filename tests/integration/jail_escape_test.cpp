@@ -79,7 +79,7 @@ class JailEscapeTest : public BoxliteTest {
       ADD_FAILURE() << "cannot lay out " << layer;
       return nullptr;
     }
-    for (const char* applet : {"sh", "cat", "ls", "stat", "grep", "echo"}) {
+    for (const char* applet : {"sh", "cat", "ls", "stat", "grep", "echo", "id", "readlink"}) {
       ::symlink("busybox", (layer + "/bin/" + applet).c_str());
     }
     add(layer);
@@ -619,6 +619,35 @@ TEST_F(JailEscapeTest, TheBoxsEtcFilesAreItsOwnWhateverTheImageHasThere) {
   box->stop();
   box->start();
   EXPECT_EQ(sh(box, "tail -1 /etc/hosts").stdout_text, "10.9.8.7 edited\n") << "the edit was lost at the restart";
+}
+
+// The engine's shared layer of mount points, with an /etc for the network's files,
+// stands above the image's layers; it must not hide an image's own /etc that is
+// not a plain one: a link into /usr (the image's users are there), or a directory
+// of another mode. The box's hosts file is still its own.
+TEST_F(JailEscapeTest, AnImagesOwnEtcShowsAsItIsAboveTheEnginesLayer) {
+  auto linked = busybox_image_box(
+      "etc-linked",
+      [&](const std::string& layer) {
+        ::mkdir((layer + "/usr").c_str(), 0755);
+        ::mkdir((layer + "/usr/etc").c_str(), 0755);
+        write_file_atomic(layer + "/usr/etc/passwd", "root:x:0:0::/:/bin/sh\nuser:x:1000:1000::/:/bin/sh\n");
+        write_file_atomic(layer + "/usr/etc/group", "root:x:0:\nuser:x:1000:\n");
+        ::symlink("usr/etc", (layer + "/etc").c_str());
+      },
+      "user");
+  ASSERT_TRUE(linked);
+  auto r = linked->run(ExecOptions{{"sh", "-c", "id -u; readlink /etc; grep -c '\thost.boxlite.internal' /etc/hosts"}});
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, "1000\nusr/etc\n1\n") << r.stderr_text;
+  auto shared = busybox_image_box("etc-group-writable", [&](const std::string& layer) {
+    ::mkdir((layer + "/etc").c_str(), 0755);
+    ::chmod((layer + "/etc").c_str(), 0775);
+  });
+  ASSERT_TRUE(shared);
+  r = shared->run(ExecOptions{{"sh", "-c", "stat -c %a /etc; grep -c '\thost.boxlite.internal' /etc/hosts"}});
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, "775\n1\n") << r.stderr_text;
 }
 
 // Where the box's own upper layer has something other than a file at /etc/hosts (an

@@ -49,8 +49,8 @@ struct ChildArgs {
   BoxPrograms programs;
 };
 
-[[noreturn]] void child_fail(const ChildArgs& a, const std::string& step) {
-  std::string msg = errno_text(step);
+[[noreturn]] void child_fail(const ChildArgs& a, const std::string& step, const char* hint = "") {
+  std::string msg = errno_text(step) + hint;
   (void)!::write(a.report, msg.data(), msg.size());
   ::_exit(126);
 }
@@ -223,7 +223,7 @@ void join_network_namespace(const ChildArgs& a, int first_fd) {
   }
   if (err != 0) {
     errno = err;
-    child_fail(a, "make the box's network namespace");
+    child_fail(a, "make the box's network namespace", namespace_refusal_hint(err, /*network=*/true));
   }
   if (::setns(net, CLONE_NEWNET) != 0) child_fail(a, "join the box's network namespace");
   ::close(net);

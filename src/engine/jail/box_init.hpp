@@ -6,6 +6,7 @@
 // exec").
 #pragma once
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 
@@ -24,6 +25,25 @@ using FirstProcessMain = void (*)(int plan_fd, int early_stage, int early_errno)
 // which it makes first of all, is the init's to report: 13 is no longer used.)
 inline constexpr int kFirstProcessHardeningFailed = 12;
 inline constexpr int kFirstProcessDetachFailed = 14;
+
+// What to add to a failed namespace creation's message, so that it says what to do
+// (errno alone does not): the kernel answers ENOSPC when a host limit
+// (/proc/sys/user/max_*_namespaces) is reached, EPERM when a policy forbids it (a
+// container without CAP_SYS_ADMIN, seccomp, an LSM). Empty otherwise. No allocation:
+// the box's processes call it where only async-signal-safe code runs.
+inline const char* namespace_refusal_hint(int err, bool network) {
+  if (err == ENOSPC) {
+    return network ? " (the host's limit on network namespaces is reached: raise user.max_net_namespaces)"
+                   : " (a host limit on namespaces is reached: raise user.max_user_namespaces, "
+                     "user.max_pid_namespaces, user.max_mnt_namespaces, user.max_uts_namespaces and "
+                     "user.max_ipc_namespaces, as sysctl shows them)";
+  }
+  if (err == EPERM || err == EACCES) {
+    return " (this host does not let boxlite make namespaces: inside a container without CAP_SYS_ADMIN, or a "
+           "seccomp or LSM policy)";
+  }
+  return "";
+}
 
 // The box's agent, which the box's init runs once the box is set up: given the
 // channel, and the socket to the waiting first process and its pid (in the agent's

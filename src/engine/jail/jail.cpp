@@ -95,6 +95,41 @@ std::string mountpoint_layer(const std::string& parent, unsigned uid_offset, boo
 
 namespace {
 
+// The layer holding the image's entry at `path` (relative to the root): the top
+// one that has it, the entry in `st`; "" if none has it (a whiteout: none below).
+std::string layer_showing(const ShimSpec& spec, const std::string& path, struct stat& st) {
+  for (auto it = spec.lower_dirs.rbegin(); it != spec.lower_dirs.rend(); ++it) {
+    if (::lstat((*it + "/" + path).c_str(), &st) == 0) return S_ISCHR(st.st_mode) && st.st_rdev == 0 ? "" : *it;
+    if (errno != ENOENT) return "";
+  }
+  return "";
+}
+
+// Whether the shared layer with /etc (mountpoint_layer) may stand above the image's
+// /etc. Overlay shows the top layer's directory there, hiding the image's: right
+// where the image has none, a file, a dangling link, or a directory of the box's
+// root with mode 0755 (nearly every image; the same then). Not where the image's
+// /etc is another directory (another owner or mode) or a link to one (into /usr,
+// say): that then shows as it is, and its hosts and resolv.conf are bound over or
+// written by the agent (bind_etc_files). A link is followed one step, inside the
+// image's layers: a guess only chooses which of two confined views the box gets.
+bool etc_layer_fits_image(const ShimSpec& spec) {
+  struct stat st {};
+  std::string layer = layer_showing(spec, "etc", st);
+  if (layer.empty()) return true;
+  if (S_ISDIR(st.st_mode)) {
+    return st.st_uid == spec.uid_offset && st.st_gid == spec.uid_offset && (st.st_mode & 07777) == 0755;
+  }
+  if (!S_ISLNK(st.st_mode)) return true;
+  char target[4096];
+  ssize_t n = ::readlink((layer + "/etc").c_str(), target, sizeof target - 1);
+  if (n < 0) return true;
+  std::string to(target, static_cast<size_t>(n));
+  while (!to.empty() && to.front() == '/') to.erase(0, 1);
+  struct stat dir {};
+  return !to.empty() && (layer_showing(spec, to, dir).empty() || !S_ISDIR(dir.st_mode));
+}
+
 // The box's root owns its upper layer, so "/" inside is root's, and its mode is
 // 0755 whatever the caller's umask (077 would shut every other user out of "/").
 // They may be there already: a box started before, a clone's or an import's upper/,
@@ -120,7 +155,7 @@ void mount_root(const ShimSpec& spec, const std::string& root) {
   bool shared_parent = true;
   for (const auto& d : spec.lower_dirs) shared_parent = shared_parent && d.substr(0, d.rfind('/')) == parent;
   std::vector<std::string> lowers;
-  std::string mountpoints = mountpoint_layer(parent, spec.uid_offset, spec.net.enabled);
+  std::string mountpoints = mountpoint_layer(parent, spec.uid_offset, spec.net.enabled && etc_layer_fits_image(spec));
   lowers.push_back(shared_parent ? mountpoints.substr(mountpoints.rfind('/') + 1) : mountpoints);
   for (auto it = spec.lower_dirs.rbegin(); it != spec.lower_dirs.rend(); ++it) {  // overlay wants the top first
     lowers.push_back(shared_parent ? it->substr(it->rfind('/') + 1) : *it);
@@ -532,7 +567,10 @@ pid_t Zygote::clone_init(const InitParams& params, const std::string& root, cons
                                        ") refused the box's request: it is not from this build of the shim; "
                                        "install boxlite-shim and boxlite-guest together");
   }
-  if (pid < 0) throw_errno(ErrorCode::Engine, "clone the box's namespaces", -pid);
+  if (pid < 0) {
+    throw Error(ErrorCode::Engine,
+                errno_text("clone the box's namespaces", -pid) + namespace_refusal_hint(-pid, /*network=*/false));
+  }
   return pid;
 }
 
@@ -677,6 +715,35 @@ Jail start(const ShimSpec& spec, Zygote& zygote, const std::function<void(int)>&
   }
   j.channel = std::move(host_end);
   return j;
+}
+
+namespace {
+
+// 0 if a child could be cloned with `flags` (it exits at once), else the errno.
+// Like fork, no stack of its own: the child makes no call before its exit, so a
+// caller with threads is fine.
+int clone_and_reap(unsigned long flags) {
+  long pid = ::syscall(SYS_clone, flags | SIGCHLD, nullptr, nullptr, nullptr, 0L);
+  if (pid == 0) ::syscall(SYS_exit_group, 0);
+  if (pid < 0) return errno;
+  int status = 0;
+  while (::waitpid(static_cast<pid_t>(pid), &status, 0) < 0 && errno == EINTR) {
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string namespaces_refused() {
+  if (int err =
+          clone_and_reap(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWCGROUP)) {
+    return errno_text("cannot make a box's user, pid, mount, uts, ipc and cgroup namespaces", err) +
+           namespace_refusal_hint(err, /*network=*/false);
+  }
+  if (int err = clone_and_reap(CLONE_NEWUSER | CLONE_NEWNET)) {
+    return errno_text("cannot make a box's network namespace", err) + namespace_refusal_hint(err, /*network=*/true);
+  }
+  return "";
 }
 
 void prime_cgroup_attach() {
