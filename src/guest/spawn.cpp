@@ -32,11 +32,6 @@ constexpr int kBuiltinPipeBytes = 1 << 20;
 
 [[noreturn]] void spawn_failed(const std::string& why) { throw Error(ErrorCode::Execution, "spawn_failed: " + why); }
 
-bool is_executable_file(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111) != 0;
-}
-
 struct Pipe {
   UniqueFd read, write;
   static Pipe make() {
@@ -327,14 +322,14 @@ char* next_string(std::string& body, size_t& at) {
 
 const char* stage_name(int stage) {
   switch (stage) {
-    case 1: return "setsid";
-    case 2: return "set controlling terminal";
-    case 3: return "set up stdio";
+    case 1: return "setsid for";
+    case 2: return "set controlling terminal for";
+    case 3: return "set up stdio for";
     case 4: return "setgroups";
     case 5: return "setgid";
     case 6: return "setuid";
     case 7: return "chdir";
-    case 9: return "setpgid";
+    case 9: return "setpgid for";
     case 10: return "mount the box's /proc for";
     case 11: return "close the agent's descriptors for";
     case 12: return "harden the box's first process for";  // engine::jail::kFirstProcessHardeningFailed
@@ -343,6 +338,46 @@ const char* stage_name(int stage) {
     default: return "exec";
   }
 }
+
+// "0,10,100": the first few of `ids`, as much as an error message needs (an image's
+// /etc/group may list a user in thousands).
+std::string id_list(const std::vector<gid_t>& ids) {
+  constexpr size_t kShown = 8;
+  std::string out;
+  for (size_t i = 0; i < ids.size() && i < kShown; ++i) out += (i ? "," : "") + std::to_string(ids[i]);
+  if (ids.size() > kShown) out += " and " + std::to_string(ids.size() - kShown) + " more";
+  return out;
+}
+
+// What the failed stage of a child acted on: its ids, its directory, or else the program.
+std::string failed_step(int stage, const ChildPlan& plan) {
+  switch (stage) {
+    case 4: return "setgroups " + id_list(plan.id.groups);
+    case 5: return "setgid " + std::to_string(plan.id.gid);
+    case 6: return "setuid " + std::to_string(plan.id.uid);
+    case 7: return "chdir " + plan.cwd;
+    default: return std::string(stage_name(stage)) + " " + plan.path;
+  }
+}
+
+// A jail maps only box ids 0-65535 (engine::jail::kUidCount, in a host header the
+// guest does not include); a VM's agent maps every id. An id beyond would fail the
+// child's setgroups, setgid or setuid with a bare "Invalid argument".
+void require_mapped_ids(const Identity& id) {
+  auto refuse = [](const char* what, unsigned long value) {
+    spawn_failed(std::string(what) + " " + std::to_string(value) +
+                 ": the jail engine maps only user and group ids 0-65535 (use --engine vm for larger ids)");
+  };
+  if (!ids_mapped(id.uid, static_cast<gid_t>(-1))) refuse("user", id.uid);
+  if (!ids_mapped(static_cast<uid_t>(-1), id.gid)) refuse("group", id.gid);
+  for (gid_t g : id.groups) {
+    if (g != id.gid && !ids_mapped(static_cast<uid_t>(-1), g)) refuse("group", g);
+  }
+}
+
+// The command's working directory, absolute: a relative one is taken from the box's
+// root (where the agent runs), so that paths joined to it need no chdir to mean it.
+std::string working_directory(const std::string& cwd) { return path_in_dir("/", cwd.empty() ? "/" : cwd); }
 
 }  // namespace
 
@@ -464,16 +499,6 @@ void start_holder_in(const WaitingFirstProcess& first) {
   }
 }
 
-std::string find_in_path(const std::string& file, const std::string& path_var) {
-  if (file.find('/') != std::string::npos) return is_executable_file(file) ? file : "";
-  for (auto dir : split(path_var, ':')) {
-    if (dir.empty()) dir = ".";
-    std::string candidate = dir + "/" + file;
-    if (is_executable_file(candidate)) return candidate;
-  }
-  return "";
-}
-
 Spawned spawn_process(const SpawnRequest& req) {
   if (!req.builtin.empty()) {
     if (!is_builtin(req.builtin)) spawn_failed("unknown builtin '" + req.builtin + "'");
@@ -488,6 +513,13 @@ Spawned spawn_process(const SpawnRequest& req) {
   } catch (const Error& e) {
     spawn_failed(e.what());
   }
+  require_mapped_ids(plan.id);
+  plan.cwd = working_directory(req.cwd);
+  // Before the command is looked up there: a missing directory is the error, not the command.
+  struct stat st;
+  if (::stat(plan.cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    spawn_failed("working directory '" + plan.cwd + "' does not exist or is not a directory");
+  }
   std::vector<std::string> env = req.env;
   if (!env_lookup(env, "PATH")) env.emplace_back("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
   if (!env_lookup(env, "HOME")) env.push_back("HOME=" + plan.id.home);
@@ -499,8 +531,7 @@ Spawned spawn_process(const SpawnRequest& req) {
     plan.path = "builtin " + req.builtin;  // for error messages
   } else if (req.argv[0].find('/') != std::string::npos) {
     // A path is taken from the command's working directory, as execve in it would.
-    std::string cwd = req.cwd.empty() ? "/" : req.cwd;
-    plan.path = req.argv[0][0] == '/' ? req.argv[0] : cwd + "/" + req.argv[0];
+    plan.path = path_in_dir(plan.cwd, req.argv[0]);
     struct stat target;
     if (::stat(plan.path.c_str(), &target) != 0) {
       spawn_failed("executable file not found: " + req.argv[0] + " (" + std::strerror(errno) + ")");
@@ -510,16 +541,11 @@ Spawned spawn_process(const SpawnRequest& req) {
       spawn_failed("cannot execute " + req.argv[0] + ": permission denied");
     }
   } else {
-    plan.path = find_in_path(req.argv[0], path_kv->substr(5));
+    plan.path = find_in_path(req.argv[0], path_kv->substr(5), plan.cwd);
     if (plan.path.empty()) spawn_failed("executable file '" + req.argv[0] + "' not found in $PATH");
   }
-  plan.cwd = req.cwd.empty() ? "/" : req.cwd;
   plan.cpus = req.cpus;
   plan.proc_swap = req.proc_swap;
-  struct stat st;
-  if (::stat(plan.cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    spawn_failed("working directory '" + plan.cwd + "' does not exist or is not a directory");
-  }
 
   std::vector<std::string> argv_store = req.argv;
   for (auto& a : argv_store) plan.argv.push_back(a.data());
@@ -573,7 +599,7 @@ Spawned spawn_process(const SpawnRequest& req) {
   if (n == static_cast<ssize_t>(sizeof msg)) {
     int status;
     ::waitpid(pid, &status, 0);
-    spawn_failed(errno_text(std::string(stage_name(msg[0])) + " " + plan.path, msg[1]));
+    spawn_failed(errno_text(failed_step(msg[0], plan), msg[1]));
   }
   out.pid = pid;
   // A builtin's fork shares nothing; the first process is PID 1 of the box.

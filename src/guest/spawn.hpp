@@ -1,12 +1,17 @@
 // Starting one exec's process: path lookup, identity, stdio (pipes or a PTY).
 #pragma once
 
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <string>
 #include <vector>
 
 #include "common/fd.hpp"
+#include "common/io.hpp"
 
 namespace boxlite::guest {
 
@@ -84,8 +89,45 @@ struct Spawned {
 // cannot be started (missing binary, bad cwd, unknown user, exec failure).
 Spawned spawn_process(const SpawnRequest& req);
 
-// PATH lookup the way execvp does it, without executing; "" when not found.
-std::string find_in_path(const std::string& file, const std::string& path_var);
+// The next three are inline: the host's unit tests do not link spawn.cpp.
+
+// `path` as a process whose working directory is `dir` (absolute) sees it: a
+// relative one is taken from `dir`, as an execve after the chdir would take it.
+inline std::string path_in_dir(const std::string& dir, const std::string& path) {
+  if (path.starts_with('/')) return path;
+  return dir.ends_with('/') ? dir + path : dir + "/" + path;
+}
+
+// PATH lookup the way execvp does it in the command's working directory `dir`,
+// without executing: a relative entry ("", ".", "bin") and a relative `file` with a
+// slash are taken from `dir`, not from the agent's "/", so the path found is the one
+// the command's execve runs. The path to execve, or "" when not found.
+inline std::string find_in_path(const std::string& file, const std::string& path_var, const std::string& dir) {
+  auto executable = [](const std::string& path) {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111) != 0;
+  };
+  if (file.find('/') != std::string::npos) {
+    std::string path = path_in_dir(dir, file);
+    return executable(path) ? path : "";
+  }
+  for (const auto& entry : split(path_var, ':')) {
+    std::string base = entry.empty() || entry == "." ? dir : path_in_dir(dir, entry);
+    std::string candidate = path_in_dir(base, file);
+    if (executable(candidate)) return candidate;
+  }
+  return "";
+}
+
+// Whether the agent's user namespace maps `uid` and `gid` (-1: not asked), as the
+// kernel decides when the child sets them: chown refuses an id it cannot map with
+// EINVAL before it checks any permission, so chowning a memfd of the agent's own
+// asks it. A jail's agent cannot read its /proc/self/uid_map: it is outside the box's
+// PID namespace, whose /proc is the one mounted. True when the kernel cannot be asked.
+inline bool ids_mapped(uid_t uid, gid_t gid) {
+  static const int probe = ::memfd_create("boxlite-id-probe", MFD_CLOEXEC);
+  return probe < 0 || ::fchown(probe, uid, gid) == 0 || errno != EINVAL;
+}
 
 // Looks up K in a K=V list.
 const std::string* env_lookup(const std::vector<std::string>& env, const std::string& key);
