@@ -114,15 +114,18 @@ Box::~Box() {
   core::take_handed_shim(spec_.box_dir);
   // Not ours to stop (another process's, or detached to outlive us), or gone.
   if (attached_ || record_.detach || removed_) return;
+  // Only what this handle started: a shim another process started since this
+  // handle read the box's row is that process's (reach_current_shim_locked is for
+  // an explicit stop or removal).
   try {
     if (auto_remove_) {
       try {
-        destroy();
+        destroy(/*reach_current_shim=*/false);
       } catch (const Error&) {
-        stop();  // not removable (clones depend on it): at least stopped
+        stop_own();  // not removable (clones depend on it): at least stopped
       }
     } else {
-      stop();
+      stop_own();
     }
   } catch (...) {
     // A destructor cannot report; the shim dies with its lifeline regardless.
@@ -582,6 +585,13 @@ void Box::stop() {
   stop_locked();
 }
 
+void Box::stop_own() {
+  std::lock_guard lk(mu_);
+  FileLock box_lock = lock_box();
+  invalidated_ = true;
+  stop_locked();
+}
+
 void Box::stop(int timeout_ms) {
   std::lock_guard lk(mu_);
   FileLock box_lock = lock_box();
@@ -632,10 +642,12 @@ void remove_tree_quietly(const std::string& path) {
 }
 }  // namespace
 
-void Box::destroy() {
+void Box::destroy() { destroy(/*reach_current_shim=*/true); }
+
+void Box::destroy(bool reach_current_shim) {
   std::lock_guard lk(mu_);
   FileLock box_lock = lock_box();
-  reach_current_shim_locked();
+  if (reach_current_shim) reach_current_shim_locked();
   // Before anything stops: a source its clones still need stays whole (the
   // documented error; auto_remove then leaves the box stopped). A jail box has none:
   // its clones copy its upper layer (Runtime::clone_jail), and a run's removal then

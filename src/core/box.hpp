@@ -131,6 +131,9 @@ class Box {
   // box has now (a start by another process since this handle read the box's row
   // is recorded; one whose start was not is not) becomes this handle's to stop.
   void reach_current_shim_locked();
+  // stop() and destroy() for the destructor: only a shim this handle knows of.
+  void stop_own();
+  void destroy(bool reach_current_shim);
   // The main command's finished run, when the box stopped because it exited.
   std::optional<Execution> finished_main_locked();
   std::optional<Execution> main_from_exit_record_locked();

@@ -133,8 +133,13 @@ void Shim::boot_failed(const std::string& stage, const std::string& why) {
   std::string qemu_tail = tail_lines(spec_.box_dir + "/qemu.log", 10);
   if (!qemu_tail.empty()) msg += "\n--- qemu ---\n" + qemu_tail;
   std::string console = tail_lines(engine::console_log_path(spec_.box_dir), 20);
-  msg += "\n--- console tail (" + engine::console_log_path(spec_.box_dir) + ") ---\n" +
-         (console.empty() ? "(empty)" : console);
+  // A VM's console that stayed empty says something (the kernel never spoke); a
+  // jail has no kernel of its own, and its box directory may be gone by the time
+  // this is read (--rm).
+  if (!console.empty() || spec_.engine == "vm") {
+    msg += "\n--- console tail (" + engine::console_log_path(spec_.box_dir) + ") ---\n" +
+           (console.empty() ? "(empty)" : console);
+  }
   throw Error(ErrorCode::Engine, msg);
 }
 
