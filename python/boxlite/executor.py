@@ -86,6 +86,11 @@ class BoxliteExecutor(AsyncStartStop):
         if cwd is None:
             return GUEST_WORKSPACE if self.workspace.is_dir() else None
         p = Path(cwd)
+        if not p.is_absolute():
+            # Relative to the workspace, as a command's own paths are (the box's
+            # exec takes only absolute working directories).
+            base = PurePosixPath(GUEST_WORKSPACE if self.workspace.is_dir() else "/")
+            return str(base / PurePosixPath(cwd))
         try:
             rel = p.resolve().relative_to(self.workspace)
         except ValueError:

@@ -400,6 +400,10 @@ void Box::make_detached() {
 Execution Box::exec(const ExecOptions& o) {
   if (o.argv.empty() || o.argv[0].empty()) throw Error(ErrorCode::InvalidArgument, "exec: the command is empty");
   if (o.timeout_secs < 0) throw Error(ErrorCode::InvalidArgument, "exec: timeout must be >= 0 seconds (0 = none)");
+  // As the box's working_dir (Runtime::create): a relative one would be taken from
+  // wherever the agent happens to run.
+  if (!o.cwd.empty() && o.cwd[0] != '/')
+    throw Error(ErrorCode::InvalidArgument, "exec: the working directory must be an absolute path, got '" + o.cwd + "'");
   for (const auto& [k, v] : o.env) {
     if (k.empty() || k.find('=') != std::string::npos)
       throw Error(ErrorCode::InvalidArgument, "exec: invalid environment variable name '" + k + "'");

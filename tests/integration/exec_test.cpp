@@ -220,6 +220,14 @@ TEST_P(ExecTest, BadCwdFailsThatExecOnlyAndEnvHasPrecedence) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("/no/such/dir"), std::string::npos) << e.what();
   }
+  o.cwd = "etc";  // relative: refused before anything runs, as the box's working_dir is
+  try {
+    box().run(o);
+    ADD_FAILURE() << "a relative cwd must fail";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("must be an absolute path, got 'etc'"), std::string::npos) << e.what();
+  }
   o.cwd = "/etc";
   EXPECT_EQ(box().run(o).stdout_text, "/etc\n");
   // image env < box env < exec env

@@ -77,6 +77,8 @@ def test_executor_adapter(image, tmp_path):
             assert r.as_text() == "hello from the VM\n\nExit code: 0"
             r = await ex.exec("pwd", cwd=str(ws / "sub"))
             assert r.stdout == "/workspace/sub\n"
+            r = await ex.exec("pwd", cwd="sub")  # relative: to the workspace
+            assert r.stdout == "/workspace/sub\n"
             assert (await ex.exec("cat hello.txt")).stdout == "from host\n"
             r = await ex.exec("echo $MY_VAR", env={"MY_VAR": "hello"})
             assert r.stdout == "hello\n"
