@@ -13,7 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <initializer_list>
 #include <memory>
 
 #include "common/error.hpp"
@@ -22,6 +24,19 @@
 
 namespace boxlite::guest {
 namespace {
+
+// A mount point of the box's root that the image has as something else (a symlink,
+// which mount would follow out of the root into the agent's initramfs, or a file)
+// becomes an empty directory: nothing of the image's is ever seen there, as in a jail
+// box, whose engine's layer of mount points hides it.
+void make_root_mount_point(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return;
+    if (::unlink(path.c_str()) != 0) throw_errno(ErrorCode::Engine, "remove the image's " + path);
+  }
+  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorCode::Engine, "mkdir " + path);
+}
 
 void mount_or_throw(const char* src, const std::string& target, const char* type, unsigned long flags,
                     const char* data = nullptr) {
@@ -181,6 +196,7 @@ void setup_vm_root(const proto::BoxConfig& cfg) {
   std::string disk = find_disk_by_serial(cfg.root_disk_serial());
   mount_or_throw(disk.c_str(), root, "ext4", MS_NOATIME);
   grow_root_fs(disk, root);
+  for (const char* dir : {"/proc", "/sys", "/dev", "/tmp"}) make_root_mount_point(root + dir);
   mount_or_throw("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
   mount_or_throw("sysfs", root + "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC);
   mount_or_throw("devtmpfs", root + "/dev", "devtmpfs", MS_NOSUID, "mode=0755");

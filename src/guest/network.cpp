@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "common/error.hpp"
@@ -16,9 +17,20 @@
 namespace boxlite::guest {
 namespace {
 
+// /etc as a directory: the image's own, or where it links to one (inside the box's
+// root: the agent runs in it). Anything else there (a file, a dangling link: an
+// image can ship either) is replaced by an empty directory, which is what a jail
+// box sees there too (engine/jail's /etc layer hides it).
+void ensure_etc_directory() {
+  struct stat st;
+  if (::stat("/etc", &st) == 0 && S_ISDIR(st.st_mode)) return;
+  if (::lstat("/etc", &st) == 0 && ::unlink("/etc") != 0) throw_errno(ErrorCode::Network, "remove the image's /etc");
+  if (::mkdir("/etc", 0755) != 0 && errno != EEXIST) throw_errno(ErrorCode::Network, "mkdir /etc");
+}
+
 // Replaces the file (never writing through a symlink the image put there).
 void replace_file(const std::string& path, const std::string& text) {
-  ::mkdir("/etc", 0755);
+  ensure_etc_directory();
   std::string tmp = path + ".boxlite-tmp";
   ::unlink(tmp.c_str());
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));

@@ -393,6 +393,32 @@ TEST_P(EngineTest, ProtocolVersionMismatchIsAClearError) {
   EXPECT_EQ(box->run(ExecOptions{{"true"}}).exit_code, 0);
 }
 
+// An image may ship the box's mount points and /etc as anything: a link to a path
+// it lacks, a link out of the root, a file. A box of it still starts, with a
+// directory there and its own files in it (a VM's agent mounts and writes inside
+// the box's root, where mount would have followed the link out; a jail's engine
+// hides them under its layer of mount points).
+TEST_P(EngineTest, MountPointsAndEtcThatAreLinksOrFilesStillMakeABox) {
+  std::string layer = home_ + "/odd-layer";
+  ASSERT_TRUE(run_capture({"mkdir", "-p", layer + "/bin"}).ok());
+  ASSERT_TRUE(run_capture({"cp", which("busybox"), layer + "/bin/busybox"}).ok());
+  for (const char* applet : {"sh", "grep", "cat", "test"}) ::symlink("busybox", (layer + "/bin/" + applet).c_str());
+  ::symlink("/nowhere/etc", (layer + "/etc").c_str());
+  ::symlink("/", (layer + "/tmp").c_str());
+  ::symlink("/run/proc", (layer + "/proc").c_str());
+  write_file_atomic(layer + "/sys", "a file where /sys goes\n");
+  std::string img = home_ + "/odd-image";
+  auto pack = run_capture({"python3", std::string(BOXLITE_SOURCE_DIR) + "/scripts/oci-pack.py", img, "latest",
+                           R"({"Env":["PATH=/bin"],"Cmd":["sh"]})", layer});
+  ASSERT_TRUE(pack.ok()) << pack.err;
+  auto r = run_cli({"run", "--rm", img, "sh", "-c",
+                    "test -d /etc && test -d /tmp && test -d /proc/self && test -d /sys && "
+                    "grep -c ' /tmp tmpfs ' /proc/mounts && grep -c nameserver /etc/resolv.conf"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "1\n1\n") << r.err;
+  expect_no_leftovers();
+}
+
 BOXLITE_ON_BOTH_ENGINES(EngineTest);
 
 class AccelTest : public BoxliteTest {};
