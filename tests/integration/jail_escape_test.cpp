@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <tuple>
 
 #include "engine/jail/box_init.hpp"
 #include "support.hpp"
@@ -648,6 +649,32 @@ TEST_F(JailEscapeTest, AnImagesOwnEtcShowsAsItIsAboveTheEnginesLayer) {
   r = shared->run(ExecOptions{{"sh", "-c", "stat -c %a /etc; grep -c '\thost.boxlite.internal' /etc/hosts"}});
   EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
   EXPECT_EQ(r.stdout_text, "775\n1\n") << r.stderr_text;
+}
+
+// A volume whose guest path the image links into /dev or /proc (which the box's
+// init mounts over later) would be hidden: refused, naming where it went.
+TEST_F(JailEscapeTest, AVolumeTheImageLinksUnderDevOrProcIsRefusedNotHidden) {
+  std::string host = home_ + "/vol";
+  ASSERT_EQ(::mkdir(host.c_str(), 0755), 0);
+  for (auto [name, link, under] :
+       {std::tuple{"vol-to-dev", "/dev/data", "/dev"}, std::tuple{"vol-to-proc", "/proc/self/root/etc", "/proc"}}) {
+    SCOPED_TRACE(name);
+    std::string layer = home_ + "/" + name + "-layer";
+    ASSERT_TRUE(run_capture({"mkdir", "-p", layer + "/bin"}).ok());
+    ASSERT_TRUE(run_capture({"cp", which("busybox"), layer + "/bin/busybox"}).ok());
+    ::symlink("busybox", (layer + "/bin/sh").c_str());
+    ::symlink(link, (layer + "/data").c_str());
+    std::string img = home_ + "/" + name;
+    auto pack = run_capture({"python3", std::string(BOXLITE_SOURCE_DIR) + "/scripts/oci-pack.py", img, "latest",
+                             R"({"Env":["PATH=/bin"],"Cmd":["sh"]})", layer});
+    ASSERT_TRUE(pack.ok()) << pack.err;
+    auto r = run_cli({"run", "--rm", "--engine", "jail", "-v", host + ":/data", img, "true"});
+    EXPECT_EQ(r.exit_code, 125) << r.err;
+    EXPECT_NE(r.err.find("volume /data: the image's links take it to " + std::string(link)), std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find(std::string("under ") + under + ", which the box mounts over"), std::string::npos) << r.err;
+  }
+  expect_no_leftovers();
 }
 
 // Where the box's own upper layer has something other than a file at /etc/hosts (an

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -312,12 +313,42 @@ bool bind_etc_files(const ShimSpec& spec, const std::string& root) {
 // namespaces exist: from inside, the mounts are locked (a user namespace cannot
 // remount a read-only mount it inherited read-write, nor unmount it to see what
 // is under it), and the box has no CAP_SYS_ADMIN anyway. Always nosuid, nodev.
+namespace {
+
+// A volume's mount point, resolved inside the root (an image's links followed
+// there), must not land under what the box's init mounts over later (/dev, /proc,
+// /sys): the volume would be hidden, silently. (/tmp is mounted before.)
+// Both as the kernel names them (/proc/self/fd), so that a link in the home's path
+// changes nothing.
+void refuse_hidden_mount_point(int root_fd, int target, const std::string& guest_path) {
+  auto path_of = [&](int fd) {
+    char buf[PATH_MAX];
+    ssize_t n = ::readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), buf, sizeof buf - 1);
+    if (n < 0) throw_errno(ErrorCode::Engine, "resolve the mount point of volume " + guest_path);
+    return std::string(buf, static_cast<size_t>(n));
+  };
+  std::string root = path_of(root_fd), at = path_of(target);
+  if (!at.starts_with(root + "/")) return;
+  std::string in_box = at.substr(root.size());
+  for (const char* hidden : {"/dev", "/proc", "/sys"}) {
+    if (in_box == hidden || in_box.starts_with(std::string(hidden) + "/")) {
+      std::string where = in_box == hidden ? in_box : in_box + ", under " + hidden;
+      throw Error(ErrorCode::InvalidArgument, "volume " + guest_path + ": the image's links take it to " + where +
+                                                  ", which the box mounts over: the volume would be hidden. Choose "
+                                                  "another guest path");
+    }
+  }
+}
+
+}  // namespace
+
 void mount_volumes(const ShimSpec& spec, const std::string& root, std::vector<std::string>& warnings) {
   if (spec.volumes.empty()) return;
   UniqueFd root_fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root_fd) throw_errno(ErrorCode::Engine, "open " + root);
   for (const auto& v : spec.volumes) {
     UniqueFd target = make_dirs_in_root(root_fd.get(), v.guest_path, ErrorCode::Engine);
+    refuse_hidden_mount_point(root_fd.get(), target.get(), v.guest_path);
     UniqueFd tree(static_cast<int>(::open_tree(AT_FDCWD, v.host_path.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)));
     if (!tree) throw_errno(ErrorCode::Engine, "open volume " + v.host_path);
     mount_attr attr{};
