@@ -15,8 +15,6 @@
 
 namespace boxlite::cli {
 
-// A prefix of several IDs names no box (Runtime::get): the runtime says which it is.
-Error no_such_box(Runtime& rt, const std::string& id) { return rt.no_such_box(id); }
 namespace {
 
 std::string iso_time(int64_t ms) {
@@ -95,7 +93,7 @@ std::string render_template(const std::string& tmpl, const nlohmann::json& doc) 
 
 std::shared_ptr<Box> must_get(Runtime& rt, const std::string& id) {
   auto box = rt.get(id);
-  if (!box) throw no_such_box(rt, id);
+  if (!box) throw rt.no_such_box(id);
   return box;
 }
 
@@ -252,7 +250,7 @@ void add_inspect(CLI::App& app, GlobalFlags& g, int& exit_code) {
             docs.push_back(inspect_json(rt.get_info(id)));
           } catch (const Error& e) {
             if (e.code() != ErrorCode::NotFound) throw;
-            throw no_such_box(rt, id);
+            throw rt.no_such_box(id);
           }
         } catch (const Error& e) {
           if (ids->size() == 1) throw;

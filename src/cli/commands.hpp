@@ -93,9 +93,6 @@ void enable_debug_output();
 int report_error(const Error& e);
 // The exit code report_error gives: 125, or 126/127 for a command that could not start.
 int exit_code_for_error(const Error& e);
-// The error for a box reference that names no box: NotFound "No such box: ID", or
-// InvalidArgument when it is a prefix of several IDs (boxes.cpp).
-Error no_such_box(Runtime& rt, const std::string& id);
 
 // Exit codes for failures of boxlite itself, as docker uses them.
 inline constexpr int kExitRuntimeError = 125;

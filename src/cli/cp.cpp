@@ -31,7 +31,9 @@ std::optional<BoxPath> parse_box_path(const std::string& arg) {
 void copy(const GlobalFlags& g, const CpFlags& f) {
   auto from = parse_box_path(f.src);
   auto to = parse_box_path(f.dst);
-  if (from && to) throw Error(ErrorCode::InvalidArgument, "copying between boxes is not supported: one of SRC and DST must be a host path");
+  if (from && to)
+    throw Error(ErrorCode::InvalidArgument,
+                "copying between boxes is not supported: one of SRC and DST must be a host path");
   if (!from && !to) throw Error(ErrorCode::InvalidArgument, "one of SRC and DST must be BOX:PATH");
   const BoxPath& bp = from ? *from : *to;
   if (bp.path.empty()) throw Error(ErrorCode::InvalidArgument, "no path after '" + bp.box + ":'");
@@ -52,13 +54,15 @@ void copy(const GlobalFlags& g, const CpFlags& f) {
 
 void add_cp_command(CLI::App& app, GlobalFlags& g, int& exit_code) {
   auto f = std::make_shared<CpFlags>();
-  CLI::App* cp = app.add_subcommand("cp", "Copy files/directories between the host and a running box (BOX:PATH names the box side)");
+  CLI::App* cp = app.add_subcommand(
+      "cp", "Copy files/directories between the host and a running box (BOX:PATH names the box side)");
   cp->add_option("src", f->src, "Source: a host path or BOX:PATH")->required();
   cp->add_option("dst", f->dst, "Destination: a host path or BOX:PATH")->required();
   cp->add_flag("-L,--follow-symlinks", f->follow_symlinks, "When SRC is a symlink, copy what it points to");
   cp->add_flag("--no-overwrite", f->no_overwrite, "Fail instead of replacing existing files");
-  cp->add_flag("--include-parent,!--no-include-parent", f->include_parent,
-               "Copy a directory as DST/NAME into an existing DST (default; --include-parent=false copies its contents)");
+  cp->add_flag(
+      "--include-parent,!--no-include-parent", f->include_parent,
+      "Copy a directory as DST/NAME into an existing DST (default; --include-parent=false copies its contents)");
   cp->callback([f, &g, &exit_code] {
     try {
       copy(g, *f);

@@ -18,8 +18,11 @@ nlohmann::json to_json(const HostInfo& h) {
     for (const auto& e : v) out[e.name] = {{"usable", e.usable}, {"reason", e.reason}};
     return out;
   };
-  return {{"version", h.version}, {"home", h.home}, {"default_engine", h.default_engine},
-          {"engines", list(h.engines)}, {"accelerators", list(h.accelerators)}};
+  return {{"version", h.version},
+          {"home", h.home},
+          {"default_engine", h.default_engine},
+          {"engines", list(h.engines)},
+          {"accelerators", list(h.accelerators)}};
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ void print(const OutputChunk& c) { write_all(c.stream == StreamKind::Stdout ? 1 
 int logs(const GlobalFlags& g, const LogsFlags& f) {
   Runtime rt(runtime_options(g));
   auto box = rt.get(f.box);
-  if (!box) throw no_such_box(rt, f.box);
+  if (!box) throw rt.no_such_box(f.box);
   box->logs(f.tail, f.follow, print);
   return 0;
 }

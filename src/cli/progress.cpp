@@ -34,7 +34,8 @@ struct PullDisplay::State {
       } else if (l.downloaded == 0) {
         line += "Waiting";
       } else {
-        line += "Downloading     " + human_size(static_cast<double>(l.downloaded), Units::Decimal) + "/" + human_size(static_cast<double>(l.size), Units::Decimal);
+        line += "Downloading     " + human_size(static_cast<double>(l.downloaded), Units::Decimal) + "/" +
+                human_size(static_cast<double>(l.size), Units::Decimal);
         if (secs > 0.2) line += "  " + human_size(static_cast<double>(l.downloaded) / secs, Units::Decimal) + "/s";
         if (l.attempt > 1) line += "  (retry " + std::to_string(l.attempt - 1) + ")";
       }

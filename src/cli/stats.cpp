@@ -59,7 +59,7 @@ void print_table(const Box& box, const BoxMetrics& m) {
 int stats(const GlobalFlags& g, const StatsFlags& f) {
   Runtime rt(runtime_options(g));
   auto box = rt.get(f.box);
-  if (!box) throw no_such_box(rt, f.box);
+  if (!box) throw rt.no_such_box(f.box);
   for (bool first = true;; first = false) {
     BoxState state = box->state();
     BoxMetrics m = box->metrics();

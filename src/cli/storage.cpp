@@ -26,7 +26,7 @@ std::string utc_time(int64_t seconds) {
 
 std::shared_ptr<Box> find_box(Runtime& rt, const std::string& id) {
   auto box = rt.get(id);
-  if (!box) throw no_such_box(rt, id);
+  if (!box) throw rt.no_such_box(id);
   return box;
 }
 

@@ -468,15 +468,22 @@ ssize_t recv_with_fds(int sock, void* data, size_t len, int* fds, size_t max_fds
   return n;
 }
 
+// False when `path` does not fit sun_path.
+static bool fill_unix_address(const std::string& path, sockaddr_un& addr) {
+  addr = sockaddr_un{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) return false;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  return true;
+}
+
 static sockaddr_un unix_address(const std::string& path) {
   sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(addr.sun_path)) {
+  if (!fill_unix_address(path, addr)) {
     throw Error(ErrorCode::Config, "unix socket path is " + std::to_string(path.size()) + " bytes, over the limit of " +
                                        std::to_string(sizeof(addr.sun_path) - 1) + ": " + path +
                                        " (use a shorter BOXLITE_HOME)");
   }
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   return addr;
 }
 
@@ -502,10 +509,8 @@ UniqueFd unix_connect(const std::string& path) {
 }
 
 pid_t unix_listener_pid(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(addr.sun_path)) return 0;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  sockaddr_un addr;
+  if (!fill_unix_address(path, addr)) return 0;
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd || ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return 0;
   ucred cred{};

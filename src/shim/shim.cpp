@@ -241,9 +241,9 @@ void Shim::wait_for_go() {
 void Shim::on_go_readable() {
   char c = 0;
   ssize_t n;
-  while ((n = ::read(go_.get(), &c, 1)) < 0 && errno == EINTR) {
+  while ((n = ::recv(go_.get(), &c, 1, MSG_DONTWAIT)) < 0 && errno == EINTR) {
   }
-  if (n < 0 && errno == EAGAIN) return;
+  if (n < 0 && errno == EAGAIN) return;  // the loop never blocks here
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, go_.get(), nullptr);
   go_.reset();
   if (n == 1 && c == 'c') return;

@@ -1,9 +1,7 @@
 // Choosing the engine: option, BOXLITE_ENGINE, the home config file; and `info`.
-#include <sys/wait.h>
+#include <nlohmann/json.hpp>
 
 #include <tuple>
-
-#include <nlohmann/json.hpp>
 
 #include "support.hpp"
 
@@ -77,13 +75,7 @@ TEST_F(EngineChoiceTest, InfoReportsEnginesAndAcceleratorsWithReasons) {
 // (user, pid, mount, uts, ipc) and the first process's network namespace.
 TEST_F(EngineChoiceTest, AHostRefusingNamespacesIsSaidByInfoAndAJailBoxLeavesNothing) {
   auto run_refusing = [&](const std::string& kind, std::vector<std::string> args) {
-    args.insert(args.begin(), {bin_dir() + "/boxlite_refuse_namespaces", kind, cli()});
-    RunResult r = run_capture(args);
-    CliResult c;
-    c.exit_code = WIFEXITED(r.status) ? WEXITSTATUS(r.status) : 128 + WTERMSIG(r.status);
-    c.out = r.out;
-    c.err = r.err;
-    return c;
+    return run_cli_under({bin_dir() + "/boxlite_refuse_namespaces", kind}, std::move(args));
   };
   for (auto [kind, limit, step] : {std::tuple{"net", "max_net_namespaces", "make the box's network namespace"},
                                    std::tuple{"pid", "max_pid_namespaces", "clone the box's namespaces"}}) {

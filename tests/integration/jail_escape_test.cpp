@@ -74,23 +74,8 @@ class JailEscapeTest : public BoxliteTest {
   // whatever `add` puts in the layer. Null (with a failure) if the image cannot be made.
   std::shared_ptr<Box> busybox_image_box(const std::string& name, const std::function<void(const std::string&)>& add,
                                          const std::string& user = "") {
-    std::string layer = home_ + "/" + name + "-layer";
-    if (run_capture({"mkdir", "-p", layer + "/bin"}).status != 0 ||
-        run_capture({"cp", which("busybox"), layer + "/bin/busybox"}).status != 0) {
-      ADD_FAILURE() << "cannot lay out " << layer;
-      return nullptr;
-    }
-    for (const char* applet : {"sh", "cat", "ls", "stat", "grep", "echo", "id", "readlink"}) {
-      ::symlink("busybox", (layer + "/bin/" + applet).c_str());
-    }
-    add(layer);
     std::string img = home_ + "/" + name;
-    auto pack = run_capture({"python3", std::string(BOXLITE_SOURCE_DIR) + "/scripts/oci-pack.py", img, "latest",
-                             R"({"Env":["PATH=/bin"],"Cmd":["sh"]})", layer});
-    if (!pack.ok()) {
-      ADD_FAILURE() << pack.err;
-      return nullptr;
-    }
+    if (!pack_busybox_image(img, add)) return nullptr;
     BoxOptions o;
     o.rootfs_path = img;
     o.engine = "jail";
@@ -659,15 +644,8 @@ TEST_F(JailEscapeTest, AVolumeTheImageLinksUnderDevOrProcIsRefusedNotHidden) {
   for (auto [name, link, under] :
        {std::tuple{"vol-to-dev", "/dev/data", "/dev"}, std::tuple{"vol-to-proc", "/proc/self/root/etc", "/proc"}}) {
     SCOPED_TRACE(name);
-    std::string layer = home_ + "/" + name + "-layer";
-    ASSERT_TRUE(run_capture({"mkdir", "-p", layer + "/bin"}).ok());
-    ASSERT_TRUE(run_capture({"cp", which("busybox"), layer + "/bin/busybox"}).ok());
-    ::symlink("busybox", (layer + "/bin/sh").c_str());
-    ::symlink(link, (layer + "/data").c_str());
     std::string img = home_ + "/" + name;
-    auto pack = run_capture({"python3", std::string(BOXLITE_SOURCE_DIR) + "/scripts/oci-pack.py", img, "latest",
-                             R"({"Env":["PATH=/bin"],"Cmd":["sh"]})", layer});
-    ASSERT_TRUE(pack.ok()) << pack.err;
+    ASSERT_TRUE(pack_busybox_image(img, [&](const std::string& layer) { ::symlink(link, (layer + "/data").c_str()); }));
     auto r = run_cli({"run", "--rm", "--engine", "jail", "-v", host + ":/data", img, "true"});
     EXPECT_EQ(r.exit_code, 125) << r.err;
     EXPECT_NE(r.err.find("volume /data: the image's links take it to " + std::string(link)), std::string::npos)

@@ -399,18 +399,13 @@ TEST_P(EngineTest, ProtocolVersionMismatchIsAClearError) {
 // the box's root, where mount would have followed the link out; a jail's engine
 // hides them under its layer of mount points).
 TEST_P(EngineTest, MountPointsAndEtcThatAreLinksOrFilesStillMakeABox) {
-  std::string layer = home_ + "/odd-layer";
-  ASSERT_TRUE(run_capture({"mkdir", "-p", layer + "/bin"}).ok());
-  ASSERT_TRUE(run_capture({"cp", which("busybox"), layer + "/bin/busybox"}).ok());
-  for (const char* applet : {"sh", "grep", "cat", "test"}) ::symlink("busybox", (layer + "/bin/" + applet).c_str());
-  ::symlink("/nowhere/etc", (layer + "/etc").c_str());
-  ::symlink("/", (layer + "/tmp").c_str());
-  ::symlink("/run/proc", (layer + "/proc").c_str());
-  write_file_atomic(layer + "/sys", "a file where /sys goes\n");
   std::string img = home_ + "/odd-image";
-  auto pack = run_capture({"python3", std::string(BOXLITE_SOURCE_DIR) + "/scripts/oci-pack.py", img, "latest",
-                           R"({"Env":["PATH=/bin"],"Cmd":["sh"]})", layer});
-  ASSERT_TRUE(pack.ok()) << pack.err;
+  ASSERT_TRUE(pack_busybox_image(img, [](const std::string& layer) {
+    ::symlink("/nowhere/etc", (layer + "/etc").c_str());
+    ::symlink("/", (layer + "/tmp").c_str());
+    ::symlink("/run/proc", (layer + "/proc").c_str());
+    write_file_atomic(layer + "/sys", "a file where /sys goes\n");
+  }));
   auto r = run_cli({"run", "--rm", img, "sh", "-c",
                     "test -d /etc && test -d /tmp && test -d /proc/self && test -d /sys && "
                     "grep -c ' /tmp tmpfs ' /proc/mounts && grep -c nameserver /etc/resolv.conf"});

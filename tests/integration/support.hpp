@@ -54,6 +54,27 @@ inline std::vector<pid_t> processes_whose(const char* file, const std::function<
   return out;
 }
 
+// A one-layer OCI image laid out at `img`: the host's busybox as /bin/busybox, with
+// every busybox applet the tests use linked to it in /bin, then whatever `add` puts
+// in the layer (its directory, `img` + "-layer"). False (with a failure) if it
+// cannot be made.
+inline bool pack_busybox_image(const std::string& img, const std::function<void(const std::string&)>& add) {
+  std::string layer = img + "-layer";
+  if (run_capture({"mkdir", "-p", layer + "/bin"}).status != 0 ||
+      run_capture({"cp", which("busybox"), layer + "/bin/busybox"}).status != 0) {
+    ADD_FAILURE() << "cannot lay out " << layer;
+    return false;
+  }
+  for (const char* applet : {"sh", "cat", "ls", "stat", "grep", "echo", "id", "readlink", "test"}) {
+    ::symlink("busybox", (layer + "/bin/" + applet).c_str());
+  }
+  add(layer);
+  auto pack = run_capture({"python3", std::string(BOXLITE_SOURCE_DIR) + "/scripts/oci-pack.py", img, "latest",
+                           R"({"Env":["PATH=/bin"],"Cmd":["sh"]})", layer});
+  if (!pack.ok()) ADD_FAILURE() << pack.err;
+  return pack.ok();
+}
+
 // Pids of processes whose command line mentions `needle` (QEMU and shims of a home).
 inline std::vector<pid_t> processes_mentioning(const std::string& needle) {
   return processes_whose("cmdline", [&](std::string& cmdline) {
@@ -238,8 +259,12 @@ class BoxliteTest : public ::testing::Test {
     }
   }
 
-  CliResult run_cli(std::vector<std::string> args) {
+  CliResult run_cli(std::vector<std::string> args) { return run_cli_under({}, std::move(args)); }
+
+  // The CLI run by `wrapper` (a program that then execs the rest of its command line).
+  CliResult run_cli_under(std::vector<std::string> wrapper, std::vector<std::string> args) {
     args.insert(args.begin(), cli());
+    args.insert(args.begin(), wrapper.begin(), wrapper.end());
     RunResult r = run_capture(args);
     CliResult c;
     c.exit_code = WIFEXITED(r.status) ? WEXITSTATUS(r.status) : 128 + WTERMSIG(r.status);
