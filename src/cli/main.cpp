@@ -8,7 +8,6 @@
 #include "common/error.hpp"
 #include "common/trace.hpp"
 #include "core/shim_launch.hpp"
-#include "shim/shim_main.hpp"
 
 namespace {
 
@@ -90,13 +89,12 @@ void enable_debug_output_given_first(int argc, char** argv) {
 int main(int argc, char** argv) {
   enable_debug_output_given_first(argc, argv);
   boxlite::trace("cli: main");
-  // An attached run's shim is a fork of this process (core/shim_launch.hpp): forked
-  // first thing, before the command line is parsed into objects, it copies fewer
-  // pages, and fewer are copied on write after (-0.2 ms a run here). The run takes
-  // it (cli/run.cpp); anything else (a bad flag, --help) lets it go at exit.
+  // An attached run's shim is spawned first thing (core/shim_launch.hpp), so that its
+  // exec and start overlap the parsing, the store and the image. The run takes it
+  // (cli/run.cpp); anything else (a bad flag, --help) lets it go at exit.
   if (subcommand_in(argc, argv) == "run" && !run_detaches(argc, argv)) {
     try {
-      boxlite::core::prestart_shim(/*detached=*/false, boxlite::shim::shim_main);
+      boxlite::core::prestart_shim(/*detached=*/false);
     } catch (const boxlite::Error&) {
       // The run starts one itself, and says why if it cannot.
     }

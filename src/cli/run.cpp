@@ -10,7 +10,6 @@
 #include "common/trace.hpp"
 #include "core/runtime.hpp"
 #include "core/shim_launch.hpp"
-#include "shim/shim_main.hpp"
 
 namespace boxlite::cli {
 namespace {
@@ -32,9 +31,8 @@ int run_detached(const GlobalFlags& g, const RunFlags& f) {
   o.auto_remove = false;  // as documented: -d forces auto_remove=false
   o.main_tty = f.tty;
   o.main_stdin = true;  // nobody writes it, but a shell main command keeps the box up
-  // Exec'd, not forked: it outlives us, and a fork of the CLI holds more memory (~4
-  // MiB resident against ~2.5) for the box's whole life.
-  core::prestart_shim(/*detached=*/true);  // its start overlaps ours (core/shim_launch.hpp)
+  // Its start overlaps ours (core/shim_launch.hpp).
+  core::prestart_shim(/*detached=*/true);
   Runtime rt(run_runtime_options(g));
   PullDisplay progress(rt, stderr);
   auto box = rt.create_to_start(o, f.name);
@@ -58,9 +56,8 @@ int run_box(const GlobalFlags& g, const RunFlags& f) {
   o.main_tty = f.tty;
   o.main_stdin = f.interactive;
   if (f.tty) terminal_size(o.main_rows, o.main_cols);
-  // Forked from us: it lives as long as we do, and its start costs no exec. Usually
-  // main() forked it already, before parsing.
-  if (!core::has_prestarted_shim(/*detached=*/false)) core::prestart_shim(/*detached=*/false, shim::shim_main);
+  // It lives as long as we do. Usually main() spawned it already, before parsing.
+  if (!core::has_prestarted_shim(/*detached=*/false)) core::prestart_shim(/*detached=*/false);
 
   Runtime rt(run_runtime_options(g));
   trace("cli: runtime open");

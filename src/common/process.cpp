@@ -1,11 +1,9 @@
 #include "common/process.hpp"
 
 #include <fcntl.h>
-#include <linux/prctl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -16,11 +14,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <sstream>
 
 #include "common/error.hpp"
 #include "common/io.hpp"
-#include "common/trace.hpp"
 
 extern char** environ;
 
@@ -140,126 +136,6 @@ Child spawn(const SpawnOptions& opts) {
   posix_spawnattr_destroy(&attr);
   if (rc != 0) throw Error(ErrorCode::Internal, errno_text("spawn " + opts.argv[0], rc));
   return Child(pid);
-}
-
-namespace {
-
-// The calling process's threads, from its /proc/self/task link count (2 + threads);
-// 0 when /proc cannot say.
-int thread_count() {
-  struct stat st;
-  if (::stat("/proc/self/task", &st) != 0 || st.st_nlink < 3) return 0;
-  return static_cast<int>(st.st_nlink) - 2;
-}
-
-// The child's side of spawn_in_process: what posix_spawn's file and attribute
-// actions do in spawn(), with plain system calls. False when any of it failed (the
-// child then exits 127, as a failed exec would).
-bool set_up_forked_child(const SpawnOptions& opts) {
-  int first_unmapped = 3;
-  for (auto [from, to] : opts.fds) first_unmapped = std::max(first_unmapped, to + 1);
-  // Every source out of the way first, above every target (a source may be numbered
-  // like another pair's target, or like 0-2 that stdio is about to replace).
-  std::vector<std::pair<int, int>> moved;
-  for (auto [from, to] : opts.fds) {
-    int tmp = ::fcntl(from, F_DUPFD_CLOEXEC, first_unmapped);
-    if (tmp < 0) return false;
-    moved.emplace_back(tmp, to);
-  }
-  auto open_onto = [](int target, const char* path, int flags) {
-    int fd = ::open(path, flags | O_CLOEXEC, 0644);
-    if (fd < 0) return false;
-    bool ok = fd == target ? ::fcntl(fd, F_SETFD, 0) == 0 : ::dup2(fd, target) == target;
-    if (fd != target) ::close(fd);
-    return ok;
-  };
-  if (opts.stdin_null && !open_onto(0, "/dev/null", O_RDONLY)) return false;
-  if (!opts.stdout_path.empty() && !open_onto(1, opts.stdout_path.c_str(), O_WRONLY | O_CREAT | O_APPEND)) return false;
-  if (!opts.stderr_path.empty() && !open_onto(2, opts.stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND)) return false;
-  for (auto [tmp, to] : moved) {
-    if (::dup2(tmp, to) != to) return false;  // the copy is inheritable: no CLOEXEC
-  }
-  if (!close_descriptors_from(first_unmapped)) return false;  // the moved copies too
-  if (opts.new_session && ::setsid() < 0) return false;
-  if (!opts.new_session && opts.new_process_group && ::setpgid(0, 0) != 0) return false;
-  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);  // SIGKILL, SIGSTOP: EINVAL, already so
-  sigset_t none;
-  sigemptyset(&none);
-  return ::sigprocmask(SIG_SETMASK, &none, nullptr) == 0;
-}
-
-// Points the kernel's view of this process's command line (/proc/self/cmdline) at
-// [begin, end). PR_SET_MM_MAP sets every boundary of the address space at once,
-// and needs no capability when it leaves the executable alone (as LXC's
-// setproctitle does); the others are kept as /proc/self/stat gives them.
-bool show_command_line(char* begin, char* end) {
-  std::optional<std::string> stat = read_file_if_present("/proc/self/stat");
-  if (!stat || stat->rfind(')') == std::string::npos) return false;
-  std::vector<unsigned long> field(3, 0);  // 1-based, as proc(5) numbers them; 3 is the state
-  std::istringstream rest(stat->substr(stat->rfind(')') + 2));
-  std::string tok;
-  while (rest >> tok) field.push_back(std::strtoul(tok.c_str(), nullptr, 10));
-  if (field.size() <= 51) return false;
-  prctl_mm_map map{};
-  map.start_code = field[26];
-  map.end_code = field[27];
-  map.start_stack = field[28];
-  map.start_data = field[45];
-  map.end_data = field[46];
-  map.start_brk = field[47];
-  map.brk = static_cast<unsigned long>(::syscall(SYS_brk, 0));
-  map.arg_start = reinterpret_cast<unsigned long>(begin);
-  map.arg_end = reinterpret_cast<unsigned long>(end);
-  map.env_start = field[50];
-  map.env_end = field[51];
-  map.exe_fd = static_cast<__u32>(-1);
-  return ::prctl(PR_SET_MM, PR_SET_MM_MAP, &map, sizeof map, 0) == 0;
-}
-
-}  // namespace
-
-Child spawn_in_process(const SpawnOptions& opts, const std::function<int(int argc, char** argv)>& main_fn) {
-  if (opts.argv.empty()) throw Error(ErrorCode::Internal, "spawn: empty argv");
-  if (opts.empty_env) throw Error(ErrorCode::Internal, "spawn_in_process: empty_env is not supported");
-  if (thread_count() != 1) return spawn(opts);
-  // The command line, built before the fork (the child then only points at it):
-  // NUL-terminated strings back to back, as an exec lays them out, which a program
-  // may rewrite in place (setproctitle-style, as boxlite-shim names its box).
-  std::string area;
-  for (const auto& a : opts.argv) area.append(a).push_back('\0');
-  std::vector<char*> argv;
-  for (size_t off = 0; off < area.size(); off += std::strlen(area.data() + off) + 1) argv.push_back(area.data() + off);
-  argv.push_back(nullptr);
-  std::string name = opts.argv[0].substr(opts.argv[0].rfind('/') + 1);
-  std::fflush(nullptr);  // or the child would write out what this process had buffered
-  pid_t pid = ::fork();
-  if (pid < 0) throw_errno(ErrorCode::Internal, "fork for " + opts.argv[0]);
-  if (pid > 0) return Child(pid);
-  // From here on nothing may unwind back into the caller's code: this is a second
-  // copy of the caller, which must only ever become the child.
-  int status = 127;
-  try {
-    trace_after_fork();
-    if (!set_up_forked_child(opts)) ::_exit(127);
-    bool shown = false;
-    try {
-      shown = show_command_line(area.data(), area.data() + area.size());
-    } catch (const Error&) {  // /proc unreadable: as without PR_SET_MM_MAP
-    }
-    if (!shown) {
-      ::execvp(argv[0], argv.data());  // not allowed to: the way spawn() would have gone
-      ::_exit(127);
-    }
-    ::prctl(PR_SET_NAME, name.c_str());
-    status = 1;
-    status = main_fn(static_cast<int>(argv.size() - 1), argv.data());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: %s\n", name.c_str(), e.what());
-  } catch (...) {
-    std::fprintf(stderr, "%s: unknown exception\n", name.c_str());
-  }
-  std::fflush(nullptr);
-  ::_exit(status);
 }
 
 std::string own_executable_dir() {

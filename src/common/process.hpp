@@ -1,10 +1,9 @@
-// Child processes: spawned with posix_spawn (safe from threaded callers) or forked
-// (spawn_in_process), owned by RAII (a Child that goes out of scope unwaited is killed and reaped).
+// Child processes: spawned with posix_spawn (safe from threaded callers), owned by
+// RAII (a Child that goes out of scope unwaited is killed and reaped).
 #pragma once
 
 #include <sys/types.h>
 
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -58,20 +57,6 @@ class Child {
 };
 
 Child spawn(const SpawnOptions& opts);
-
-// Like spawn(), but the child is a fork of this process that runs main_fn(argc,
-// argv) and exits with what it returns, where spawn() would exec argv[0]: no exec
-// and no C library start-up (~1 ms of CPU here, most of it glibc's cpuid probing,
-// which traps to the hypervisor). The child gets what spawn() gives it (opts.fds
-// and no other descriptor, stdio, default signal dispositions and an empty mask, a
-// session or process group, this environment) and argv as its command line in
-// /proc/PID/cmdline (ps, pgrep -f), named after argv[0]'s file name. A child whose
-// kernel will not show the new command line (PR_SET_MM_MAP needs
-// CONFIG_CHECKPOINT_RESTORE) execs argv[0] after all. So does the whole call from a
-// process with more than one thread: fork() copies only the calling thread, and
-// another one may hold a lock the child would then wait on forever. Not with
-// opts.empty_env.
-Child spawn_in_process(const SpawnOptions& opts, const std::function<int(int argc, char** argv)>& main_fn);
 
 // For a process that is not our child: alive (and not a zombie)?
 bool process_alive(pid_t pid);

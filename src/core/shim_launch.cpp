@@ -29,7 +29,7 @@ Pipe make_pipe() {
 
 }  // namespace
 
-ShimLaunch ShimLaunch::spawn(bool detached, ShimMain shim_main) {
+ShimLaunch ShimLaunch::spawn(bool detached) {
   // The box directory goes over a socket, not a pipe: a shim that died first is
   // then an error on send (MSG_NOSIGNAL), not a SIGPIPE in the caller.
   int sv[2];
@@ -43,8 +43,7 @@ ShimLaunch ShimLaunch::spawn(bool detached, ShimMain shim_main) {
   Pipe go{UniqueFd(sv[1]), UniqueFd(sv[0])};
   Pipe lifeline = detached ? Pipe{} : make_pipe();
   SpawnOptions so;
-  std::string libexec = libexec_dir();
-  so.argv = {libexec + "/boxlite-shim", "--box-dir-fd", "3", "--ready-fd", "4", "--go-fd", "5"};
+  so.argv = {libexec_dir() + "/boxlite-shim", "--box-dir-fd", "3", "--ready-fd", "4", "--go-fd", "5"};
   so.fds = {{box_dir_r.get(), 3}, {ready.write.get(), 4}, {go.read.get(), 5}};
   // A detached box has no lifeline: it outlives this process. (Numbered last: no
   // gap may be left below the highest, spawn.hpp.)
@@ -64,11 +63,7 @@ ShimLaunch ShimLaunch::spawn(bool detached, ShimMain shim_main) {
   so.new_session = detached;
   so.new_process_group = !detached;
   ShimLaunch l;
-  if (shim_main != nullptr) {
-    l.process_ = spawn_in_process(so, [&](int argc, char** argv) { return shim_main(argc, argv, libexec); });
-  } else {
-    l.process_ = boxlite::spawn(so);
-  }
+  l.process_ = boxlite::spawn(so);
   l.box_dir_ = std::move(box_dir_w);
   l.ready_ = std::move(ready.read);
   l.lifeline_ = std::move(lifeline.write);
@@ -115,8 +110,8 @@ std::optional<ShimLaunch> prestarted;
 
 }  // namespace
 
-void prestart_shim(bool detached, ShimMain shim_main) {
-  ShimLaunch l = ShimLaunch::spawn(detached, shim_main);
+void prestart_shim(bool detached) {
+  ShimLaunch l = ShimLaunch::spawn(detached);
   std::lock_guard lk(prestarted_mu);
   prestarted = std::move(l);
 }

@@ -16,19 +16,13 @@
 
 namespace boxlite::core {
 
-// The shim's program, shim/shim_main.hpp: argv as boxlite-shim gets it, and the
-// directory boxlite-guest is in.
-using ShimMain = int (*)(int argc, char** argv, const std::string& guest_dir);
-
 // A shim process waiting for its box directory.
 class ShimLaunch {
  public:
   // Spawns boxlite-shim. A detached box's shim gets a session of its own (it
   // outlives the caller's terminal) and no lifeline; an attached one gets a
-  // process group of its own and dies with the lifeline's write end. With
-  // shim_main, the shim is a fork of this process running it instead (see
-  // prestart_shim).
-  static ShimLaunch spawn(bool detached, ShimMain shim_main = nullptr);
+  // process group of its own and dies with the lifeline's write end.
+  static ShimLaunch spawn(bool detached);
 
   ShimLaunch(ShimLaunch&&) noexcept = default;
   ShimLaunch& operator=(ShimLaunch&&) noexcept = default;
@@ -65,19 +59,10 @@ class ShimLaunch {
 
 // Starts a shim now for this process's next box start (Box::start takes it when it
 // wants the same kind, detached or not). For one-shot callers such as the CLI's
-// `run`; one that is never used ends when the process exits.
-//
-// A caller that links the shim's program (the CLI) passes it as shim_main: the shim
-// is then forked from this process instead of exec'd, and skips an exec and a C
-// library start (~1 ms of CPU on these machines: glibc's start-up probes the CPU
-// with cpuid, each a trap to the hypervisor), which on two CPUs competed with the
-// caller's own work. Its address layout, stack canary and pointer guard are then
-// this process's; the box's agent still comes from a zygote the shim execs
-// (engine/jail), so they are never the agent's. Where the kernel will not show
-// the shim's own command line, which names its box (Runtime::reconcile), it execs
-// boxlite-shim after all (common/process.hpp, spawn_in_process). Only from a
-// process with no other thread; with one, boxlite-shim is exec'd.
-void prestart_shim(bool detached, ShimMain shim_main = nullptr);
+// `run`; one that is never used ends when the process exits. The shim is always
+// exec'd, never a fork of the caller (docs/decisions.md, "The CLI starts the shim
+// early").
+void prestart_shim(bool detached);
 // The prestarted shim, if there is one of that kind.
 std::optional<ShimLaunch> take_prestarted_shim(bool detached);
 bool has_prestarted_shim(bool detached);

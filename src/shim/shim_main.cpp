@@ -1,5 +1,4 @@
-// boxlite-shim's program: main.cpp execs it, and the CLI forks it (spawn_in_process
-// in core/shim_launch.cpp). Usage:
+// boxlite-shim's program, which main.cpp runs. Usage:
 //   boxlite-shim --box-dir-fd N [--ready-fd N] [--go-fd N] [--lifeline-fd N]
 //   boxlite-shim --probe-kvm
 // It is started before its box exists (core/shim_launch.hpp): it reads the box

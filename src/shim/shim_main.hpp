@@ -1,5 +1,4 @@
-// The shim's program (shim_main.cpp), for the boxlite-shim executable (main.cpp) and
-// for a caller that forks it instead of exec'ing it (the CLI: core/shim_launch.hpp).
+// The shim's program (shim_main.cpp), for the boxlite-shim executable (main.cpp).
 #pragma once
 
 #include <string>
