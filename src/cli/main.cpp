@@ -8,6 +8,7 @@
 #include "common/error.hpp"
 #include "common/trace.hpp"
 #include "core/shim_launch.hpp"
+#include "store/store.hpp"
 
 namespace {
 
@@ -89,6 +90,8 @@ void enable_debug_output_given_first(int argc, char** argv) {
 int main(int argc, char** argv) {
   enable_debug_output_given_first(argc, argv);
   boxlite::trace("cli: main");
+  // This executable's SQLite is its own (linked statically).
+  boxlite::store::zero_wal_index_instead_of_truncating();
   // An attached run's shim is spawned first thing (core/shim_launch.hpp), so that its
   // exec and start overlap the parsing, the store and the image. The run takes it
   // (cli/run.cpp); anything else (a bad flag, --help) lets it go at exit.

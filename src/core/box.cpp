@@ -700,6 +700,7 @@ void Box::destroy(bool reach_current_shim) {
     if (as_spare) (void)core::remove_all_but_layers(spec_.box_dir);  // what is left goes below
   }
   stop_locked(kDefaultStopTimeoutMs, /*record=*/false);
+  trace("core: destroy: shim gone");
   for (auto* t : {&early_upper, &early_work}) {
     if (t->joinable()) t->join();
   }

@@ -1,8 +1,16 @@
 #include "store/store.hpp"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <mutex>
+#include <string_view>
 #include <system_error>
 
 #include "common/error.hpp"
@@ -17,7 +25,7 @@ namespace {
 }
 
 // The connection's mutex (recursive: SQLITE_OPEN_FULLMUTEX) held across a call and
-// the reading of its error: the store's checkpoint thread would otherwise reset the
+// the reading of its error: another thread using the store would otherwise reset the
 // connection's error message in between.
 class DbLock {
  public:
@@ -114,9 +122,56 @@ BoxRecord read_row(Stmt& s) {
   return r;
 }
 
+// SQLite's own ftruncate, for every truncation but the -shm reset.
+sqlite3_syscall_ptr sqlite_ftruncate = nullptr;
+// A -shm file larger than this (a WAL of ~30,000 frames) is truncated as usual.
+constexpr off_t kMaxZeroedWalIndex = 1 << 20;
+
+bool is_wal_index(int fd) {
+  char link[40];
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  std::array<char, PATH_MAX> path{};
+  ssize_t n = ::readlink(link, path.data(), path.size());
+  return n > 0 && std::string_view(path.data(), static_cast<size_t>(n)).ends_with("-shm");
+}
+
+bool zero_file(int fd, off_t size) {
+  static const std::array<char, 4096> zeros{};
+  for (off_t off = 0; off < size;) {
+    ssize_t n = ::pwrite(fd, zeros.data(), static_cast<size_t>(std::min<off_t>(size - off, zeros.size())), off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    off += n;
+  }
+  return true;
+}
+
+// SQLite truncates the -shm file to 3 bytes (and nothing else to that length) when
+// the first connection attaches to it: zeroed, it reads the same.
+int zero_or_truncate(int fd, off_t length) {
+  struct stat st;
+  if (length == 3 && ::fstat(fd, &st) == 0 && st.st_size > length && st.st_size <= kMaxZeroedWalIndex &&
+      is_wal_index(fd) && zero_file(fd, st.st_size)) {
+    return 0;
+  }
+  return reinterpret_cast<int (*)(int, off_t)>(sqlite_ftruncate)(fd, length);
+}
+
 }  // namespace
 
-Store::Store(const std::string& db_path) {
+void zero_wal_index_instead_of_truncating() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    sqlite3_initialize();
+    sqlite3_vfs* vfs = sqlite3_vfs_find(nullptr);  // "unix": its system calls are shared by its variants
+    if (vfs == nullptr || vfs->iVersion < 3 || vfs->xGetSystemCall == nullptr) return;
+    sqlite_ftruncate = vfs->xGetSystemCall(vfs, "ftruncate");
+    if (sqlite_ftruncate == nullptr) return;
+    vfs->xSetSystemCall(vfs, "ftruncate", reinterpret_cast<sqlite3_syscall_ptr>(&zero_or_truncate));
+  });
+}
+
+Store::Store(const std::string& db_path) : db_path_(db_path) {
   auto slash = db_path.rfind('/');
   if (slash != std::string::npos && slash > 0) make_dirs(db_path.substr(0, slash), 0700);
   if (sqlite3_open_v2(db_path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
@@ -171,6 +226,9 @@ constexpr int kInlineCheckpointFrames = 128;
 int Store::on_wal_commit(void* self, sqlite3* db, const char* schema, int frames) {
   auto* store = static_cast<Store*>(self);
   if (frames >= kInlineCheckpointFrames) {
+    // Commits coming faster than the thread's checkpoints: the one under way (it
+    // would make this one return busy) first, so that the -wal stays bounded.
+    if (store->checkpointer_.joinable()) store->checkpointer_.join();
     sqlite3_wal_checkpoint_v2(db, schema, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
   } else if (frames >= kBackgroundCheckpointFrames && !store->removing_) {
     store->checkpoint_in_background();
@@ -178,12 +236,29 @@ int Store::on_wal_commit(void* self, sqlite3* db, const char* schema, int frames
   return SQLITE_OK;  // a checkpoint that could not finish is retried by a later commit
 }
 
+namespace {
+// A passive checkpoint (it never waits for a writer, nor a writer for it) through a
+// connection opened for it alone. A failure is left to a later commit's checkpoint.
+void checkpoint_on_own_connection(const std::string& db_path) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) == SQLITE_OK) {
+    int persist_wal = 1;  // as every connection of the store (Store::Store)
+    sqlite3_file_control(db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist_wal);
+    sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+    // A connection finds the -wal at its first read; a checkpoint before it has none.
+    sqlite3_exec(db, "PRAGMA schema_version", nullptr, nullptr, nullptr);
+    sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+  }
+  sqlite3_close(db);
+}
+}  // namespace
+
 void Store::checkpoint_in_background() {
   if (checkpointing_.exchange(true)) return;           // one is under way
   if (checkpointer_.joinable()) checkpointer_.join();  // the last one, finished
   try {
     checkpointer_ = start_thread_without_signals([this] {
-      sqlite3_wal_checkpoint_v2(db_, "main", SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+      checkpoint_on_own_connection(db_path_);
       checkpointing_ = false;
     });
   } catch (const std::system_error&) {

@@ -37,6 +37,16 @@ struct BoxRecord {
   std::string timings_json = "{}";    // how long create and the last start took, by stage (core)
 };
 
+// For a process whose SQLite is its own (the CLI links it statically; libboxlite
+// shares the application's): the first connection to a home's database resets the
+// -shm file (the WAL's index) by zeroing it in place instead of truncating it, as
+// SQLite does, and extending it again. The two are the same to SQLite, which holds
+// the file's dead-man lock alone for it; but a truncation frees the file's blocks,
+// which on a file system mounted `discard` waits for the device (~2.3 ms on these
+// hosts, on the path of every CLI command that opens the store). Call before the
+// first Store; once is enough.
+void zero_wal_index_instead_of_truncating();
+
 class Store {
  public:
   // Opens (creating and migrating as needed). A database from a newer boxlite is
@@ -80,13 +90,15 @@ class Store {
   static int on_wal_commit(void* self, sqlite3* db, const char* schema, int frames);
   void checkpoint_in_background();
 
+  std::string db_path_;
   sqlite3* db_ = nullptr;
   std::mutex write_mu_;
   // A checkpoint copies the -wal's pages into the database and syncs both, which a
   // commit that crosses SQLite's autocheckpoint threshold waits for. Here a commit
   // that leaves kBackgroundCheckpointFrames or more starts one on this thread
-  // instead (the connection serialises it with the caller's next statement), and the
-  // commit returns: in `run`, it overlaps the box's start. Not after a removal, the
+  // instead, on a connection of its own (on db_, whose mutex it would hold through
+  // both syncs, the caller's next statement would wait for them), and the commit
+  // returns: in `run`, it overlaps the box's start and stop. Not after a removal, the
   // last write of a box's life (the caller is usually about to exit and would wait
   // for it in ~Store). A -wal that still reaches kInlineCheckpointFrames is
   // checkpointed by the commit itself, as SQLite's autocheckpoint does.

@@ -1,7 +1,9 @@
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <thread>
 
@@ -119,6 +121,39 @@ TEST_F(StoreTest, ACommitPastAFewDozenPagesCheckpointsOnAThread) {
   }
   Store s(path_);
   EXPECT_TRUE(s.list().empty());
+}
+
+// The first connection resets the WAL's index (-shm) by zeroing it in place
+// (zero_wal_index_instead_of_truncating): an index left by an earlier process, valid
+// but stale (it counts fewer frames than the -wal holds, as after a crash between a
+// commit and its index update), is not trusted; the rows are read back from the -wal.
+TEST_F(StoreTest, TheWalIndexZeroedInPlaceIsRebuiltFromTheWal) {
+  zero_wal_index_instead_of_truncating();
+  sqlite3_vfs* vfs = sqlite3_vfs_find(nullptr);
+  ASSERT_NE(vfs, nullptr);
+  EXPECT_NE(vfs->xGetSystemCall(vfs, "ftruncate"), reinterpret_cast<sqlite3_syscall_ptr>(&::ftruncate))
+      << "SQLite still truncates the -shm itself";
+  std::string stale_index;
+  {
+    Store s(path_);
+    s.insert(record("aaaaaaaaaaaa", "first", 1));
+    stale_index = read_file(path_ + "-shm");
+    for (int i = 0; i < 5; ++i) s.insert(record("box" + std::to_string(100000000 + i), "", 2 + i));
+  }
+  ASSERT_FALSE(stale_index.empty());
+  {  // the index of one row, over a -wal of six
+    int fd = ::open((path_ + "-shm").c_str(), O_WRONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    EXPECT_EQ(::pwrite(fd, stale_index.data(), stale_index.size(), 0), static_cast<ssize_t>(stale_index.size()));
+    ::close(fd);
+  }
+  {
+    Store s(path_);
+    EXPECT_EQ(s.list().size(), 6u) << "the stale index was trusted";
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat((path_ + "-shm").c_str(), &st), 0);
+  EXPECT_GE(st.st_size, 32768) << "kept at its size, not truncated";
 }
 
 TEST_F(StoreTest, ListOptionsContainingFindsOnlyRowsWhoseOptionsHoldTheText) {
