@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
   if (subcommand_in(argc, argv) == "run" && !run_detaches(argc, argv)) {
     try {
       boxlite::core::prestart_shim(/*detached=*/false);
+      boxlite::trace("cli: shim spawned");
     } catch (const boxlite::Error&) {
       // The run starts one itself, and says why if it cannot.
     }

@@ -287,6 +287,7 @@ Runtime::Runtime(RuntimeOptions opts) {
   if (layout_.root.empty() || layout_.root[0] != '/') {
     throw Error(ErrorCode::InvalidArgument, "home directory must be an absolute path, got '" + layout_.root + "'");
   }
+  trace("core: runtime");
   layout_.create();
   trace("core: home laid out");
   if (opts.exclusive) {
