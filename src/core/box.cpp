@@ -57,8 +57,32 @@ Box::Box(engine::ShimSpec spec, store::BoxRecord record, std::vector<std::string
                                         : BoxState::Created;
 }
 
+namespace {
+// The process is the shim of that box directory, which names it in its command line
+// (Runtime::reconcile): not a pid recycled since.
+bool is_shim_of(pid_t pid, const std::string& box_dir) {
+  if (pid <= 0 || !process_alive(pid)) return false;
+  auto cmdline = read_file_if_present("/proc/" + std::to_string(pid) + "/cmdline");
+  return cmdline && cmdline->find(box_dir) != std::string::npos;
+}
+}  // namespace
+
 std::shared_ptr<Box> Box::attach(engine::ShimSpec spec, store::BoxRecord record, std::shared_ptr<store::Store> store) {
-  auto box = attach(std::move(spec));
+  std::string id = spec.box_id;
+  auto box = std::make_shared<Box>(std::move(spec), "", std::vector<std::string>{}, /*auto_remove=*/false);
+  box->attached_ = true;
+  try {
+    box->client_ = core::ShimClient::connect(engine::shim_socket_path(box->dir()), id);
+  } catch (const Error& e) {
+    if (!is_shim_of(record.shim_pid, box->dir())) {
+      throw Error(ErrorCode::Stopped, "box " + id + " is not running: " + e.what());
+    }
+    // Its shim is alive but did not answer: the box is running as far as anyone can
+    // tell, and stop() or destroy() must still end it (by killing its shim); what
+    // needs the connection says why it cannot have it.
+    box->unanswered_ = e.what();
+  }
+  box->state_ = BoxState::Running;
   box->name_ = record.name;
   box->auto_remove_ = record.auto_remove;
   box->record_ = std::move(record);
@@ -507,6 +531,9 @@ Execution Box::attach(bool with_stdin) {
 std::shared_ptr<core::ShimClient> Box::running_client() {
   if (state() != BoxState::Running) start();
   std::lock_guard lk(mu_);
+  if (!client_ && !unanswered_.empty()) {
+    throw Error(ErrorCode::RpcTransport, unanswered_ + "; `boxlite stop " + id() + "` kills it");
+  }
   if (!client_) throw Error(ErrorCode::Stopped, "box " + id() + " is not running");
   return client_;
 }
@@ -577,7 +604,7 @@ bool Box::adopt_unrecorded_shim_locked() {
 }
 
 void Box::reach_current_shim_locked() {
-  if (shim_.valid() || client_) return;
+  if (shim_.valid() || client_ || !unanswered_.empty()) return;
   if (!join_started_elsewhere_locked()) adopt_unrecorded_shim_locked();
 }
 
@@ -613,6 +640,8 @@ void Box::stop_locked(int timeout_ms, bool record) {
     }
   }
   bool was_running = state_ == BoxState::Running || shim_.valid();
+  // A shim that did not answer will not stop the box either: killed at once.
+  if (!unanswered_.empty()) timeout_ms = 0;
   if (shim_.valid()) {
     // The guest powers off; the shim exits when QEMU does (its own deadline is 10 s).
     if (!shim_.wait_for(timeout_ms)) shim_.kill_now();
@@ -621,6 +650,8 @@ void Box::stop_locked(int timeout_ms, bool record) {
     if (!wait_pid_exit(record_.shim_pid, timeout_ms)) {
       ::kill(record_.shim_pid, SIGKILL);
       wait_pid_exit(record_.shim_pid, 2000);  // gone, with its mounts, before anything boots anew
+      // What the shim would have retired (destroy() does it too).
+      if (spec_.engine == "jail") engine::jail::remove_cgroups(spec_.box_id);
     }
   }
   if (client_) {

@@ -150,6 +150,9 @@ class Box {
   bool attached_ = false;     // another process owns the box (attach)
   bool invalidated_ = false;  // stop() was called on this handle (and no start() since)
   bool removed_ = false;      // destroy() finished: nothing is left to stop or remove
+  // Why the running box's shim, alive, did not answer this handle's handshake (stopped
+  // with SIGSTOP, or hung): such a box is stopped by killing its shim.
+  std::string unanswered_;
   // Throws Stopped when stop() invalidated this handle.
   void check_valid_locked() const;
   store::BoxRecord record_;

@@ -16,12 +16,19 @@ using protocol::FrameType;
 
 namespace {
 
+constexpr int kHandshakeTimeoutSecs = 10;
+
 Frame read_frame_blocking(int fd, protocol::FrameDecoder& dec, const std::string& box_id) {
   for (;;) {
     if (auto f = dec.next()) return std::move(*f);
     char buf[4096];
     ssize_t n = ::recv(fd, buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      throw Error(ErrorCode::RpcTransport, "box " + box_id + ": its shim did not answer within " +
+                                               std::to_string(kHandshakeTimeoutSecs) +
+                                               " s (stopped with SIGSTOP, or hung)");
+    }
     if (n <= 0)
       throw Error(ErrorCode::RpcTransport, "box " + box_id + ": shim closed the connection during the handshake");
     dec.feed(buf, static_cast<size_t>(n));
@@ -40,7 +47,7 @@ ShimClient::ShimClient(UniqueFd fd, std::string box_id) : fd_(std::move(fd)), bo
 
 std::shared_ptr<ShimClient> ShimClient::connect(const std::string& socket_path, const std::string& box_id) {
   UniqueFd fd = unix_connect(socket_path);
-  timeval tv{10, 0};
+  timeval tv{kHandshakeTimeoutSecs, 0};
   ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   proto::Hello hello;
   hello.set_version(protocol::kProtocolVersion);

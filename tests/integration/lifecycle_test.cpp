@@ -99,6 +99,38 @@ TEST_P(LifecycleTest, AShimKilledWithSigkillLeavesAStoppedBoxThatStartsAgain) {
   EXPECT_EQ(run_cli({"exec", id, "--", "cat", "/root/f"}).out, "survives\n");
 }
 
+// A shim stopped with SIGSTOP (or hung) answers nothing: what needs it says so after
+// the handshake's 10 s instead of calling the box not running, and `stop` kills it
+// (there is no one to ask to stop the box) and records the box stopped, its cgroups
+// gone, so that it starts again.
+TEST_P(LifecycleTest, AFrozenShimIsKilledByStopAndWhatNeedsItSaysWhy) {
+  std::string id = create("frozen");
+  ASSERT_EQ(run_cli({"start", id}).exit_code, 0);
+  pid_t shim = 0;
+  for (pid_t p : processes_mentioning(home_ + "/boxes/" + id)) {
+    if (trim(read_file("/proc/" + std::to_string(p) + "/comm")) == "boxlite-shim") shim = p;
+  }
+  ASSERT_GT(shim, 0);
+  ASSERT_EQ(::kill(shim, SIGSTOP), 0);
+  auto exec = run_cli({"exec", id, "true"});
+  EXPECT_EQ(exec.exit_code, 125);
+  EXPECT_NE(exec.err.find("its shim did not answer within 10 s"), std::string::npos) << exec.err;
+  EXPECT_NE(exec.err.find("boxlite stop " + id), std::string::npos) << exec.err;
+  auto stop = run_cli({"stop", id});
+  EXPECT_EQ(stop.exit_code, 0) << stop.err;
+  EXPECT_FALSE(process_alive(shim));
+  EXPECT_EQ(status(id), "stopped");
+  EXPECT_TRUE(processes_mentioning(home_ + "/boxes/" + id).empty());
+  if (!vm()) {
+    for (const char* parent :
+         {"/sys/fs/cgroup/memory/boxlite/", "/sys/fs/cgroup/pids/boxlite/", "/sys/fs/cgroup/boxlite/"}) {
+      EXPECT_FALSE(path_exists(parent + id)) << parent << id;
+    }
+  }
+  ASSERT_EQ(run_cli({"start", id}).exit_code, 0);
+  EXPECT_EQ(run_cli({"exec", id, "--", "echo", "again"}).out, "again\n");
+}
+
 // The engine itself (QEMU, or the jail's init) killed: its shim records why.
 TEST_P(LifecycleTest, AnEngineKilledWithSigkillLeavesAStoppedBoxThatStartsAgain) {
   std::string id = create("engine-victim");
