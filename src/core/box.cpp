@@ -427,7 +427,8 @@ Execution Box::exec(const ExecOptions& o) {
   // As the box's working_dir (Runtime::create): a relative one would be taken from
   // wherever the agent happens to run.
   if (!o.cwd.empty() && o.cwd[0] != '/')
-    throw Error(ErrorCode::InvalidArgument, "exec: the working directory must be an absolute path, got '" + o.cwd + "'");
+    throw Error(ErrorCode::InvalidArgument,
+                "exec: the working directory must be an absolute path, got '" + o.cwd + "'");
   for (const auto& [k, v] : o.env) {
     if (k.empty() || k.find('=') != std::string::npos)
       throw Error(ErrorCode::InvalidArgument, "exec: invalid environment variable name '" + k + "'");
