@@ -57,32 +57,8 @@ Box::Box(engine::ShimSpec spec, store::BoxRecord record, std::vector<std::string
                                         : BoxState::Created;
 }
 
-namespace {
-// The process is the shim of that box directory, which names it in its command line
-// (Runtime::reconcile): not a pid recycled since.
-bool is_shim_of(pid_t pid, const std::string& box_dir) {
-  if (pid <= 0 || !process_alive(pid)) return false;
-  auto cmdline = read_file_if_present("/proc/" + std::to_string(pid) + "/cmdline");
-  return cmdline && cmdline->find(box_dir) != std::string::npos;
-}
-}  // namespace
-
 std::shared_ptr<Box> Box::attach(engine::ShimSpec spec, store::BoxRecord record, std::shared_ptr<store::Store> store) {
-  std::string id = spec.box_id;
-  auto box = std::make_shared<Box>(std::move(spec), "", std::vector<std::string>{}, /*auto_remove=*/false);
-  box->attached_ = true;
-  try {
-    box->client_ = core::ShimClient::connect(engine::shim_socket_path(box->dir()), id);
-  } catch (const Error& e) {
-    if (!is_shim_of(record.shim_pid, box->dir())) {
-      throw Error(ErrorCode::Stopped, "box " + id + " is not running: " + e.what());
-    }
-    // Its shim is alive but did not answer: the box is running as far as anyone can
-    // tell, and stop() or destroy() must still end it (by killing its shim); what
-    // needs the connection says why it cannot have it.
-    box->unanswered_ = e.what();
-  }
-  box->state_ = BoxState::Running;
+  auto box = attach_to_shim(std::move(spec), record.shim_pid);
   box->name_ = record.name;
   box->auto_remove_ = record.auto_remove;
   box->record_ = std::move(record);
@@ -120,14 +96,22 @@ void Box::record_stopped() {
   persist();
 }
 
-std::shared_ptr<Box> Box::attach(engine::ShimSpec spec) {
+std::shared_ptr<Box> Box::attach(engine::ShimSpec spec) { return attach_to_shim(std::move(spec), /*shim_pid=*/0); }
+
+std::shared_ptr<Box> Box::attach_to_shim(engine::ShimSpec spec, pid_t shim_pid) {
   std::string id = spec.box_id;
   auto box = std::make_shared<Box>(std::move(spec), "", std::vector<std::string>{}, /*auto_remove=*/false);
   box->attached_ = true;
   try {
     box->client_ = core::ShimClient::connect(engine::shim_socket_path(box->dir()), id);
   } catch (const Error& e) {
-    throw Error(ErrorCode::Stopped, "box " + id + " is not running: " + e.what());
+    if (!core::is_shim_of(shim_pid, box->dir())) {
+      throw Error(ErrorCode::Stopped, "box " + id + " is not running: " + e.what());
+    }
+    // Its shim is alive but did not answer: the box is running as far as anyone can
+    // tell, and stop() or destroy() must still end it (by killing its shim); what
+    // needs the connection says why it cannot have it.
+    box->unanswered_ = e.what();
   }
   box->state_ = BoxState::Running;
   return box;
@@ -643,18 +627,23 @@ void Box::stop_locked(int timeout_ms, bool record) {
   bool was_running = state_ == BoxState::Running || shim_.valid();
   // A shim that did not answer will not stop the box either: killed at once.
   if (!unanswered_.empty()) timeout_ms = 0;
+  bool killed = false;
   if (shim_.valid()) {
     // The guest powers off; the shim exits when QEMU does (its own deadline is 10 s).
-    if (!shim_.wait_for(timeout_ms)) shim_.kill_now();
+    if (!shim_.wait_for(timeout_ms)) {
+      shim_.kill_now();
+      killed = true;
+    }
   } else if (record_.shim_pid > 0) {
     // Not our child (detached, or another process's): wait for it all the same.
     if (!wait_pid_exit(record_.shim_pid, timeout_ms)) {
       ::kill(record_.shim_pid, SIGKILL);
       wait_pid_exit(record_.shim_pid, 2000);  // gone, with its mounts, before anything boots anew
-      // What the shim would have retired (destroy() does it too).
-      if (spec_.engine == "jail") engine::jail::remove_cgroups(spec_.box_id);
+      killed = true;
     }
   }
+  // What a killed shim would have retired (destroy() does it too).
+  if (killed && spec_.engine == "jail") engine::jail::remove_cgroups(spec_.box_id);
   if (client_) {
     client_->close();
     client_.reset();

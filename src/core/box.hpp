@@ -34,7 +34,10 @@ class Box {
   // A box that another process created and is running (Runtime::attach): connects
   // to its shim. Dropping it leaves the box running; it is never booted from here
   // (exec on it once it stopped is a Stopped error); stop() and destroy() still act
-  // on it. Throws Stopped when its shim does not answer.
+  // on it. Throws Stopped when its shim is gone. With its record: a recorded shim
+  // that is alive but does not answer (stopped with SIGSTOP, or hung) leaves the
+  // box running, which stop() and destroy() end by killing the shim and what needs
+  // the connection refuses, saying why.
   static std::shared_ptr<Box> attach(engine::ShimSpec spec);
   static std::shared_ptr<Box> attach(engine::ShimSpec spec, store::BoxRecord record,
                                      std::shared_ptr<store::Store> store);
@@ -153,6 +156,9 @@ class Box {
   // Why the running box's shim, alive, did not answer this handle's handshake (stopped
   // with SIGSTOP, or hung): such a box is stopped by killing its shim.
   std::string unanswered_;
+  // attach()'s connection; shim_pid (0: none known) is the recorded shim, which may
+  // be alive and not answer.
+  static std::shared_ptr<Box> attach_to_shim(engine::ShimSpec spec, pid_t shim_pid);
   // Throws Stopped when stop() invalidated this handle.
   void check_valid_locked() const;
   store::BoxRecord record_;

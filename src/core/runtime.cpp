@@ -26,6 +26,7 @@
 #include "common/thread.hpp"
 #include "common/trace.hpp"
 #include "core/network.hpp"
+#include "core/shim_launch.hpp"
 #include "core/spare_dirs.hpp"
 #include "core/volumes.hpp"
 #include "engine/jail/jail.hpp"
@@ -801,17 +802,7 @@ bool Runtime::reconcile(store::BoxRecord& r) {
   if (forget_if_removed(r)) return false;
   std::string dir = layout_.box_dir(r.id);
   if (r.state != "running") return true;
-  bool alive = process_alive(r.shim_pid);
-  if (alive) {
-    // A recycled pid is not our shim.
-    try {
-      std::string cmdline = read_file("/proc/" + std::to_string(r.shim_pid) + "/cmdline");
-      alive = cmdline.find(dir) != std::string::npos;
-    } catch (const Error&) {
-      alive = false;
-    }
-  }
-  if (alive) return true;
+  if (core::is_shim_of(r.shim_pid, dir)) return true;
   r.state = "stopped";
   r.stop_reason = "the box's shim was killed";
   r.stopped_at_ms = wall_clock_ms();
@@ -949,7 +940,7 @@ void Runtime::remove(const std::string& id_or_name, bool force) {
     if (e.code() == ErrorCode::NotFound && !store()->find(r->id)) return;
     // A half-made or unreadable box: remove what there is.
   }
-  if (r->shim_pid > 0 && process_alive(r->shim_pid)) ::kill(r->shim_pid, SIGKILL);
+  if (core::is_shim_of(r->shim_pid, layout_.box_dir(r->id))) ::kill(r->shim_pid, SIGKILL);
   if (r->engine == "jail") engine::jail::remove_cgroups(r->id);
   remove_tree(layout_.box_dir(r->id));
   store()->remove(r->id, /*durable=*/!r->auto_remove);

@@ -116,6 +116,12 @@ void prestart_shim(bool detached) {
   prestarted = std::move(l);
 }
 
+bool is_shim_of(pid_t pid, const std::string& box_dir) {
+  if (pid <= 0 || !process_alive(pid)) return false;
+  auto cmdline = read_file_if_present("/proc/" + std::to_string(pid) + "/cmdline");
+  return cmdline && cmdline->find(box_dir) != std::string::npos;
+}
+
 bool has_prestarted_shim(bool detached) {
   std::lock_guard lk(prestarted_mu);
   return prestarted && prestarted->detached() == detached;

@@ -67,6 +67,10 @@ void prestart_shim(bool detached);
 std::optional<ShimLaunch> take_prestarted_shim(bool detached);
 bool has_prestarted_shim(bool detached);
 
+// The process is alive and is the shim of that box directory, which a shim names in
+// its command line once handed its box: not a pid recycled since.
+bool is_shim_of(pid_t pid, const std::string& box_dir);
+
 // A shim handed its box before the box's start() (Runtime::create_to_start), with
 // the box's lock held since, so that no other process can start the box meanwhile:
 // Box::start takes both. One dropped instead (the box could not be recorded, or goes

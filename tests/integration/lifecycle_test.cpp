@@ -32,6 +32,21 @@ class LifecycleTest : public PerEngineTest {
     return trim(r.out);
   }
   std::string status(const std::string& box) { return trim(run_cli({"inspect", "-f", "{{.State.Status}}", box}).out); }
+  // The box's shim, by its command line (0 if none).
+  pid_t shim_of(const std::string& box) {
+    for (pid_t p : processes_mentioning(home_ + "/boxes/" + box)) {
+      if (trim(read_file("/proc/" + std::to_string(p) + "/comm")) == "boxlite-shim") return p;
+    }
+    return 0;
+  }
+  // A jail box's cgroups are retired (no-op for a VM box).
+  void expect_no_cgroups_of(const std::string& box) {
+    if (vm()) return;
+    for (const char* parent :
+         {"/sys/fs/cgroup/memory/boxlite/", "/sys/fs/cgroup/pids/boxlite/", "/sys/fs/cgroup/boxlite/"}) {
+      EXPECT_FALSE(path_exists(parent + box)) << parent << box;
+    }
+  }
   // `boxlite run --rm IMAGE sleep 300` as a child, and the id of its box once it runs
   // ("" if it never does; the CLI's output is in cli.out).
   Child run_rm_in_background(std::string& id) {
@@ -81,20 +96,15 @@ TEST_P(LifecycleTest, AShimKilledWithSigkillLeavesAStoppedBoxThatStartsAgain) {
   ASSERT_EQ(run_cli({"start", id}).exit_code, 0);
   ASSERT_EQ(run_cli({"exec", id, "--", "sh", "-c", "echo survives > /root/f && sync"}).exit_code,
             0);  // synced: a crash keeps what was on disk
-  for (pid_t p : processes_mentioning(home_ + "/boxes/" + id)) {
-    if (trim(read_file("/proc/" + std::to_string(p) + "/comm")) == "boxlite-shim") ::kill(p, SIGKILL);
-  }
+  pid_t shim = shim_of(id);
+  ASSERT_GT(shim, 0);
+  ::kill(shim, SIGKILL);
   for (int i = 0; i < 100 && !processes_mentioning(home_ + "/boxes/" + id).empty(); ++i) ::usleep(50000);
   auto info = nlohmann::json::parse(run_cli({"inspect", id}).out)[0];
   EXPECT_EQ(info["State"]["Status"], "stopped");
   EXPECT_NE(info["State"]["Error"].get<std::string>().find("killed"), std::string::npos) << info.dump();
-  if (!vm()) {
-    // The killed shim could not retire the jail's cgroups: noticing its death did.
-    for (const char* parent :
-         {"/sys/fs/cgroup/memory/boxlite/", "/sys/fs/cgroup/pids/boxlite/", "/sys/fs/cgroup/boxlite/"}) {
-      EXPECT_FALSE(path_exists(parent + id)) << parent << id;
-    }
-  }
+  // The killed shim could not retire the jail's cgroups: noticing its death did.
+  expect_no_cgroups_of(id);
   ASSERT_EQ(run_cli({"start", id}).exit_code, 0);
   EXPECT_EQ(run_cli({"exec", id, "--", "cat", "/root/f"}).out, "survives\n");
 }
@@ -106,10 +116,7 @@ TEST_P(LifecycleTest, AShimKilledWithSigkillLeavesAStoppedBoxThatStartsAgain) {
 TEST_P(LifecycleTest, AFrozenShimIsKilledByStopAndWhatNeedsItSaysWhy) {
   std::string id = create("frozen");
   ASSERT_EQ(run_cli({"start", id}).exit_code, 0);
-  pid_t shim = 0;
-  for (pid_t p : processes_mentioning(home_ + "/boxes/" + id)) {
-    if (trim(read_file("/proc/" + std::to_string(p) + "/comm")) == "boxlite-shim") shim = p;
-  }
+  pid_t shim = shim_of(id);
   ASSERT_GT(shim, 0);
   ASSERT_EQ(::kill(shim, SIGSTOP), 0);
   auto exec = run_cli({"exec", id, "true"});
@@ -121,12 +128,7 @@ TEST_P(LifecycleTest, AFrozenShimIsKilledByStopAndWhatNeedsItSaysWhy) {
   EXPECT_FALSE(process_alive(shim));
   EXPECT_EQ(status(id), "stopped");
   EXPECT_TRUE(processes_mentioning(home_ + "/boxes/" + id).empty());
-  if (!vm()) {
-    for (const char* parent :
-         {"/sys/fs/cgroup/memory/boxlite/", "/sys/fs/cgroup/pids/boxlite/", "/sys/fs/cgroup/boxlite/"}) {
-      EXPECT_FALSE(path_exists(parent + id)) << parent << id;
-    }
-  }
+  expect_no_cgroups_of(id);
   ASSERT_EQ(run_cli({"start", id}).exit_code, 0);
   EXPECT_EQ(run_cli({"exec", id, "--", "echo", "again"}).out, "again\n");
 }
