@@ -677,11 +677,15 @@ TEST_F(JailEscapeTest, AnUpperLayerSymlinkAtAnEtcFileIsReplacedNotFollowed) {
 
 TEST_F(JailEscapeTest, AForkBombIsStoppedByThePidsLimit) {
   auto box = jail();
-  auto r = sh(box, "bomb() { bomb | bomb & }; bomb; sleep 3", 8);
-  // The box survives and is usable; the host forks fine meanwhile.
+  // The bomb churns at the limit for as long as it runs; the exec's timeout ends it
+  // (the agent kills the exec's whole process group, forks racing it included).
+  ExecOptions bomb;
+  bomb.argv = {"sh", "-c", "bomb() { bomb | bomb & }; bomb; sleep 60"};
+  bomb.timeout_secs = 6;
+  Execution running = box->exec(bomb);
+  ::sleep(3);
+  // Meanwhile the host forks fine and the box is held at its limit.
   EXPECT_TRUE(run_capture({"true"}).ok());
-  auto after = sh(box, "echo alive");
-  EXPECT_EQ(after.stdout_text, "alive\n");
   std::string pids_dir = "/sys/fs/cgroup/pids/boxlite/" + box->id();
   if (path_exists(pids_dir)) {
     EXPECT_LE(std::stoi(read_file(pids_dir + "/pids.current")), 4096);
@@ -691,6 +695,9 @@ TEST_F(JailEscapeTest, AForkBombIsStoppedByThePidsLimit) {
   } else {
     ADD_FAILURE() << "no pids cgroup for the box";
   }
+  EXPECT_TRUE(running.wait().timed_out);
+  // The box survives it and is usable.
+  EXPECT_EQ(sh(box, "echo alive").stdout_text, "alive\n");
 }
 
 // The tightest process limit that leaves room for the agent and one command still
