@@ -75,6 +75,32 @@ inline bool pack_busybox_image(const std::string& img, const std::function<void(
   return pack.ok();
 }
 
+// What a leak check found: each process's command line, state and where it sleeps, and
+// the same for its children (a shim waiting on its box's init, say).
+inline std::string describe_processes(const std::vector<pid_t>& pids) {
+  auto field = [](pid_t pid, const std::string& file) {
+    try {
+      std::string t = read_file("/proc/" + std::to_string(pid) + "/" + file);
+      for (auto& c : t) c = c == '\0' || c == '\n' ? ' ' : c;
+      return t;
+    } catch (const Error&) {
+      return std::string("?");
+    }
+  };
+  std::string out;
+  for (pid_t pid : pids) {
+    out += "\n  " + std::to_string(pid) + " [" + field(pid, "wchan") + "] " + field(pid, "cmdline");
+    for (pid_t child : processes_whose("stat", [&](std::string& stat) {
+           // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+           auto close = stat.rfind(')');
+           return close != std::string::npos && std::atoi(stat.c_str() + close + 4) == pid;  // past ") S "
+         })) {
+      out += "\n    child " + std::to_string(child) + " [" + field(child, "wchan") + "] " + field(child, "cmdline");
+    }
+  }
+  return out;
+}
+
 // Pids of processes whose command line mentions `needle` (QEMU and shims of a home).
 inline std::vector<pid_t> processes_mentioning(const std::string& needle) {
   return processes_whose("cmdline", [&](std::string& cmdline) {
@@ -276,7 +302,8 @@ class BoxliteTest : public ::testing::Test {
   // Nothing of this home may be left running, and no box directory may remain.
   void expect_no_leftovers() {
     for (int i = 0; i < 100 && !processes_mentioning(home_).empty(); ++i) ::usleep(50000);
-    EXPECT_TRUE(processes_mentioning(home_).empty()) << "processes of " << home_ << " still running";
+    EXPECT_TRUE(processes_mentioning(home_).empty())
+        << "processes of " << home_ << " still running:" << describe_processes(processes_mentioning(home_));
     EXPECT_TRUE(dir_entries(home_ + "/boxes").empty()) << "box directories left in " << home_;
     for (const auto& e : dir_entries(home_ + "/tmp")) {
       // The KVM probe's verdict, and where each jail shim mounts its box's root in

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -94,8 +95,6 @@ std::string mountpoint_layer(const std::string& parent, unsigned uid_offset, boo
   return final_path;
 }
 
-namespace {
-
 // The layer holding the image's entry at `path` (relative to the root): the top
 // one that has it, the entry in `st`; "" if none has it (a whiteout: none below).
 std::string layer_showing(const ShimSpec& spec, const std::string& path, struct stat& st) {
@@ -142,8 +141,6 @@ void make_layer_dirs(const ShimSpec& spec, const std::string& upper, const std::
     if (::chmod(d.c_str(), 0755) != 0) throw_errno(ErrorCode::Engine, "chmod " + d);
   }
 }
-
-}  // namespace
 
 void mount_root(const ShimSpec& spec, const std::string& root) {
   std::string upper = spec.box_dir + "/upper", work = spec.box_dir + "/work";
@@ -199,17 +196,24 @@ std::string volume_id_map(unsigned offset, unsigned owner) {
   return map;
 }
 
-int park_in_userns(void*) {
+// Held in its namespace until killed, and killed with its parent however that dies
+// (a shim killed while it mounts a volume left it parked for good).
+int park_in_userns(void* parent) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != *static_cast<pid_t*>(parent)) return 0;  // the parent died first
   ::pause();
   return 0;
 }
 
-// A user namespace holding the given maps, for MOUNT_ATTR_IDMAP: a child is
-// cloned into a fresh one, the maps written, its namespace opened, the child reaped.
+}  // namespace
+
+// A child is cloned into a fresh user namespace, the maps written, its namespace
+// opened, the child reaped.
 UniqueFd make_idmap_userns(const std::string& uid_map, const std::string& gid_map) {
   constexpr size_t kStack = 16 * 1024;
   auto stack = std::make_unique<char[]>(kStack);
-  pid_t pid = ::clone(park_in_userns, stack.get() + kStack, CLONE_NEWUSER | SIGCHLD, nullptr);
+  pid_t parent = ::getpid();
+  pid_t pid = ::clone(park_in_userns, stack.get() + kStack, CLONE_NEWUSER | SIGCHLD, &parent);
   if (pid < 0) throw_errno(ErrorCode::Engine, "clone a user namespace for a volume's id map");
   Child child(pid);
   std::string proc = "/proc/" + std::to_string(pid);
@@ -229,6 +233,8 @@ UniqueFd make_idmap_userns(const std::string& uid_map, const std::string& gid_ma
   child.wait();
   return ns;
 }
+
+namespace {
 
 // The box's /tmp tmpfs, mounted before the volumes (not with /proc and /sys in the
 // child) so that a volume under /tmp lands on it instead of being hidden by it.
@@ -313,7 +319,6 @@ bool bind_etc_files(const ShimSpec& spec, const std::string& root) {
 // namespaces exist: from inside, the mounts are locked (a user namespace cannot
 // remount a read-only mount it inherited read-write, nor unmount it to see what
 // is under it), and the box has no CAP_SYS_ADMIN anyway. Always nosuid, nodev.
-namespace {
 
 // A volume's mount point, resolved inside the root (an image's links followed
 // there), must not land under what the box's init mounts over later (/dev, /proc,
@@ -339,8 +344,6 @@ void refuse_hidden_mount_point(int root_fd, int target, const std::string& guest
     }
   }
 }
-
-}  // namespace
 
 void mount_volumes(const ShimSpec& spec, const std::string& root, std::vector<std::string>& warnings) {
   if (spec.volumes.empty()) return;

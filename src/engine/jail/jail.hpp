@@ -112,4 +112,10 @@ void remove_cgroups(const std::string& box_id);
 void freeze(const std::string& box_id);
 void thaw(const std::string& box_id);
 
+// A user namespace holding the given uid_map and gid_map lines, for a volume's
+// idmapped mount (MOUNT_ATTR_IDMAP). A child parked in it while the maps are
+// written dies with the caller however the caller dies. Needs CAP_SETUID and
+// CAP_SETGID for the ids mapped.
+UniqueFd make_idmap_userns(const std::string& uid_map, const std::string& gid_map);
+
 }  // namespace boxlite::engine::jail
