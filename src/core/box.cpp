@@ -22,6 +22,7 @@
 #include "core/client.hpp"
 #include "core/network.hpp"
 #include "core/paths.hpp"
+#include "core/record_copy.hpp"
 #include "core/shim_launch.hpp"
 #include "core/spare_dirs.hpp"
 #include "engine/jail/jail.hpp"
@@ -717,7 +718,10 @@ void Box::destroy(bool reach_current_shim) {
     }
     // Forgotten while the shim exits and the layers go: a removal that fails after
     // this leaves a directory with no row, which the next runtime sweeps.
-    if (store_) store_->remove(id(), /*durable=*/!auto_remove_);
+    if (store_) {
+      core::drop_record_copy(spec_.box_dir);  // first: a removal cut short here is not undone
+      store_->remove(id(), /*durable=*/!auto_remove_);
+    }
     if (as_spare) (void)core::remove_all_but_layers(spec_.box_dir);  // what is left goes below
   }
   stop_locked(kDefaultStopTimeoutMs, /*record=*/false);
@@ -739,6 +743,7 @@ void Box::destroy(bool reach_current_shim) {
     if (store_ && early) {
       try {
         store_->insert(record_);
+        core::keep_record_copy(spec_.box_dir, record_);
       } catch (const Error&) {
       }
     }

@@ -26,6 +26,7 @@
 #include "common/thread.hpp"
 #include "common/trace.hpp"
 #include "core/network.hpp"
+#include "core/record_copy.hpp"
 #include "core/shim_launch.hpp"
 #include "core/spare_dirs.hpp"
 #include "core/volumes.hpp"
@@ -385,11 +386,56 @@ void Runtime::sweep_half_made_boxes() {
     try {
       FileLock lock = FileLock::try_acquire_directory(path);
       if (!lock.held()) continue;
+      if (core::has_record_copy(path)) {
+        record_again(path);
+        continue;
+      }
       remove_tree(path);
     } catch (const Error& err) {
       warn("could not remove the half-made box directory " + path + ": " + err.what());
     }
   }
+}
+
+namespace {
+int64_t wall_clock_ms();
+}  // namespace
+
+// A kept box whose row was lost (the database replaced, truncated or deleted under
+// it) is no half-made box: its directory holds the copy of its row made once the row
+// was committed (core/record_copy.hpp). It is recorded again, stopped; under another
+// box's name now, it loses its name. A copy that cannot be read leaves the directory
+// alone: it is never swept.
+void Runtime::record_again(const std::string& box_dir) {
+  store::BoxRecord r;
+  try {
+    r = core::read_record_copy(box_dir);
+    r.stopped_at_ms = wall_clock_ms();
+  } catch (const Error& err) {
+    warn("box directory " + box_dir + " has no row in the store and its " + core::kRecordCopyFile +
+         " cannot be read (" + err.what() + "): left alone; remove the directory if the box is not wanted");
+    return;
+  }
+  std::string label = r.name.empty() ? r.id : r.id + " (" + r.name + ")";
+  try {
+    // Another process may have recorded it since we listed the rows (we hold its lock now).
+    if (auto known = store_->find_exact(r.id); known && known->id == r.id) return;
+    try {
+      store_->insert(r);
+    } catch (const Error& err) {
+      if (err.code() != ErrorCode::AlreadyExists || r.name.empty() || !store_->find_exact(r.name)) throw;
+      warn("box " + label + ": its name now belongs to another box, so it is recorded again without one");
+      r.name.clear();
+      store_->insert(r);
+      core::keep_record_copy(box_dir, r);
+    }
+  } catch (const Error& err) {
+    warn("box " + label + " is missing from the store and could not be recorded again (" + err.what() +
+         "): its directory " + box_dir + " is left alone");
+    return;
+  }
+  warn("box " + label + " was missing from the store (was the database replaced?): recorded again, stopped, from " +
+       box_dir + "/" + core::kRecordCopyFile);
 }
 
 // <home>/config.json: {"engine": "vm"|"jail", "accel": "auto"|"kvm"|"tcg",
@@ -774,6 +820,7 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   timings["create_ms"] = static_cast<int64_t>(now_ms() - create_started_ms);
   rec.timings_json = timings.dump();
   store()->insert(rec);  // a taken name fails here too (a race with another creator)
+  core::keep_record_copy(spec.box_dir, rec);
   drop_handed.committed = true;
   if (early) core::hand_and_keep(spec.box_dir, std::move(*early), std::move(early_lock), after_stop);
   guard.committed = true;

@@ -166,6 +166,7 @@ class Runtime {
 
   void load_home_config(bool registries_from_options);
   void sweep_half_made_boxes();
+  void record_again(const std::string& box_dir);
   std::string default_engine() const;
   std::string default_accel() const;
 

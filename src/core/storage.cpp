@@ -18,6 +18,7 @@
 #include "common/process.hpp"
 #include "core/network.hpp"
 #include "core/paths.hpp"
+#include "core/record_copy.hpp"
 #include "core/runtime.hpp"
 #include "core/snapshots.hpp"
 #include "image/libarchive.hpp"
@@ -501,6 +502,7 @@ std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& requeste
   opts["clone_of"] = source.id();
   r.options_json = opts.dump();
   store()->insert(r);
+  core::keep_record_copy(spec.box_dir, r);  // once the row is committed
   guard.committed = true;
   return track(std::make_shared<Box>(spec, r, recorded_argv(opts), store()));
 }
@@ -517,6 +519,7 @@ std::shared_ptr<Box> Runtime::clone_jail(Box& source, const std::string& name, b
   write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600);
   store::BoxRecord r = clone_record(*rec, spec.box_id, name, detach);
   store()->insert(r);
+  core::keep_record_copy(spec.box_dir, r);  // once the row is committed
   guard.committed = true;
   nlohmann::json opts;
   try {
@@ -786,6 +789,7 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
   r.options_json = opts.dump();
   std::vector<std::string> argv = recorded_argv(opts);  // before the row: it may be refused
   store()->insert(r);
+  core::keep_record_copy(spec.box_dir, r);  // once the row is committed
   guard.committed = true;
   return track(std::make_shared<Box>(spec, r, std::move(argv), store()));
 }
@@ -838,6 +842,7 @@ std::shared_ptr<Box> Runtime::import_jail(engine::ShimSpec spec, const nlohmann:
   r.options_json = opts.dump();
   std::vector<std::string> argv = recorded_argv(opts);  // before the row: it may be refused
   store()->insert(r);
+  core::keep_record_copy(spec.box_dir, r);  // once the row is committed
   return track(std::make_shared<Box>(spec, r, std::move(argv), store()));
 }
 

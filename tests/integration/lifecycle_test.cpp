@@ -489,8 +489,9 @@ TEST_P(LifecycleTest, AnAmbiguousIdPrefixIsSaidSoByRmAndCp) {
 }
 
 // A box directory whose shim runs is never swept as half-made, whatever the store
-// says (a database truncated under it): the runtime says so, and sweeps it once
-// the shim is gone.
+// says (a database truncated under it): the runtime says so, and once the shim is
+// gone records the box again from the copy of its row in its directory (a kept box:
+// `run -d` keeps it).
 TEST_P(LifecycleTest, ABoxWithARunningShimIsNeverSweptWhateverTheStoreSays) {
   if (vm()) GTEST_SKIP() << "engine-independent (the runtime's sweep); checked with the jail";
   auto d = run_cli({"run", "-d", image("busybox"), "sleep", "300"});
@@ -511,8 +512,61 @@ TEST_P(LifecycleTest, ABoxWithARunningShimIsNeverSweptWhateverTheStoreSays) {
   for (pid_t p : processes_mentioning(dir)) ::kill(p, SIGTERM);
   for (int i = 0; i < 100 && !processes_mentioning(dir).empty(); ++i) ::usleep(50000);
   age();
-  run_cli({"list", "-a", "-q"});
-  EXPECT_FALSE(path_exists(dir)) << "a dead box's directory stays";
+  ls = run_cli({"list", "-a", "-q"});
+  EXPECT_EQ(trim(ls.out), id) << ls.err;
+  EXPECT_NE(ls.err.find("recorded again, stopped"), std::string::npos) << ls.err;
+  auto rm = run_cli({"rm", id});
+  EXPECT_EQ(rm.exit_code, 0) << rm.err;
+  EXPECT_FALSE(path_exists(dir)) << "a removed box's directory stays";
+  expect_no_leftovers();
+}
+
+// A kept box whose row was lost with the database (deleted here) is recorded again
+// from the copy of its row in its directory, stopped and under its name, once the
+// directory is a minute old (a create's debris is told apart by that age), and works
+// as before. One whose name another box took meanwhile comes back unnamed. A
+// directory without the copy (a create that died before its row) is still swept.
+TEST_P(LifecycleTest, AKeptBoxWhoseRowWasLostIsRecordedAgainNotSwept) {
+  if (vm()) GTEST_SKIP() << "engine-independent (the runtime's sweep); checked with the jail";
+  auto made = run_cli({"create", "--name", "keep", image("busybox"), "echo", "hi"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  std::string id = trim(made.out), dir = home_ + "/boxes/" + id;
+  auto other = run_cli({"create", "--name", "other", image("busybox")});
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  std::string other_id = trim(other.out), other_dir = home_ + "/boxes/" + other_id;
+  // A create that died before its row: a directory with a spec and nothing else.
+  std::string debris = home_ + "/boxes/0debris0000a";
+  make_dirs(debris);
+  write_file_atomic(debris + "/shim.json", read_file(dir + "/shim.json"), 0600, /*durable=*/false);
+  remove_tree(home_ + "/db");
+  // The name "other" is taken by a new box before the lost one is seen again.
+  auto taker = run_cli({"create", "--name", "other", image("busybox")});
+  ASSERT_EQ(taker.exit_code, 0) << taker.err;
+  std::string taker_id = trim(taker.out);
+  for (const std::string& d : {dir, other_dir, debris}) {
+    timespec old[2] = {{::time(nullptr) - 120, 0}, {::time(nullptr) - 120, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, d.c_str(), old, 0), 0) << d;
+  }
+  auto ls = run_cli({"list", "-a", "--format", "json"});
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_NE(ls.err.find("box " + id + " (keep) was missing from the store"), std::string::npos) << ls.err;
+  EXPECT_NE(ls.err.find("box " + other_id + " (other): its name now belongs to another box"), std::string::npos)
+      << ls.err;
+  auto boxes = nlohmann::json::parse(ls.out);
+  std::map<std::string, std::pair<std::string, std::string>> by_id;  // id -> (name, state)
+  for (const auto& b : boxes) by_id[b.at("Id")] = {b.value("Name", ""), b.at("State").at("Status")};
+  EXPECT_EQ(by_id.size(), 3u) << ls.out;
+  EXPECT_EQ(by_id[id], std::make_pair(std::string("keep"), std::string("stopped"))) << ls.out;
+  EXPECT_EQ(by_id[other_id].first, "") << ls.out;
+  EXPECT_EQ(by_id[taker_id].first, "other") << ls.out;
+  EXPECT_FALSE(path_exists(debris)) << "a create's debris was not swept";
+  // The box recorded again is the box it was.
+  auto started = run_cli({"start", "keep"});
+  EXPECT_EQ(started.exit_code, 0) << started.err;
+  for (const std::string& b : {std::string("keep"), other_id, taker_id}) {
+    auto rm = run_cli({"rm", "-f", b});
+    EXPECT_EQ(rm.exit_code, 0) << b << ": " << rm.err;
+  }
   expect_no_leftovers();
 }
 
