@@ -530,10 +530,11 @@ Spawned spawn_process(const SpawnRequest& req) {
     plan.builtin_args = &req.builtin_args;
     plan.path = "builtin " + req.builtin;  // for error messages
   } else if (req.argv[0].find('/') != std::string::npos) {
-    // A path is taken from the command's working directory, as execve in it would.
-    plan.path = path_in_dir(plan.cwd, req.argv[0]);
+    // A path is taken from the command's working directory, as execve in it does: the
+    // child execs it as given, after its chdir there.
+    plan.path = req.argv[0];
     struct stat target;
-    if (::stat(plan.path.c_str(), &target) != 0) {
+    if (::stat(path_in_dir(plan.cwd, plan.path).c_str(), &target) != 0) {
       spawn_failed("executable file not found: " + req.argv[0] + " (" + std::strerror(errno) + ")");
     }
     if (S_ISDIR(target.st_mode)) spawn_failed("cannot execute " + req.argv[0] + ": is a directory");

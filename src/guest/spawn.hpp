@@ -99,21 +99,21 @@ inline std::string path_in_dir(const std::string& dir, const std::string& path) 
 }
 
 // PATH lookup the way execvp does it in the command's working directory `dir`,
-// without executing: a relative entry ("", ".", "bin") and a relative `file` with a
-// slash are taken from `dir`, not from the agent's "/", so the path found is the one
-// the command's execve runs. The path to execve, or "" when not found.
+// without executing. A relative entry ("", ".", "bin") and a relative `file` with a
+// slash are looked for from `dir`, not from the agent's "/", and the path returned is
+// the one execvp would hand execve there: relative where the entry or `file` is
+// ("tool" for an empty entry, "./tool" for ".", "bin/tool" for "bin"), so a script's
+// $0 is what runc's would be. The command's child execs it after its chdir to `dir`.
+// "" when not found.
 inline std::string find_in_path(const std::string& file, const std::string& path_var, const std::string& dir) {
-  auto executable = [](const std::string& path) {
+  auto executable = [&dir](const std::string& path) {
     struct stat st;
-    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111) != 0;
+    std::string at = path_in_dir(dir, path);
+    return ::stat(at.c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111) != 0;
   };
-  if (file.find('/') != std::string::npos) {
-    std::string path = path_in_dir(dir, file);
-    return executable(path) ? path : "";
-  }
+  if (file.find('/') != std::string::npos) return executable(file) ? file : "";
   for (const auto& entry : split(path_var, ':')) {
-    std::string base = entry.empty() || entry == "." ? dir : path_in_dir(dir, entry);
-    std::string candidate = path_in_dir(base, file);
+    std::string candidate = entry.empty() ? file : entry.ends_with('/') ? entry + file : entry + "/" + file;
     if (executable(candidate)) return candidate;
   }
   return "";

@@ -3,6 +3,7 @@
 // names (--disk-size, --security, exec --entrypoint), rm -a without -f, ID prefixes,
 // and boxes the CLI clones that outlive it. Parsing is the engine's no matter: the
 // jail engine keeps these quick.
+#include <array>
 #include <map>
 
 #include "common/file_lock.hpp"
@@ -269,6 +270,23 @@ TEST_F(CliFlagsTest, ACommandThatCannotStartExitsAsDockerExecDoes) {
   expect_refused({"exec", "codes", "--", "/etc/passwd"}, 126, "cannot execute /etc/passwd: permission denied");
   expect_refused({"exec", "codes", "--", "/tmp"}, 126, "cannot execute /tmp: is a directory");
   expect_refused({"exec", "-w", "/not found", "codes", "--", "true"}, 126, "working directory '/not found'");
+  // A script found through a relative PATH entry, or named by a relative path, gets
+  // that relative path as $0, as execvp (and runc) hand it to execve there.
+  ASSERT_EQ(run_cli({"exec", "codes", "--", "sh", "-c",
+                     "mkdir -p /tmp/w/bin && printf '#!/bin/sh\\necho \"$0\"\\n' > /tmp/w/bin/hello && "
+                     "chmod +x /tmp/w/bin/hello"})
+                .exit_code,
+            0);
+  for (const auto& [wd, path, cmd, zero] :
+       std::vector<std::array<std::string, 4>>{{"/tmp/w", "bin:/bin", "hello", "bin/hello"},
+                                               {"/tmp/w/bin", ".:/bin", "hello", "./hello"},
+                                               {"/tmp/w/bin", ":/bin", "hello", "hello"},
+                                               {"/tmp/w", "/bin", "./bin/hello", "./bin/hello"},
+                                               {"/", "/tmp/w/bin:/bin", "hello", "/tmp/w/bin/hello"}}) {
+    auto r = run_cli({"exec", "-w", wd, "-e", "PATH=" + path, "codes", "--", cmd});
+    EXPECT_EQ(r.exit_code, 0) << wd << " " << path << " " << cmd << ": " << r.err;
+    EXPECT_EQ(r.out, zero + "\n") << "-w " << wd << ", PATH=" << path << ", " << cmd;
+  }
 }
 
 }  // namespace
