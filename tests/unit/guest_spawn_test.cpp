@@ -16,6 +16,7 @@
 
 #include "common/fd.hpp"
 #include "common/io.hpp"
+#include "image/test_support.hpp"
 
 namespace boxlite::guest {
 namespace {
@@ -23,9 +24,6 @@ namespace {
 class FindInPathTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/blt-spawn-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
     for (const char* d : {"/work", "/work/bin", "/other", "/other/bin"})
       ASSERT_EQ(::mkdir((root_ + d).c_str(), 0755), 0);
     make_file("/work/tool", 0755);
@@ -33,11 +31,11 @@ class FindInPathTest : public ::testing::Test {
     make_file("/other/bin/plain", 0644);  // not executable: skipped
     ASSERT_EQ(::mkdir((root_ + "/other/bin/dir").c_str(), 0755), 0);
   }
-  void TearDown() override { remove_tree(root_); }
   void make_file(const std::string& rel, mode_t mode) {
     write_file_atomic(root_ + rel, "#!/bin/sh\n", mode, /*durable=*/false);
   }
-  std::string root_;
+  image::testing::ScratchDir scratch_;
+  std::string root_ = scratch_.path();
 };
 
 TEST_F(FindInPathTest, ARelativeEntryIsTakenFromTheWorkingDirectory) {

@@ -7,6 +7,7 @@
 #include "common/fd.hpp"
 #include "common/io.hpp"
 #include "guest/users.hpp"
+#include "image/test_support.hpp"
 
 namespace boxlite::guest {
 namespace {
@@ -14,17 +15,14 @@ namespace {
 class UsersTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/blt-users-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
     write_file_atomic(
         dir_ + "/passwd",
         "root:x:0:0:root:/root:/bin/sh\n# comment\nalice:x:1000:1000::/home/alice:/bin/sh\nbroken-line\n");
     write_file_atomic(dir_ + "/group", "root:x:0:\nalice:x:1000:\nwheel:x:10:alice,bob\ndocker:x:999:bob\n");
   }
-  void TearDown() override { remove_tree(dir_); }
   Identity resolve(const std::string& spec) { return resolve_identity(spec, dir_ + "/passwd", dir_ + "/group"); }
-  std::string dir_;
+  image::testing::ScratchDir scratch_;
+  std::string dir_ = scratch_.path();
 };
 
 TEST_F(UsersTest, NameResolvesUidGidHomeAndSupplementaryGroups) {

@@ -10,6 +10,7 @@
 #include "common/io.hpp"
 #include "common/process.hpp"
 #include "core/runtime.hpp"
+#include "image/test_support.hpp"
 #include "registry/config.hpp"
 #include "registry/http.hpp"
 #include "registry/pull.hpp"
@@ -47,7 +48,10 @@ TEST(ReferenceTest, HostsPortsTagsAndDigests) {
 
 TEST(ReferenceTest, RefusesBadReferences) {
   std::string msg;
-  for (const char* bad : {"", "UPPER", "a//b", "a:", "a:-tag", "a@sha256:abc", "a@md5:" "0123", "../x", "a b", "-a"}) {
+  for (const char* bad : {"", "UPPER", "a//b", "a:", "a:-tag", "a@sha256:abc",
+                          "a@md5:"
+                          "0123",
+                          "../x", "a b", "-a"}) {
     EXPECT_EQ(code_of([&] { parse_reference(bad); }, &msg), ErrorCode::InvalidArgument) << bad;
     EXPECT_NE(msg.find("invalid image reference"), std::string::npos) << msg;
   }
@@ -65,7 +69,7 @@ TEST(ReferenceTest, SearchCandidatesInOrder) {
   ASSERT_EQ(list.size(), 2u);
   EXPECT_EQ(list[0].str(), "ghcr.io/library/alpine:latest");  // as the reference system does
   EXPECT_EQ(list[1].str(), "docker.io/library/alpine:latest");
-  EXPECT_EQ(candidates("quay.io/p/q:v1", {a, b, c}).size(), 1u);  // qualified: the list is bypassed
+  EXPECT_EQ(candidates("quay.io/p/q:v1", {a, b, c}).size(), 1u);                     // qualified: the list is bypassed
   EXPECT_EQ(candidates("alpine", {b})[0].str(), "docker.io/library/alpine:latest");  // no search registry
   EXPECT_EQ(candidates("alpine", {})[0].str(), "docker.io/library/alpine:latest");
 }
@@ -97,17 +101,16 @@ TEST(RegistryConfigTest, DocumentedValidationMessages) {
 }
 
 TEST(RegistryConfigTest, RuntimeRefusesBadRegistries) {
-  char tmpl[] = "/tmp/blu-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  image::testing::ScratchDir scratch;
+  const std::string tmp_dir = scratch.path();
   ImageRegistry r;
   r.host = "https://x";
   std::string msg;
-  EXPECT_EQ(code_of([&] { Runtime rt(RuntimeOptions{tmpl, {r}}); }, &msg), ErrorCode::Config);
+  EXPECT_EQ(code_of([&] { Runtime rt(RuntimeOptions{tmp_dir, {r}}); }, &msg), ErrorCode::Config);
   EXPECT_EQ(msg, "image registry host must be host[:port], not a URL: https://x");
-  write_file_atomic(std::string(tmpl) + "/config.json", R"({"image_registries":[{"host":"h","transport":"ftp"}]})");
-  EXPECT_EQ(code_of([&] { Runtime rt(RuntimeOptions{tmpl}); }, &msg), ErrorCode::Config);
+  write_file_atomic(tmp_dir + "/config.json", R"({"image_registries":[{"host":"h","transport":"ftp"}]})");
+  EXPECT_EQ(code_of([&] { Runtime rt(RuntimeOptions{tmp_dir}); }, &msg), ErrorCode::Config);
   EXPECT_NE(msg.find("unsupported registry transport: ftp"), std::string::npos) << msg;
-  remove_tree(tmpl);
 }
 
 TEST(RegistryConfigTest, JsonAndFlagForms) {
@@ -120,9 +123,11 @@ TEST(RegistryConfigTest, JsonAndFlagForms) {
   EXPECT_TRUE(regs[0].skip_verify && regs[0].search);
   EXPECT_EQ(*regs[0].bearer_token, "t");
   std::string msg;
-  EXPECT_EQ(code_of([&] { registries_from_json(nlohmann::json::parse(R"([{"host":"a","serch":true}])"), "f"); }, &msg), ErrorCode::Config);
+  EXPECT_EQ(code_of([&] { registries_from_json(nlohmann::json::parse(R"([{"host":"a","serch":true}])"), "f"); }, &msg),
+            ErrorCode::Config);
   EXPECT_NE(msg.find("unknown key 'serch'"), std::string::npos);
-  EXPECT_EQ(code_of([&] { registries_from_json(nlohmann::json::parse(R"([{"host":"a","search":"yes"}])"), "f"); }), ErrorCode::Config);
+  EXPECT_EQ(code_of([&] { registries_from_json(nlohmann::json::parse(R"([{"host":"a","search":"yes"}])"), "f"); }),
+            ErrorCode::Config);
 
   auto f = parse_registry_flag("127.0.0.1:5000,transport=http,skip_verify");
   EXPECT_EQ(f.host, "127.0.0.1:5000");
@@ -137,7 +142,8 @@ TEST(RegistryConfigTest, JsonAndFlagForms) {
 }
 
 TEST(ChallengeTest, ParsesBearerAndBasic) {
-  auto c = parse_challenge(R"(Bearer realm="https://auth.docker.io/token",service="registry.docker.io",scope="repository:a/b:pull,push")");
+  auto c = parse_challenge(
+      R"(Bearer realm="https://auth.docker.io/token",service="registry.docker.io",scope="repository:a/b:pull,push")");
   EXPECT_EQ(c.scheme, "bearer");
   EXPECT_EQ(c.param("realm"), "https://auth.docker.io/token");
   EXPECT_EQ(c.param("service"), "registry.docker.io");
@@ -150,13 +156,13 @@ TEST(ChallengeTest, ParsesBearerAndBasic) {
 }
 
 TEST(ImageStoreTest, TagLookupListUntagCollect) {
-  char tmpl[] = "/tmp/blu-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  ImageStore s(std::string(tmpl) + "/images");
+  image::testing::ScratchDir scratch;
+  const std::string tmp_dir = scratch.path();
+  ImageStore s(tmp_dir + "/images");
   std::string layer = s.put_blob("layer bytes"), config = s.put_blob("{}");
-  std::string manifest = nlohmann::json{{"config", {{"digest", config}, {"size", 2}}},
-                                        {"layers", {{{"digest", layer}, {"size", 11}}}}}
-                             .dump();
+  std::string manifest =
+      nlohmann::json{{"config", {{"digest", config}, {"size", 2}}}, {"layers", {{{"digest", layer}, {"size", 11}}}}}
+          .dump();
   std::string md = s.put_blob(manifest);
   EXPECT_FALSE(s.lookup("r/x:latest"));
   s.tag("r/x:latest", md, "application/vnd.oci.image.manifest.v1+json", manifest.size());
@@ -181,9 +187,8 @@ TEST(ImageStoreTest, TagLookupListUntagCollect) {
     write_all(in.fd(), "x", 1);
     EXPECT_EQ(code_of([&] { in.commit("sha256:" + std::string(64, 'c')); }), ErrorCode::Image);
   }
-  EXPECT_TRUE(split(trim(run_capture({"ls", std::string(tmpl) + "/images/oci/ingest"}).out), '\n').front().empty())
+  EXPECT_TRUE(split(trim(run_capture({"ls", tmp_dir + "/images/oci/ingest"}).out), '\n').front().empty())
       << "a failed ingest leaves nothing";
-  remove_tree(tmpl);
 }
 
 }  // namespace

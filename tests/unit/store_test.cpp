@@ -9,6 +9,7 @@
 
 #include "common/error.hpp"
 #include "common/io.hpp"
+#include "image/test_support.hpp"
 #include "store/store.hpp"
 
 namespace boxlite::store {
@@ -16,13 +17,6 @@ namespace {
 
 class StoreTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/blt-store-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    path_ = dir_ + "/db/boxlite.db";
-  }
-  void TearDown() override { remove_tree(dir_); }
   static BoxRecord record(const std::string& id, const std::string& name, int64_t created) {
     BoxRecord r;
     r.id = id;
@@ -34,7 +28,8 @@ class StoreTest : public ::testing::Test {
     r.options_json = "{}";
     return r;
   }
-  std::string dir_, path_;
+  image::testing::ScratchDir scratch_;
+  std::string dir_ = scratch_.path(), path_ = dir_ + "/db/boxlite.db";
 };
 
 TEST_F(StoreTest, InsertFindUpdateListRemove) {

@@ -8,6 +8,7 @@
 #include "common/error.hpp"
 #include "common/io.hpp"
 #include "core/volumes.hpp"
+#include "image/test_support.hpp"
 
 namespace boxlite {
 namespace {
@@ -24,13 +25,8 @@ std::string error_of(const std::function<void()>& fn, ErrorCode want = ErrorCode
 
 class VolumesTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/blt-vol-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { remove_tree(dir_); }
-  std::string dir_;
+  image::testing::ScratchDir scratch_;
+  std::string dir_ = scratch_.path();
 };
 
 TEST_F(VolumesTest, TupleAndDictFormsMapToVolumeSpec) {
@@ -49,10 +45,15 @@ TEST_F(VolumesTest, TupleAndDictFormsMapToVolumeSpec) {
 }
 
 TEST_F(VolumesTest, WrongShapesGiveTheDocumentedErrors) {
-  EXPECT_EQ(error_of([] { volume_from_json(nlohmann::json::array({"/h", "/g", "ro"})); }),
+  EXPECT_EQ(error_of([] {
+              volume_from_json(nlohmann::json::array({"/h", "/g", "ro"}));
+            }),
             "argument 'volumes': 'str' object cannot be cast as 'bool'");
-  EXPECT_EQ(error_of([] { volume_from_json(nlohmann::json::array({"/h"})); }), "volumes tuples must be (host, guest[, read_only])");
-  EXPECT_EQ(error_of([] { volume_from_json(nlohmann::json::array({"/h", "/g", true, 1})); }),
+  EXPECT_EQ(error_of([] { volume_from_json(nlohmann::json::array({"/h"})); }),
+            "volumes tuples must be (host, guest[, read_only])");
+  EXPECT_EQ(error_of([] {
+              volume_from_json(nlohmann::json::array({"/h", "/g", true, 1}));
+            }),
             "volumes tuples must be (host, guest[, read_only])");
   EXPECT_EQ(error_of([] { volume_from_json({{"guest", "/workspace"}}); }), "volume dict missing host/host_path");
   EXPECT_EQ(error_of([] { volume_from_json({{"host", "/h"}}); }), "volume dict missing guest/guest_path");
@@ -82,7 +83,8 @@ TEST_F(VolumesTest, MountPathRulesFollowTheDocumentedTable) {
   EXPECT_NE(err("/data/../etc").find("cannot contain relative path components"), std::string::npos);
   EXPECT_NE(err("/data/./x").find("cannot contain relative path components"), std::string::npos);
   EXPECT_NE(err("/data//cache").find("cannot contain consecutive slashes"), std::string::npos);
-  for (const char* sys : {"/proc", "/sys", "/dev", "/boot", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/etc/ssl", "/dev/"}) {
+  for (const char* sys :
+       {"/proc", "/sys", "/dev", "/boot", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/etc/ssl", "/dev/"}) {
     EXPECT_NE(err(sys).find("cannot mount to system directory"), std::string::npos) << sys;
   }
   EXPECT_NO_THROW(validate_volume({dir_, "/library", false}));  // only whole components count
@@ -90,11 +92,23 @@ TEST_F(VolumesTest, MountPathRulesFollowTheDocumentedTable) {
 }
 
 TEST_F(VolumesTest, HostPathMustBeAnExistingAbsoluteDirectory) {
-  EXPECT_EQ(error_of([&] { validate_volume({"rel/dir", "/data", false}); }), "Invalid host path 'rel/dir' (must be absolute)");
-  EXPECT_NE(error_of([&] { validate_volume({dir_ + "/missing", "/data", false}); }).find("does not exist"), std::string::npos);
+  EXPECT_EQ(error_of([&] {
+              validate_volume({"rel/dir", "/data", false});
+            }),
+            "Invalid host path 'rel/dir' (must be absolute)");
+  EXPECT_NE(error_of([&] {
+              validate_volume({dir_ + "/missing", "/data", false});
+            }).find("does not exist"),
+            std::string::npos);
   write_file_atomic(dir_ + "/file", "x");
-  EXPECT_NE(error_of([&] { validate_volume({dir_ + "/file", "/data", false}); }).find("is not a directory"), std::string::npos);
-  EXPECT_NE(error_of([&] { validate_volumes({{dir_, "/a", false}, {dir_, "/a/", true}}); }).find("two volumes"), std::string::npos);
+  EXPECT_NE(error_of([&] {
+              validate_volume({dir_ + "/file", "/data", false});
+            }).find("is not a directory"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              validate_volumes({{dir_, "/a", false}, {dir_, "/a/", true}});
+            }).find("two volumes"),
+            std::string::npos);
 }
 
 }  // namespace
