@@ -23,6 +23,7 @@
 #include "common/error.hpp"
 #include "common/io.hpp"
 #include "guest/copy.hpp"
+#include "guest/lookup.hpp"
 #include "guest/users.hpp"
 
 namespace boxlite::guest {

@@ -1,7 +1,6 @@
 // Starting one exec's process: path lookup, identity, stdio (pipes or a PTY).
 #pragma once
 
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -88,46 +87,6 @@ struct Spawned {
 // Throws Error(Execution) whose message starts "spawn_failed:" when the process
 // cannot be started (missing binary, bad cwd, unknown user, exec failure).
 Spawned spawn_process(const SpawnRequest& req);
-
-// The next three are inline: the host's unit tests do not link spawn.cpp.
-
-// `path` as a process whose working directory is `dir` (absolute) sees it: a
-// relative one is taken from `dir`, as an execve after the chdir would take it.
-inline std::string path_in_dir(const std::string& dir, const std::string& path) {
-  if (path.starts_with('/')) return path;
-  return dir.ends_with('/') ? dir + path : dir + "/" + path;
-}
-
-// PATH lookup the way execvp does it in the command's working directory `dir`,
-// without executing. A relative entry ("", ".", "bin") and a relative `file` with a
-// slash are looked for from `dir`, not from the agent's "/", and the path returned is
-// the one execvp would hand execve there: relative where the entry or `file` is
-// ("tool" for an empty entry, "./tool" for ".", "bin/tool" for "bin"), so a script's
-// $0 is what runc's would be. The command's child execs it after its chdir to `dir`.
-// "" when not found.
-inline std::string find_in_path(const std::string& file, const std::string& path_var, const std::string& dir) {
-  auto executable = [&dir](const std::string& path) {
-    struct stat st;
-    std::string at = path_in_dir(dir, path);
-    return ::stat(at.c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111) != 0;
-  };
-  if (file.find('/') != std::string::npos) return executable(file) ? file : "";
-  for (const auto& entry : split(path_var, ':')) {
-    std::string candidate = entry.empty() ? file : entry.ends_with('/') ? entry + file : entry + "/" + file;
-    if (executable(candidate)) return candidate;
-  }
-  return "";
-}
-
-// Whether the agent's user namespace maps `uid` and `gid` (-1: not asked), as the
-// kernel decides when the child sets them: chown refuses an id it cannot map with
-// EINVAL before it checks any permission, so chowning a memfd of the agent's own
-// asks it. A jail's agent cannot read its /proc/self/uid_map: it is outside the box's
-// PID namespace, whose /proc is the one mounted. True when the kernel cannot be asked.
-inline bool ids_mapped(uid_t uid, gid_t gid) {
-  static const int probe = ::memfd_create("boxlite-id-probe", MFD_CLOEXEC);
-  return probe < 0 || ::fchown(probe, uid, gid) == 0 || errno != EINVAL;
-}
 
 // Looks up K in a K=V list.
 const std::string* env_lookup(const std::vector<std::string>& env, const std::string& key);

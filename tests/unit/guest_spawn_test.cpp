@@ -1,8 +1,8 @@
-// guest/spawn.hpp's lookups that decide what a command's execve runs: a relative
+// guest/lookup.hpp's lookups that decide what a command's execve runs: a relative
 // PATH entry or command is taken from the command's working directory (not the
 // agent's "/"), and an id the agent's user namespace cannot map is caught before the
 // child is started.
-#include "guest/spawn.hpp"
+#include "guest/lookup.hpp"
 
 #include <fcntl.h>
 #include <sched.h>
