@@ -544,6 +544,12 @@ std::string random_hex(size_t bytes) {
   return hex_encode(reinterpret_cast<const unsigned char*>(buf.data()), bytes);
 }
 
+int64_t wall_clock_ms() {
+  timespec ts;
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
 double now_ms() {
   timespec ts;
   ::clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -77,5 +78,7 @@ std::string hex_encode(const unsigned char* data, size_t len);
 std::string random_hex(size_t bytes);
 // Monotonic milliseconds.
 double now_ms();
+// Milliseconds since the Unix epoch (what records store as times).
+int64_t wall_clock_ms();
 
 }  // namespace boxlite

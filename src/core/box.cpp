@@ -76,16 +76,11 @@ void Box::persist() {
   }
 }
 
-static int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // The shim leaves exit.json saying why the box stopped.
 void Box::record_stopped() {
   record_.state = "stopped";
   record_.shim_pid = 0;
-  record_.stopped_at_ms = wall_ms();
+  record_.stopped_at_ms = wall_clock_ms();
   record_.stop_reason = "stopped";
   record_.main_exit_code.reset();
   try {
@@ -374,7 +369,7 @@ void Box::start() {
     if (line.rfind("WARN ", 0) == 0)
       std::fprintf(stderr, "boxlite: warning: box %s: %s\n", id().c_str(), line.c_str() + 5);
   }
-  record_.started_at_ms = wall_ms();
+  record_.started_at_ms = wall_clock_ms();
   try {
     client_ = core::ShimClient::connect(engine::shim_socket_path(spec_.box_dir), id());
   } catch (const Error&) {

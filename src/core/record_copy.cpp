@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <cerrno>
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"

@@ -6,7 +6,6 @@
 // auto_remove box gets no copy: it is on its way out whenever its row is gone.
 #pragma once
 
-#include <optional>
 #include <string>
 
 #include "store/store.hpp"

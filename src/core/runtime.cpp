@@ -397,10 +397,6 @@ void Runtime::sweep_half_made_boxes() {
   }
 }
 
-namespace {
-int64_t wall_clock_ms();
-}  // namespace
-
 // A kept box whose row was lost (the database replaced, truncated or deleted under
 // it) is no half-made box: its directory holds the copy of its row made once the row
 // was committed (core/record_copy.hpp). It is recorded again, stopped; under another
@@ -420,15 +416,12 @@ void Runtime::record_again(const std::string& box_dir) {
   try {
     // Another process may have recorded it since we listed the rows (we hold its lock now).
     if (auto known = store_->find_exact(r.id); known && known->id == r.id) return;
-    try {
-      store_->insert(r);
-    } catch (const Error& err) {
-      if (err.code() != ErrorCode::AlreadyExists || r.name.empty() || !store_->find_exact(r.name)) throw;
+    if (!r.name.empty() && store_->find_exact(r.name)) {
       warn("box " + label + ": its name now belongs to another box, so it is recorded again without one");
       r.name.clear();
-      store_->insert(r);
       core::keep_record_copy(box_dir, r);
     }
+    store_->insert(r);
   } catch (const Error& err) {
     warn("box " + label + " is missing from the store and could not be recorded again (" + err.what() +
          "): its directory " + box_dir + " is left alone");
@@ -611,11 +604,6 @@ uint64_t disk_size_bytes(const BoxOptions& opts, const std::string& base) {
     return 0;  // the base's own size
   }
   return bytes;
-}
-
-int64_t wall_clock_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace

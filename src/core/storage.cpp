@@ -34,11 +34,6 @@ constexpr const char* kDiskName = "disk.qcow2";
 constexpr const char* kUpperName = "upper.tar";
 constexpr int kExportFormat = 1;
 
-int64_t now_ms_wall() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // Removes a directory or file unless committed.
 struct PathGuard {
   std::string path;
@@ -327,7 +322,7 @@ store::BoxRecord clone_record(const store::BoxRecord& source, const std::string&
   r.name = name;
   r.state = "created";
   r.stop_reason.clear();
-  r.created_at_ms = now_ms_wall();
+  r.created_at_ms = wall_clock_ms();
   r.started_at_ms = r.stopped_at_ms = 0;
   r.shim_pid = 0;
   r.main_exit_code.reset();
@@ -781,7 +776,7 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
   r.image = manifest.value("image", "");
   r.engine = "vm";
   r.state = "created";
-  r.created_at_ms = now_ms_wall();
+  r.created_at_ms = wall_clock_ms();
   r.auto_remove = false;
   r.detach = detach;
   nlohmann::json opts = manifest.value("options", nlohmann::json::object());
@@ -834,7 +829,7 @@ std::shared_ptr<Box> Runtime::import_jail(engine::ShimSpec spec, const nlohmann:
   r.image = recorded;
   r.engine = "jail";
   r.state = "created";
-  r.created_at_ms = now_ms_wall();
+  r.created_at_ms = wall_clock_ms();
   r.auto_remove = false;
   r.detach = detach;
   nlohmann::json opts = manifest.value("options", nlohmann::json::object());

@@ -23,7 +23,7 @@ std::string find_in_path(const std::string& file, const std::string& path_var, c
   };
   if (file.find('/') != std::string::npos) return executable(file) ? file : "";
   for (const auto& entry : split(path_var, ':')) {
-    std::string candidate = entry.empty() ? file : entry.ends_with('/') ? entry + file : entry + "/" + file;
+    std::string candidate = entry.empty() ? file : path_in_dir(entry, file);
     if (executable(candidate)) return candidate;
   }
   return "";

@@ -25,10 +25,13 @@ constexpr const char* kPulledAt = "ai.boxlite.pulled-at-ms";
 
 json read_index(const std::string& dir) {
   std::string path = dir + "/index.json";
-  if (!path_exists(path)) return json{{"schemaVersion", 2}, {"mediaType", "application/vnd.oci.image.index.v1+json"}, {"manifests", json::array()}};
+  if (!path_exists(path))
+    return json{
+        {"schemaVersion", 2}, {"mediaType", "application/vnd.oci.image.index.v1+json"}, {"manifests", json::array()}};
   try {
     json j = json::parse(read_file(path));
-    if (!j.is_object() || !j.contains("manifests") || !j["manifests"].is_array()) throw Error(ErrorCode::Storage, "no manifests array");
+    if (!j.is_object() || !j.contains("manifests") || !j["manifests"].is_array())
+      throw Error(ErrorCode::Storage, "no manifests array");
     return j;
   } catch (const json::exception& e) {
     throw Error(ErrorCode::Storage, "corrupt image store index " + path + ": " + e.what());
@@ -41,10 +44,6 @@ std::string ref_of(const json& entry) {
   auto a = entry.find("annotations");
   if (a == entry.end() || !a->is_object()) return {};
   return a->value(kRefName, std::string());
-}
-
-int64_t now_ms_wall() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 // The config and layer digests a manifest names (empty if it is unreadable).
@@ -74,7 +73,8 @@ std::vector<std::pair<std::string, uint64_t>> manifest_blobs(const ImageStore& s
 ImageStore::ImageStore(std::string images_dir) : dir_(std::move(images_dir) + "/oci") {
   make_dirs(dir_ + "/blobs/sha256", 0755);
   make_dirs(dir_ + "/ingest", 0700);
-  if (!path_exists(dir_ + "/oci-layout")) write_file_atomic(dir_ + "/oci-layout", "{\"imageLayoutVersion\":\"1.0.0\"}\n");
+  if (!path_exists(dir_ + "/oci-layout"))
+    write_file_atomic(dir_ + "/oci-layout", "{\"imageLayoutVersion\":\"1.0.0\"}\n");
   if (!path_exists(dir_ + "/index.json")) {
     auto l = lock();
     if (!path_exists(dir_ + "/index.json")) write_index(dir_, read_index(dir_));
@@ -109,7 +109,8 @@ ImageStore::Ingest::~Ingest() {
 }
 
 void ImageStore::Ingest::restart() {
-  if (::ftruncate(fd_.get(), 0) != 0 || ::lseek(fd_.get(), 0, SEEK_SET) != 0) throw_errno(ErrorCode::Storage, "truncate " + path_);
+  if (::ftruncate(fd_.get(), 0) != 0 || ::lseek(fd_.get(), 0, SEEK_SET) != 0)
+    throw_errno(ErrorCode::Storage, "truncate " + path_);
 }
 
 void ImageStore::Ingest::commit(const std::string& actual_digest) {
@@ -129,7 +130,8 @@ std::string ImageStore::put_blob(const std::string& data) {
   return digest;
 }
 
-void ImageStore::tag(const std::string& reference, const std::string& manifest_digest, const std::string& media_type, uint64_t size) {
+void ImageStore::tag(const std::string& reference, const std::string& manifest_digest, const std::string& media_type,
+                     uint64_t size) {
   auto l = lock();
   json index = read_index(dir_);
   json kept = json::array();
@@ -141,7 +143,7 @@ void ImageStore::tag(const std::string& reference, const std::string& manifest_d
   kept.push_back(json{{"mediaType", media_type},
                       {"digest", manifest_digest},
                       {"size", size},
-                      {"annotations", {{kRefName, reference}, {kPulledAt, std::to_string(now_ms_wall())}}}});
+                      {"annotations", {{kRefName, reference}, {kPulledAt, std::to_string(wall_clock_ms())}}}});
   index["manifests"] = kept;
   write_index(dir_, index);
 }

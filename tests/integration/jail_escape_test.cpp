@@ -679,23 +679,21 @@ TEST_F(JailEscapeTest, AnUpperLayerSymlinkAtAnEtcFileIsReplacedNotFollowed) {
 // parents' names: what is left of a process storm.
 std::string describe_tasks(const std::string& box_id) {
   std::map<std::string, int> count;
+  auto tally = [&](const std::string& pid) {
+    auto st = proc_state(pid);
+    if (!st) return;
+    std::string parent = std::to_string(st->ppid);
+    count[std::string(1, st->state) + " under " +
+          trim(read_file_if_present("/proc/" + parent + "/comm").value_or("?")) + " (" + parent + ")"]++;
+  };
   auto tasks = read_file_if_present("/sys/fs/cgroup/pids/boxlite/" + box_id + "/tasks");
-  for (const auto& t : split(tasks.value_or(""), '\n')) {
-    auto stat = read_file_if_present("/proc/" + t + "/stat");
-    if (!stat || stat->rfind(')') == std::string::npos) continue;
-    auto fields = split(stat->substr(stat->rfind(')') + 2), ' ');
-    auto parent = read_file_if_present("/proc/" + fields.at(1) + "/comm");
-    count[fields.at(0) + " under " + trim(parent.value_or("?")) + " (" + fields.at(1) + ")"]++;
-  }
+  for (const auto& t : split(tasks.value_or(""), '\n')) tally(t);
   // Zombies are out of the task list but still charged: by their parents.
   for (pid_t z : processes_whose("stat", [](std::string& stat) {
-         return stat.rfind(')') != std::string::npos && stat.compare(stat.rfind(')') + 2, 1, "Z") == 0;
+         auto st = parse_proc_stat(stat);
+         return st && st->state == 'Z';
        })) {
-    auto stat = read_file_if_present("/proc/" + std::to_string(z) + "/stat");
-    if (!stat) continue;
-    auto fields = split(stat->substr(stat->rfind(')') + 2), ' ');
-    auto parent = read_file_if_present("/proc/" + fields.at(1) + "/comm");
-    count["zombie under " + trim(parent.value_or("?")) + " (" + fields.at(1) + ")"]++;
+    tally(std::to_string(z));
   }
   std::string out;
   for (const auto& [k, n] : count) out += "\n  " + std::to_string(n) + " " + k;

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,22 @@ inline bool pack_busybox_image(const std::string& img, const std::function<void(
   return pack.ok();
 }
 
+// A process's state letter and parent, from the text of its /proc/PID/stat ("pid (comm)
+// S ppid ...": comm may hold spaces and parentheses); nullopt for text that is not one.
+struct ProcState {
+  char state;
+  pid_t ppid;
+};
+inline std::optional<ProcState> parse_proc_stat(const std::string& stat) {
+  auto close = stat.rfind(')');
+  if (close == std::string::npos || close + 4 >= stat.size()) return std::nullopt;
+  return ProcState{stat[close + 2], static_cast<pid_t>(std::atoi(stat.c_str() + close + 4))};
+}
+inline std::optional<ProcState> proc_state(const std::string& pid) {
+  auto stat = read_file_if_present("/proc/" + pid + "/stat");
+  return stat ? parse_proc_stat(*stat) : std::nullopt;
+}
+
 // What a leak check found: each process's command line, state and where it sleeps, and
 // the same for its children (a shim waiting on its box's init, say).
 inline std::string describe_processes(const std::vector<pid_t>& pids) {
@@ -91,9 +108,8 @@ inline std::string describe_processes(const std::vector<pid_t>& pids) {
   for (pid_t pid : pids) {
     out += "\n  " + std::to_string(pid) + " [" + field(pid, "wchan") + "] " + field(pid, "cmdline");
     for (pid_t child : processes_whose("stat", [&](std::string& stat) {
-           // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-           auto close = stat.rfind(')');
-           return close != std::string::npos && std::atoi(stat.c_str() + close + 4) == pid;  // past ") S "
+           auto st = parse_proc_stat(stat);
+           return st && st->ppid == pid;
          })) {
       out += "\n    child " + std::to_string(child) + " [" + field(child, "wchan") + "] " + field(child, "cmdline");
     }
