@@ -702,13 +702,14 @@ std::string describe_tasks(const std::string& box_id) {
 
 TEST_F(JailEscapeTest, AForkBombIsStoppedByThePidsLimit) {
   // The box's main command is its PID 1, as in a container: the bomb's orphans are its
-  // to reap. This one reaps them (busybox sh's `wait` takes adopted children too); a
-  // PID 1 that never waits keeps them as zombies, charged to the pids limit, as
-  // `docker run` without --init does.
+  // to reap. This one reaps them (busybox sh's `wait` takes adopted children too) and
+  // forks nothing while it does (a fork at the limit fails, and a shell script then
+  // exits): it sleeps in `read -t` on a FIFO nobody writes. A PID 1 that never waits
+  // keeps them as zombies, charged to the pids limit, as `docker run` without --init does.
   BoxOptions o;
   o.rootfs_path = image("busybox");
   o.engine = "jail";
-  o.cmd = {"sh", "-c", "while :; do wait; sleep 0.2; done"};
+  o.cmd = {"sh", "-c", "mkfifo /tmp/idle && exec 3<>/tmp/idle && while :; do wait; read -t 0.2 x <&3; done"};
   auto box = rt().create(o);
   boxes_.push_back(box);
   // The bomb churns at the limit for as long as it runs; the exec's timeout ends it
