@@ -33,16 +33,26 @@ std::string sha256(const std::string& data) {
   return hex_encode(md, len);
 }
 
-// A port nobody listens on right now (the kernel picks it).
+// A port nobody uses right now, on any address. Taken from 10000 up to the start of
+// the kernel's ephemeral range (ip_local_port_range), where no outgoing connection of
+// the host can be given it between this check and the box's bind (one from the
+// ephemeral range was, once); the kernel's pick where that range starts lower.
 int free_port(int type = SOCK_STREAM) {
-  UniqueFd s(::socket(AF_INET, type | SOCK_CLOEXEC, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return -1;
-  socklen_t len = sizeof a;
-  ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &len);
-  return ntohs(a.sin_port);
+  int ephemeral = std::atoi(read_file_if_present("/proc/sys/net/ipv4/ip_local_port_range").value_or("32768").c_str());
+  static unsigned seed = static_cast<unsigned>(::getpid());
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    int port = ephemeral > 10000 ? 10000 + static_cast<int>(::rand_r(&seed) % unsigned(ephemeral - 10000)) : 0;
+    UniqueFd s(::socket(AF_INET, type | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    if (::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) continue;
+    socklen_t len = sizeof a;
+    ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &len);
+    return ntohs(a.sin_port);
+  }
+  return -1;
 }
 
 // One HTTP/1.0 GET from the host; "" when the connection fails or is reset.
