@@ -13,7 +13,9 @@
 
 #include "common/error.hpp"
 #include "common/io.hpp"
+#include "core/paths.hpp"
 #include "core/runtime.hpp"
+#include "registry/pull_client.hpp"
 #include "engine/spec.hpp"
 
 namespace boxlite {
@@ -43,25 +45,24 @@ uint64_t file_size(const std::string& path) {
 
 }  // namespace
 
-registry::PullOptions Runtime::pull_options() const {
+registry::PullResult Runtime::pull_into(const std::string& images_dir, const std::string& reference) const {
   registry::PullOptions o;
   o.registries = registries_;
   o.progress = pull_progress_;
   o.on_manifest = pull_on_manifest_;
-  return o;
+  return registry::pull_in_helper(core::libexec_dir() + "/boxlite-pull", images_dir, reference, o);
 }
 
 image::LayoutRef Runtime::resolve_registry_image(const std::string& reference, std::string& normalized) {
   registry::ImageStore store(layout_.images());
   auto hit = registry::find_cached(store, reference, registries_);
-  registry::PullResult r = hit ? *hit : registry::pull(store, reference, pull_options());
+  registry::PullResult r = hit ? *hit : pull_into(layout_.images(), reference);
   normalized = r.reference;
   return {store.layout_dir(), r.reference};
 }
 
 registry::PullResult Runtime::pull_image(const std::string& reference) {
-  registry::ImageStore store(layout_.images());
-  return registry::pull(store, reference, pull_options());
+  return pull_into(layout_.images(), reference);
 }
 
 std::vector<registry::StoredImage> Runtime::list_images() {

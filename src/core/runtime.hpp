@@ -201,7 +201,8 @@ class Runtime {
   std::vector<ImageRegistry> registries_;     // options, else <home>/config.json
   std::function<void(const std::string&, const std::vector<registry::LayerProgress>&)> pull_on_manifest_;
   std::function<void(const registry::LayerProgress&)> pull_progress_;
-  registry::PullOptions pull_options() const;
+  // Pulls `reference` into the store at images_dir in boxlite-pull (pull_client.hpp).
+  registry::PullResult pull_into(const std::string& images_dir, const std::string& reference) const;
   uint64_t prune_store(bool all, const std::set<std::string>* only);
   std::optional<std::vector<std::string>> layer_build_locks(const std::string& tmp_name) const;
   std::vector<std::string> locks_named(const std::string& prefix, const std::string& suffix) const;

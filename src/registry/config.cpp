@@ -68,6 +68,18 @@ std::vector<ImageRegistry> registries_from_json(const nlohmann::json& array, con
   return out;
 }
 
+nlohmann::json registries_to_json(const std::vector<ImageRegistry>& registries) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : registries) {
+    nlohmann::json item = {{"host", r.host}, {"transport", r.transport}, {"skip_verify", r.skip_verify}, {"search", r.search}};
+    if (r.username) item["username"] = *r.username;
+    if (r.password) item["password"] = *r.password;
+    if (r.bearer_token) item["bearer_token"] = *r.bearer_token;
+    out.push_back(std::move(item));
+  }
+  return out;
+}
+
 ImageRegistry parse_registry_flag(const std::string& spec) {
   ImageRegistry r;
   r.search = true;

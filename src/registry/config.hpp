@@ -31,6 +31,10 @@ void validate(const ImageRegistry& r);
 // the array's entries, validated. `where` names the source in errors (Config).
 std::vector<ImageRegistry> registries_from_json(const nlohmann::json& array, const std::string& where);
 
+// The inverse of registries_from_json: the array form, credentials included (for
+// boxlite-pull, which receives it over a socket, never in argv or the environment).
+nlohmann::json registries_to_json(const std::vector<ImageRegistry>& registries);
+
 // The CLI's `--registry HOST[,transport=http|https][,skip_verify][,search=false]`:
 // a registry given on the command line takes part in short-name search unless
 // told otherwise. Credentials only come from a config file (never argv, which

@@ -7,45 +7,31 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
-#include "common/dynlib.hpp"
+#include "common/error.hpp"
 
 namespace boxlite::registry {
 
 namespace {
 
-// libcurl, and the ~40 libraries it pulls in, load on the first registry request:
-// linked directly they cost every `boxlite` command and every libboxlite program
-// ~10 ms at startup whether it pulls or not.
+// libcurl through one table, as the code was written when libcurl was opened with
+// dlopen; now only boxlite-pull links it (pull_client.hpp), so the table names the
+// functions themselves.
 struct CurlApi {
-  decltype(&::curl_global_init) global_init;
-  decltype(&::curl_easy_init) easy_init;
-  decltype(&::curl_easy_cleanup) easy_cleanup;
-  decltype(&::curl_easy_reset) easy_reset;
-  decltype(&::curl_easy_setopt) easy_setopt;
-  decltype(&::curl_easy_perform) easy_perform;
-  decltype(&::curl_easy_getinfo) easy_getinfo;
-  decltype(&::curl_easy_strerror) easy_strerror;
-  decltype(&::curl_slist_append) slist_append;
-  decltype(&::curl_slist_free_all) slist_free_all;
+  decltype(&::curl_easy_init) easy_init = &::curl_easy_init;
+  decltype(&::curl_easy_cleanup) easy_cleanup = &::curl_easy_cleanup;
+  decltype(&::curl_easy_reset) easy_reset = &::curl_easy_reset;
+  decltype(&::curl_easy_setopt) easy_setopt = &::curl_easy_setopt;
+  decltype(&::curl_easy_perform) easy_perform = &::curl_easy_perform;
+  decltype(&::curl_easy_getinfo) easy_getinfo = &::curl_easy_getinfo;
+  decltype(&::curl_easy_strerror) easy_strerror = &::curl_easy_strerror;
+  decltype(&::curl_slist_append) slist_append = &::curl_slist_append;
+  decltype(&::curl_slist_free_all) slist_free_all = &::curl_slist_free_all;
 };
 
 const CurlApi& libcurl() {
   static const CurlApi api = [] {
-    constexpr const char* kSoname = "libcurl.so.4";
-    void* lib = open_library(kSoname, "pulling images");
-    CurlApi a{};
-    bind_symbol(lib, kSoname, "curl_global_init", a.global_init);
-    bind_symbol(lib, kSoname, "curl_easy_init", a.easy_init);
-    bind_symbol(lib, kSoname, "curl_easy_cleanup", a.easy_cleanup);
-    bind_symbol(lib, kSoname, "curl_easy_reset", a.easy_reset);
-    bind_symbol(lib, kSoname, "curl_easy_setopt", a.easy_setopt);
-    bind_symbol(lib, kSoname, "curl_easy_perform", a.easy_perform);
-    bind_symbol(lib, kSoname, "curl_easy_getinfo", a.easy_getinfo);
-    bind_symbol(lib, kSoname, "curl_easy_strerror", a.easy_strerror);
-    bind_symbol(lib, kSoname, "curl_slist_append", a.slist_append);
-    bind_symbol(lib, kSoname, "curl_slist_free_all", a.slist_free_all);
-    a.global_init(CURL_GLOBAL_DEFAULT);
-    return a;
+    ::curl_global_init(CURL_GLOBAL_DEFAULT);
+    return CurlApi{};
   }();
   return api;
 }

@@ -292,26 +292,6 @@ PullResult pull_one(ImageStore& store, const ImageRef& ref, const ImageRegistry&
 
 }  // namespace
 
-std::vector<ImageRef> candidates(const std::string& text, const std::vector<ImageRegistry>& registries) {
-  ImageRef ref = parse_reference(text);
-  if (ref.qualified()) return {ref};
-  std::vector<ImageRef> out;
-  for (const auto& r : registries) {
-    if (r.search) out.push_back(on_registry(ref, r.host));
-  }
-  if (out.empty()) out.push_back(on_registry(ref, kDefaultRegistry));
-  return out;
-}
-
-ImageRegistry registry_for(const ImageRef& ref, const std::vector<ImageRegistry>& registries) {
-  for (const auto& r : registries) {
-    if (r.host == ref.registry || (ref.registry == kDefaultRegistry && r.host == "index.docker.io")) return r;
-  }
-  ImageRegistry r;
-  r.host = ref.registry;
-  return r;
-}
-
 PullResult pull(ImageStore& store, const std::string& text, const PullOptions& opts) {
   for (const auto& r : opts.registries) validate(r);
   auto list = candidates(text, opts.registries);
@@ -332,18 +312,6 @@ PullResult pull(ImageStore& store, const std::string& text, const PullOptions& o
     }
   }
   throw Error(code, "cannot pull '" + text + "' from any search registry: " + failures);
-}
-
-std::optional<PullResult> find_cached(const ImageStore& store, const std::string& text, const std::vector<ImageRegistry>& registries) {
-  for (const auto& c : candidates(text, registries)) {
-    if (auto digest = store.lookup(c.str())) {
-      PullResult r;
-      r.reference = c.str();
-      r.manifest_digest = *digest;
-      return r;
-    }
-  }
-  return std::nullopt;
 }
 
 }  // namespace boxlite::registry
