@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "cli/commands.hpp"
+#include "cli/linked_libraries.hpp"
 #include "common/error.hpp"
 #include "common/trace.hpp"
 #include "core/shim_launch.hpp"
@@ -92,6 +93,9 @@ int main(int argc, char** argv) {
   boxlite::trace("cli: main");
   // This executable's SQLite is its own (linked statically).
   boxlite::store::zero_wal_index_instead_of_truncating();
+#ifdef BOXLITE_STATIC_CLI
+  boxlite::cli::use_linked_libraries();
+#endif
   // An attached run's shim is spawned first thing (core/shim_launch.hpp), so that its
   // exec and start overlap the parsing, the store and the image. The run takes it
   // (cli/run.cpp); anything else (a bad flag, --help) lets it go at exit.

@@ -86,7 +86,8 @@ std::vector<std::string> secret_env(const net::NetConfig& c) {
 namespace {
 
 // libcrypto (and its openssl.cnf and provider start-up) loads only when a home first
-// needs its secrets CA: linked, it costs every `boxlite` command that never uses it.
+// needs its secrets CA: linked, it costs every libboxlite program that never uses it.
+// The static `boxlite` CLI leaves it out (src/cli/linked_libraries.cpp says why).
 // clang-format off
 #define BOXLITE_CRYPTO_FUNCTIONS(X)                                                                               \
   X(EVP_PKEY_free) X(EVP_PKEY_Q_keygen) X(EVP_sha256) X(X509_new) X(X509_free) X(X509_set_version)               \

@@ -1,7 +1,6 @@
 #include "core/paths.hpp"
 
 #include <dlfcn.h>
-#include <pwd.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -12,15 +11,32 @@
 
 namespace boxlite::core {
 
+namespace {
+
+// The home directory of `uid` in /etc/passwd. Not getpwuid: in the static CLI that
+// would dlopen glibc's NSS modules, whose version need not match the libc linked in.
+std::string passwd_home(uid_t uid) {
+  auto text = read_file_if_present("/etc/passwd");
+  if (!text) return "";
+  for (const auto& line : split(*text, '\n')) {
+    auto f = split(line, ':');
+    if (f.size() >= 7 && f[2] == std::to_string(uid)) return f[5];
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string default_home() {
   if (const char* h = std::getenv("BOXLITE_HOME"); h && *h) return h;
-  const char* home = std::getenv("HOME");
-  if (!home || !*home) {
-    passwd* pw = ::getpwuid(::getuid());
-    if (!pw) throw Error(ErrorCode::Config, "cannot find the home directory: set BOXLITE_HOME");
-    home = pw->pw_dir;
+  std::string home;
+  if (const char* h = std::getenv("HOME"); h && *h) home = h;
+  if (home.empty()) home = passwd_home(::getuid());
+  if (home.empty()) {
+    throw Error(ErrorCode::Config, "cannot find the home directory: HOME is unset and uid " +
+                                       std::to_string(::getuid()) + " has no /etc/passwd entry; set BOXLITE_HOME");
   }
-  return std::string(home) + "/.boxlite";
+  return home + "/.boxlite";
 }
 
 void HomeLayout::create() const {
