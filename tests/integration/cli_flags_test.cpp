@@ -71,6 +71,22 @@ TEST_F(CliFlagsTest, TheCliIsAStaticExecutableLoadedAtARandomAddress) {
   EXPECT_EQ(v.exit_code, 0) << v.err;
 }
 
+// Pulls run in boxlite-pull (docs/registry.md): without it, a pull names what is
+// missing and where it was looked for, and a bad reference still fails as one,
+// without needing the helper at all.
+TEST_F(CliFlagsTest, APullWithoutItsHelperSaysWhatIsMissing) {
+  std::string env = "BOXLITE_LIBEXEC_DIR=" + home_ + "/no-libexec ";
+  RunResult r = run_capture({"/bin/sh", "-c", env + cli() + " pull 127.0.0.1:9/some/image"});
+  ASSERT_TRUE(WIFEXITED(r.status));
+  EXPECT_EQ(WEXITSTATUS(r.status), 125) << r.err;
+  EXPECT_NE(r.err.find("cannot start the image pull helper"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(home_ + "/no-libexec/boxlite-pull"), std::string::npos) << r.err;
+  RunResult bad = run_capture({"/bin/sh", "-c", env + cli() + " pull 'a//b'"});
+  ASSERT_TRUE(WIFEXITED(bad.status));
+  EXPECT_NE(WEXITSTATUS(bad.status), 0) << bad.err;
+  EXPECT_EQ(bad.err.find("pull helper"), std::string::npos) << "a bad reference needs no helper: " << bad.err;
+}
+
 TEST_F(CliFlagsTest, EachEnvFlagTakesOneValueSoTheImageAndCommandStayPositional) {
   auto r = run_cli({"run", "--rm", "-e", "MY_VAR=hello", "-e", "X=2", image("busybox"), "sh", "-c", "echo $MY_VAR $X"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
