@@ -328,6 +328,48 @@ TEST_F(RegistryTest, RegistryGoingDownMidPull) {
   ::unsetenv("BOXLITE_PULL_MAX_BYTES_PER_SEC");
 }
 
+// Every pull runs in boxlite-pull (docs/registry.md). A CLI killed mid-download
+// takes its helper with it: the helper sees its socket close and exits. What it had
+// half written is ingest debris that `image prune` removes, and a pull starts over.
+TEST_F(RegistryTest, AKilledPullEndsItsHelperAndPruneRemovesItsPartialDownload) {
+  TestRegistry reg("http", true, 48);
+  std::string ref = reg.ref("test/random");
+  ::setenv("BOXLITE_PULL_MAX_BYTES_PER_SEC", "4194304", 1);  // the 48 MB layer: ~12 s
+  SpawnOptions so;
+  so.argv = {cli(), "pull", ref};
+  so.stdout_path = so.stderr_path = "/dev/null";
+  Child pull = spawn(so);
+  ::unsetenv("BOXLITE_PULL_MAX_BYTES_PER_SEC");
+  pid_t helper = 0;
+  bool downloading = false;
+  for (int i = 0; i < 200 && !(helper && downloading); ++i) {
+    for (pid_t c : children_of(pull.pid())) {
+      if (parse_stat(read_file("/proc/" + std::to_string(c) + "/stat")).comm == "boxlite-pull") helper = c;
+    }
+    for (const auto& f : store_files("ingest")) {
+      struct stat st {};
+      if (::stat((home_ + "/images/oci/ingest/" + f).c_str(), &st) == 0 && st.st_size > (1 << 20)) downloading = true;
+    }
+    ::usleep(50000);
+  }
+  ASSERT_NE(helper, 0) << "the CLI started no boxlite-pull";
+  ASSERT_TRUE(downloading) << "no download reached 1 MiB";
+  pull.kill_now();
+  pull.wait();
+  EXPECT_TRUE(wait_pid_exit(helper, 5000)) << "boxlite-pull " << helper << " outlived the CLI that started it";
+  EXPECT_FALSE(process_alive(helper));
+  registry::ImageStore store(home_ + "/images");
+  EXPECT_FALSE(store.lookup(ref + ":latest")) << "a killed pull records no image";
+  EXPECT_FALSE(store_files("ingest").empty()) << "the partial download is debris until a prune";
+  auto prune = run_cli({"image", "prune"});
+  EXPECT_EQ(prune.exit_code, 0) << prune.err;
+  EXPECT_TRUE(store_files("ingest").empty()) << "prune removes a killed pull's partial download";
+  auto again = run_cli({"pull", ref});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("Layers: 4\n"), std::string::npos) << again.out;
+  EXPECT_TRUE(store_files("ingest").empty());
+}
+
 TEST_F(RegistryTest, ImageUsedByABoxIsNeverRemoved) {
   std::string ref = http_->ref("test/busybox:latest");
   auto c = run_cli({"create", "--engine", "jail", "--name", "user", ref});
