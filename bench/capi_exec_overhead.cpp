@@ -49,7 +49,8 @@ void capi_run(CBoxliteRuntime* rt, CBoxHandle* box, const BoxliteCommand& cmd, b
   if (boxlite_box_exec(box, &cmd, &ex, &e) != Ok) die("boxlite_box_exec", e);
   Done d;
   if (collect) {
-    boxlite_execution_on_stdout(ex, [](const uint8_t*, size_t n, void* ud) { static_cast<Done*>(ud)->bytes += n; }, &d, &e);
+    boxlite_execution_on_stdout(
+        ex, [](const uint8_t*, size_t n, void* ud) { static_cast<Done*>(ud)->bytes += n; }, &d, &e);
   }
   auto on_wait = [](int code, CBoxliteError*, void* ud) {
     static_cast<Done*>(ud)->code = code;
@@ -124,9 +125,9 @@ int main(int argc, char** argv) {
       capi.push_back(ms_since(t));
     }
     Stats a = stats(core), b = stats(capi);
-    std::printf("`%s` (%d runs): core median %.3f ms (p99 %.3f), C API median %.3f ms (p99 %.3f), added %.3f ms (%.2fx)\n",
-                echo ? "echo hello" : "true", runs, a.median, a.p99, b.median, b.p99, b.median - a.median,
-                b.median / a.median);
+    std::printf(
+        "`%s` (%d runs): core median %.3f ms (p99 %.3f), C API median %.3f ms (p99 %.3f), added %.3f ms (%.2fx)\n",
+        echo ? "echo hello" : "true", runs, a.median, a.p99, b.median, b.p99, b.median - a.median, b.median / a.median);
   }
   boxlite_box_free(box);
   boxlite_runtime_free(rt);

@@ -82,7 +82,8 @@ int main(int argc, char** argv) {
                   c->pss / 1024.0 / n);
     }
     long rss = shims.rss + agents.rss + nets.rss, pss = shims.pss + agents.pss + nets.pss;
-    std::printf("per box: RSS %.2f MiB, PSS %.2f MiB (shim + agent + boxlite-net)\n", rss / 1024.0 / n, pss / 1024.0 / n);
+    std::printf("per box: RSS %.2f MiB, PSS %.2f MiB (shim + agent + boxlite-net)\n", rss / 1024.0 / n,
+                pss / 1024.0 / n);
     for (auto& b : boxes) b->destroy();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

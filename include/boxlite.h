@@ -84,10 +84,7 @@ typedef struct CBoxliteImageHandle CBoxliteImageHandle; /* the runtime's image o
 /* ---------------------------------------------------------------- types */
 
 /* Transport protocol of a port forward. */
-typedef enum BoxlitePortProtocol {
-  BoxlitePortProtocolTcp = 0,
-  BoxlitePortProtocolUdp = 1
-} BoxlitePortProtocol;
+typedef enum BoxlitePortProtocol { BoxlitePortProtocolTcp = 0, BoxlitePortProtocolUdp = 1 } BoxlitePortProtocol;
 
 /* How to reach an image registry. */
 typedef enum BoxliteRegistryTransport {
@@ -98,10 +95,10 @@ typedef enum BoxliteRegistryTransport {
 /* An image registry for boxlite_runtime_new (the fields of Python's ImageRegistry).
  * Strings may be NULL (unset). */
 typedef struct BoxliteImageRegistry {
-  const char *host;                         /* e.g. "ghcr.io" (required) */
-  enum BoxliteRegistryTransport transport;  /* default https */
-  int skip_verify;                          /* non-zero: do not verify TLS */
-  int search;                               /* non-zero: search unqualified names here */
+  const char *host;                        /* e.g. "ghcr.io" (required) */
+  enum BoxliteRegistryTransport transport; /* default https */
+  int skip_verify;                         /* non-zero: do not verify TLS */
+  int search;                              /* non-zero: search unqualified names here */
   const char *username;
   const char *password;
   const char *bearer_token;
@@ -109,15 +106,15 @@ typedef struct BoxliteImageRegistry {
 
 /* A command for boxlite_box_exec. */
 typedef struct BoxliteCommand {
-  const char *command;         /* required, non-NULL, non-empty */
-  const char *const *args;     /* NULL = no arguments */
-  int argc;                    /* number of args, read by count (no NULL terminator) */
-  const char *const *env_pairs;/* flat [k0, v0, k1, v1, ...]; NULL = the box's environment */
-  int env_count;               /* number of strings; an odd trailing one is ignored */
-  const char *workdir;         /* NULL = the box's default */
-  const char *user;            /* e.g. "nobody", "1000:1000"; NULL = the box's default */
-  double timeout_secs;         /* 0.0 = no timeout */
-  int tty;                     /* non-zero: a PTY (stdout and stderr merged) */
+  const char *command;          /* required, non-NULL, non-empty */
+  const char *const *args;      /* NULL = no arguments */
+  int argc;                     /* number of args, read by count (no NULL terminator) */
+  const char *const *env_pairs; /* flat [k0, v0, k1, v1, ...]; NULL = the box's environment */
+  int env_count;                /* number of strings; an odd trailing one is ignored */
+  const char *workdir;          /* NULL = the box's default */
+  const char *user;             /* e.g. "nobody", "1000:1000"; NULL = the box's default */
+  double timeout_secs;          /* 0.0 = no timeout */
+  int tty;                      /* non-zero: a PTY (stdout and stderr merged) */
 } BoxliteCommand;
 
 /* Simple API buffered result. Free with boxlite_result_free. */
@@ -130,7 +127,7 @@ typedef struct CBoxliteExecResult {
 /* What a box is. Strings are heap memory owned by the struct. */
 typedef struct CBoxInfo {
   char *id;
-  char *name;   /* NULL when the box has no name */
+  char *name; /* NULL when the box has no name */
   char *image;
   char *status; /* "created", "running" or "stopped" */
   int running;  /* non-zero when status is "running" */
@@ -270,8 +267,7 @@ const char *boxlite_version(void);
  * image_registries (count entries, copied) are tried in order for unqualified image
  * names that have search != 0; count 0 = the home's config.json, else docker.io.
  * A bad entry (no host, a URL as host, username without password) is Config. */
-enum BoxliteErrorCode boxlite_runtime_new(const char *home_dir,
-                                          const struct BoxliteImageRegistry *image_registries,
+enum BoxliteErrorCode boxlite_runtime_new(const char *home_dir, const struct BoxliteImageRegistry *image_registries,
                                           int image_registries_count, CBoxliteRuntime **out_runtime,
                                           CBoxliteError *out_error);
 
@@ -292,9 +288,8 @@ int boxlite_runtime_drain(CBoxliteRuntime *runtime, int timeout_ms, CBoxliteErro
  * 0 = 10 s, -1 = as long as it takes, > 0 = that many seconds per box. The runtime
  * is marked closed before this returns: later create, get_or_create, get, remove,
  * start and exec calls fail at once with Stopped (stop, info and list still work). */
-enum BoxliteErrorCode boxlite_runtime_shutdown(CBoxliteRuntime *runtime, int timeout_secs,
-                                               CRuntimeShutdownCb cb, void *user_data,
-                                               CBoxliteError *out_error);
+enum BoxliteErrorCode boxlite_runtime_shutdown(CBoxliteRuntime *runtime, int timeout_secs, CRuntimeShutdownCb cb,
+                                               void *user_data, CBoxliteError *out_error);
 
 /* ---------------------------------------------------------------- boxes */
 
@@ -302,33 +297,31 @@ enum BoxliteErrorCode boxlite_runtime_shutdown(CBoxliteRuntime *runtime, int tim
  * returns, so they may be freed at once). The box is not booted until
  * boxlite_start_box or its first exec. Options the core does not support yet
  * fail here with Unsupported, naming the option. */
-enum BoxliteErrorCode boxlite_create_box(CBoxliteRuntime *runtime, CBoxliteOptions *opts,
-                                         CBoxCreateBoxCb cb, void *user_data, CBoxliteError *out_error);
+enum BoxliteErrorCode boxlite_create_box(CBoxliteRuntime *runtime, CBoxliteOptions *opts, CBoxCreateBoxCb cb,
+                                         void *user_data, CBoxliteError *out_error);
 
 /* The box named by boxlite_options_set_name if there is one (created = 0), else a
  * new one (created = 1). The options must carry a name. */
 enum BoxliteErrorCode boxlite_get_or_create_box(CBoxliteRuntime *runtime, CBoxliteOptions *opts,
-                                                CBoxGetOrCreateBoxCb cb, void *user_data,
-                                                CBoxliteError *out_error);
+                                                CBoxGetOrCreateBoxCb cb, void *user_data, CBoxliteError *out_error);
 
 enum BoxliteErrorCode boxlite_start_box(CBoxHandle *handle, CBoxStartBoxCb cb, void *user_data,
                                         CBoxliteError *out_error);
 
 /* Stops the box (async). The handle stays valid: the box can be started again. */
-enum BoxliteErrorCode boxlite_stop_box(CBoxHandle *handle, CBoxStopBoxCb cb, void *user_data,
-                                       CBoxliteError *out_error);
+enum BoxliteErrorCode boxlite_stop_box(CBoxHandle *handle, CBoxStopBoxCb cb, void *user_data, CBoxliteError *out_error);
 
 /* A box by id, name or unique id prefix (async): NotFound when there is none. */
-enum BoxliteErrorCode boxlite_get(CBoxliteRuntime *runtime, const char *id_or_name, CBoxGetBoxCb cb,
-                                  void *user_data, CBoxliteError *out_error);
+enum BoxliteErrorCode boxlite_get(CBoxliteRuntime *runtime, const char *id_or_name, CBoxGetBoxCb cb, void *user_data,
+                                  CBoxliteError *out_error);
 
 /* Removes a box (async). A running box needs force != 0 (InvalidState otherwise). */
-enum BoxliteErrorCode boxlite_remove(CBoxliteRuntime *runtime, const char *id_or_name, int force,
-                                     CBoxRemoveBoxCb cb, void *user_data, CBoxliteError *out_error);
+enum BoxliteErrorCode boxlite_remove(CBoxliteRuntime *runtime, const char *id_or_name, int force, CBoxRemoveBoxCb cb,
+                                     void *user_data, CBoxliteError *out_error);
 
 /* Box information without booting anything (async). */
-enum BoxliteErrorCode boxlite_get_info(CBoxliteRuntime *runtime, const char *id_or_name, CBoxInfoCb cb,
-                                       void *user_data, CBoxliteError *out_error);
+enum BoxliteErrorCode boxlite_get_info(CBoxliteRuntime *runtime, const char *id_or_name, CBoxInfoCb cb, void *user_data,
+                                       CBoxliteError *out_error);
 enum BoxliteErrorCode boxlite_list_info(CBoxliteRuntime *runtime, CBoxInfoListCb cb, void *user_data,
                                         CBoxliteError *out_error);
 
@@ -349,10 +342,10 @@ void boxlite_box_free(CBoxHandle *handle);
 /* Copies host_src into the box at guest_dst, or guest_src out to host_dst (async),
  * with docker cp semantics (overwrite on, include parent on, symlinks not followed).
  * Starts the box if needed. */
-enum BoxliteErrorCode boxlite_copy_into(CBoxHandle *handle, const char *host_src, const char *guest_dst,
-                                        CBoxCopyCb cb, void *user_data, CBoxliteError *out_error);
-enum BoxliteErrorCode boxlite_copy_out(CBoxHandle *handle, const char *guest_src, const char *host_dst,
-                                       CBoxCopyCb cb, void *user_data, CBoxliteError *out_error);
+enum BoxliteErrorCode boxlite_copy_into(CBoxHandle *handle, const char *host_src, const char *guest_dst, CBoxCopyCb cb,
+                                        void *user_data, CBoxliteError *out_error);
+enum BoxliteErrorCode boxlite_copy_out(CBoxHandle *handle, const char *guest_src, const char *host_dst, CBoxCopyCb cb,
+                                       void *user_data, CBoxliteError *out_error);
 /* Addition (docs/c-api.md): the same with the reference's copy parameters (each
  * 0 or non-zero; the functions above use 1, 0, 1): overwrite an existing
  * non-directory at the destination (else AlreadyExists), follow the source when it
@@ -463,42 +456,39 @@ enum BoxliteErrorCode boxlite_box_attach_acked(CBoxHandle *handle, CBoxStdoutCb 
 /* Returns `bytes` of output credit (synchronous; any thread; more than is
  * outstanding is clamped). A no-op for an execution not started with
  * boxlite_box_exec_acked. */
-enum BoxliteErrorCode boxlite_execution_ack_output(CExecutionHandle *execution, size_t bytes,
-                                                   CBoxliteError *out_error);
+enum BoxliteErrorCode boxlite_execution_ack_output(CExecutionHandle *execution, size_t bytes, CBoxliteError *out_error);
 
 /* Output and exit callbacks (synchronous registration, one of each; a second
  * registration replaces the first). Chunks are delivered during drain, in the
  * order the command wrote each stream. Register before the first drain after
  * boxlite_box_exec: output dispatched while no callback is registered is dropped. */
-enum BoxliteErrorCode boxlite_execution_on_stdout(CExecutionHandle *execution, CBoxStdoutCb cb,
-                                                  void *user_data, CBoxliteError *out_error);
-enum BoxliteErrorCode boxlite_execution_on_stderr(CExecutionHandle *execution, CBoxStderrCb cb,
-                                                  void *user_data, CBoxliteError *out_error);
-enum BoxliteErrorCode boxlite_execution_on_exit(CExecutionHandle *execution, CBoxExitCb cb,
-                                                void *user_data, CBoxliteError *out_error);
+enum BoxliteErrorCode boxlite_execution_on_stdout(CExecutionHandle *execution, CBoxStdoutCb cb, void *user_data,
+                                                  CBoxliteError *out_error);
+enum BoxliteErrorCode boxlite_execution_on_stderr(CExecutionHandle *execution, CBoxStderrCb cb, void *user_data,
+                                                  CBoxliteError *out_error);
+enum BoxliteErrorCode boxlite_execution_on_exit(CExecutionHandle *execution, CBoxExitCb cb, void *user_data,
+                                                CBoxliteError *out_error);
 
 /* Writes to the command's stdin (synchronous; blocks while the box's stdin window
  * is full). InvalidState once stdin is closed or the command has exited. */
-enum BoxliteErrorCode boxlite_execution_stdin_write(CExecutionHandle *execution, const uint8_t *data,
-                                                    size_t len, CBoxliteError *out_error);
+enum BoxliteErrorCode boxlite_execution_stdin_write(CExecutionHandle *execution, const uint8_t *data, size_t len,
+                                                    CBoxliteError *out_error);
 /* Sends EOF (synchronous, idempotent). */
 enum BoxliteErrorCode boxlite_execution_stdin_close(CExecutionHandle *execution, CBoxliteError *out_error);
 
 /* The exit code arrives as the callback's int, after every output chunk (async).
  * May be called more than once; each callback fires once. */
-enum BoxliteErrorCode boxlite_execution_wait(CExecutionHandle *execution, CExecutionWaitCb cb,
-                                             void *user_data, CBoxliteError *out_error);
+enum BoxliteErrorCode boxlite_execution_wait(CExecutionHandle *execution, CExecutionWaitCb cb, void *user_data,
+                                             CBoxliteError *out_error);
 /* SIGKILL to the command's process group; the callback fires once it has exited. */
-enum BoxliteErrorCode boxlite_execution_kill(CExecutionHandle *execution, CExecutionKillCb cb,
-                                             void *user_data, CBoxliteError *out_error);
+enum BoxliteErrorCode boxlite_execution_kill(CExecutionHandle *execution, CExecutionKillCb cb, void *user_data,
+                                             CBoxliteError *out_error);
 /* Any signal (e.g. 2 = SIGINT, 15 = SIGTERM); the callback fires once it is sent. */
-enum BoxliteErrorCode boxlite_execution_signal(CExecutionHandle *execution, int sig,
-                                               CExecutionSignalCb cb, void *user_data,
-                                               CBoxliteError *out_error);
+enum BoxliteErrorCode boxlite_execution_signal(CExecutionHandle *execution, int sig, CExecutionSignalCb cb,
+                                               void *user_data, CBoxliteError *out_error);
 /* Resizes the PTY (needs cmd.tty != 0; rows and cols 1..65535). */
 enum BoxliteErrorCode boxlite_execution_tty_resize(CExecutionHandle *execution, int rows, int cols,
-                                                   CExecutionResizeCb cb, void *user_data,
-                                                   CBoxliteError *out_error);
+                                                   CExecutionResizeCb cb, void *user_data, CBoxliteError *out_error);
 
 /* Addition (docs/c-api.md): 1 when the command ended because of its timeout_secs,
  * 0 otherwise (also before it ended, and for a NULL handle). Synchronous. */
@@ -512,12 +502,11 @@ void boxlite_execution_free(CExecutionHandle *execution);
 
 /* image: a registry reference ("alpine:3.19", "host:5000/repo:tag"), an OCI image
  * layout directory, or oci:DIR[:TAG]. */
-enum BoxliteErrorCode boxlite_options_new(const char *image, CBoxliteOptions **out_opts,
-                                          CBoxliteError *out_error);
+enum BoxliteErrorCode boxlite_options_new(const char *image, CBoxliteOptions **out_opts, CBoxliteError *out_error);
 /* Setters are synchronous. A NULL opts is a no-op; an invalid value is reported by
  * boxlite_create_box (InvalidArgument, naming the setter). */
-void boxlite_options_set_cpus(CBoxliteOptions *opts, int cpus);             /* 1..255, default 1 */
-void boxlite_options_set_memory(CBoxliteOptions *opts, int memory_mib);     /* 64.., default 1024 */
+void boxlite_options_set_cpus(CBoxliteOptions *opts, int cpus);         /* 1..255, default 1 */
+void boxlite_options_set_memory(CBoxliteOptions *opts, int memory_mib); /* 64.., default 1024 */
 /* The box's disk in GiB (vm engine: sparse; default 10). 0 = the default. The
  * jail engine refuses it at boxlite_create_box (Unsupported). */
 void boxlite_options_set_disk_size_gb(CBoxliteOptions *opts, uint64_t disk_size_gb);
@@ -533,8 +522,8 @@ enum BoxliteErrorCode boxlite_options_add_port(CBoxliteOptions *opts, uint16_t h
 /* A secret injected through its placeholder for these hosts only (hosts_count 0 =
  * any host; placeholder NULL or "" = "<BOXLITE_SECRET:name>"). The box sees
  * BOXLITE_SECRET_<NAME> holding the placeholder, never the value. */
-void boxlite_options_add_secret(CBoxliteOptions *opts, const char *name, const char *value,
-                                const char *placeholder, const char *const *hosts, int hosts_count);
+void boxlite_options_add_secret(CBoxliteOptions *opts, const char *name, const char *value, const char *placeholder,
+                                const char *const *hosts, int hosts_count);
 /* Network mode "enabled" (the documented default) or "disabled" (no interface
  * but loopback). */
 void boxlite_options_set_network_enabled(CBoxliteOptions *opts);
@@ -553,8 +542,7 @@ void boxlite_options_set_cmd(CBoxliteOptions *opts, const char *const *args, int
 void boxlite_options_set_auto_remove(CBoxliteOptions *opts, int auto_remove); /* default 1 */
 void boxlite_options_set_detach(CBoxliteOptions *opts, int detach);           /* default 0 */
 /* engine: "vm" or "jail"; NULL = $BOXLITE_ENGINE, the home config, else "vm". */
-enum BoxliteErrorCode boxlite_options_set_engine(CBoxliteOptions *opts, const char *engine,
-                                                 CBoxliteError *out_error);
+enum BoxliteErrorCode boxlite_options_set_engine(CBoxliteOptions *opts, const char *engine, CBoxliteError *out_error);
 /* Copies adv into opts; the caller keeps (and frees) adv. */
 void boxlite_options_set_advanced(CBoxliteOptions *opts, const CAdvancedBoxOptions *adv);
 void boxlite_options_free(CBoxliteOptions *opts);
@@ -568,11 +556,11 @@ void boxlite_advanced_options_set_security_enabled(CAdvancedBoxOptions *opts, in
  * processes on the jail engine (max_processes also caps its pids cgroup); a vm
  * box with a limit fails at boxlite_create_box with Unsupported naming it. */
 void boxlite_advanced_options_set_seccomp_enabled(CAdvancedBoxOptions *opts, int enabled);
-void boxlite_advanced_options_set_max_open_files(CAdvancedBoxOptions *opts, uint64_t n); /* RLIMIT_NOFILE */
+void boxlite_advanced_options_set_max_open_files(CAdvancedBoxOptions *opts, uint64_t n);    /* RLIMIT_NOFILE */
 void boxlite_advanced_options_set_max_file_size(CAdvancedBoxOptions *opts, uint64_t bytes); /* RLIMIT_FSIZE */
-void boxlite_advanced_options_set_max_processes(CAdvancedBoxOptions *opts, uint64_t n); /* RLIMIT_NPROC */
-void boxlite_advanced_options_set_max_memory(CAdvancedBoxOptions *opts, uint64_t bytes); /* RLIMIT_AS */
-void boxlite_advanced_options_set_max_cpu_time(CAdvancedBoxOptions *opts, uint64_t secs); /* RLIMIT_CPU */
+void boxlite_advanced_options_set_max_processes(CAdvancedBoxOptions *opts, uint64_t n);     /* RLIMIT_NPROC */
+void boxlite_advanced_options_set_max_memory(CAdvancedBoxOptions *opts, uint64_t bytes);    /* RLIMIT_AS */
+void boxlite_advanced_options_set_max_cpu_time(CAdvancedBoxOptions *opts, uint64_t secs);   /* RLIMIT_CPU */
 void boxlite_advanced_options_free(CAdvancedBoxOptions *opts);
 
 /* ---------------------------------------------------------------- Simple API */
@@ -583,8 +571,8 @@ enum BoxliteErrorCode boxlite_simple_new(const char *image, int cpus, int memory
                                          CBoxliteError *out_error);
 /* Runs a command to completion and buffers its output (at most 16 MiB per stream).
  * A non-zero exit is Ok with exit_code set. Free the result with boxlite_result_free. */
-enum BoxliteErrorCode boxlite_simple_run(CBoxliteSimple *box, const char *command, const char *const *args,
-                                         int argc, CBoxliteExecResult **out_result, CBoxliteError *out_error);
+enum BoxliteErrorCode boxlite_simple_run(CBoxliteSimple *box, const char *command, const char *const *args, int argc,
+                                         CBoxliteExecResult **out_result, CBoxliteError *out_error);
 /* Stops and removes the box, and frees the runtime. */
 void boxlite_simple_free(CBoxliteSimple *box);
 void boxlite_result_free(CBoxliteExecResult *result);

@@ -3,8 +3,8 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <climits>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 
@@ -271,7 +271,8 @@ ImageRegistry to_core(const BoxliteImageRegistry& c, int i) {
   static_assert(sizeof raw == sizeof c.transport);
   std::memcpy(&raw, &c.transport, sizeof raw);
   if (raw != BoxliteRegistryTransportHttps && raw != BoxliteRegistryTransportHttp) {
-    invalid("boxlite_runtime_new: image_registries[" + std::to_string(i) + "].transport is not a BoxliteRegistryTransport");
+    invalid("boxlite_runtime_new: image_registries[" + std::to_string(i) +
+            "].transport is not a BoxliteRegistryTransport");
   }
   r.transport = raw == BoxliteRegistryTransportHttp ? "http" : "https";
   r.skip_verify = c.skip_verify != 0;
@@ -376,7 +377,8 @@ BoxliteErrorCode boxlite_runtime_shutdown(CBoxliteRuntime* runtime, int timeout_
     const char* fn = "boxlite_runtime_shutdown";
     require(runtime, fn, "runtime");
     require(reinterpret_cast<void*>(cb), fn, "cb");
-    if (timeout_secs < -1) invalid("boxlite_runtime_shutdown: timeout_secs must be 0 (10 s), -1 (no limit) or positive");
+    if (timeout_secs < -1)
+      invalid("boxlite_runtime_shutdown: timeout_secs must be 0 (10 s), -1 (no limit) or positive");
     auto st = runtime->st;
     if (st->freed) throw Error(ErrorCode::InvalidState, "boxlite_runtime_shutdown: the runtime has been freed");
     st->shut_down = true;  // before returning: later operations fail fast

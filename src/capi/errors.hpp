@@ -87,7 +87,9 @@ struct Outcome {
 // A core counter as the C struct's int: saturates at INT_MAX (the documented
 // field type is int; a wrapped negative count would be worse than a capped one).
 inline int clamp_int(uint64_t v) { return v > static_cast<uint64_t>(INT_MAX) ? INT_MAX : static_cast<int>(v); }
-inline int64_t clamp_i64(uint64_t v) { return v > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(v); }
+inline int64_t clamp_i64(uint64_t v) {
+  return v > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(v);
+}
 
 // Runs f on a worker and records how it ended.
 template <class F>

@@ -42,7 +42,8 @@ void* library_symbol(void* lib, const char* soname, const char* name) {
     for (const auto& s : static_cast<const LinkedLibrary*>(lib)->symbols) {
       if (std::string_view(s.name) == name) return s.address;
     }
-    throw Error(ErrorCode::Internal, std::string(soname) + "'s " + name + " is not in this executable's table of linked functions");
+    throw Error(ErrorCode::Internal,
+                std::string(soname) + "'s " + name + " is not in this executable's table of linked functions");
   }
   void* sym = ::dlsym(lib, name);
   if (!sym) {

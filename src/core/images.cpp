@@ -15,8 +15,8 @@
 #include "common/io.hpp"
 #include "core/paths.hpp"
 #include "core/runtime.hpp"
-#include "registry/pull_client.hpp"
 #include "engine/spec.hpp"
+#include "registry/pull_client.hpp"
 
 namespace boxlite {
 

@@ -125,12 +125,14 @@ void remove_at_depth(int dir_fd, const std::string& name, int depth) {
   }
   if (S_ISDIR(st.st_mode)) {
     if (depth >= kMaxRemoveDepth) {
-      throw Error(ErrorCode::Image, "directory tree deeper than " + std::to_string(kMaxRemoveDepth) + " levels at '" + name + "'");
+      throw Error(ErrorCode::Image,
+                  "directory tree deeper than " + std::to_string(kMaxRemoveDepth) + " levels at '" + name + "'");
     }
     UniqueFd sub(::openat(dir_fd, name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!sub) throw_errno(ErrorCode::Image, "open directory " + name);
     for (const auto& child : list_dir(sub.get())) remove_at_depth(sub.get(), child, depth + 1);
-    if (::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) throw_errno(ErrorCode::Image, "rmdir " + name);
+    if (::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT)
+      throw_errno(ErrorCode::Image, "rmdir " + name);
     return;
   }
   if (::unlinkat(dir_fd, name.c_str(), 0) != 0 && errno != ENOENT) throw_errno(ErrorCode::Image, "unlink " + name);

@@ -157,13 +157,16 @@ class LayoutWriter {
       std::string data = read_file(f);
       layers.push_back(descriptor("application/vnd.oci.image.layer.v1.tar", blob(data), data.size()));
     }
-    nlohmann::json config = {{"architecture", arch}, {"os", "linux"}, {"config", config_object},
+    nlohmann::json config = {{"architecture", arch},
+                             {"os", "linux"},
+                             {"config", config_object},
                              {"rootfs", {{"type", "layers"}, {"diff_ids", nlohmann::json::array()}}}};
     std::string cdata = config.dump();
-    nlohmann::json manifest = {{"schemaVersion", 2},
-                               {"mediaType", "application/vnd.oci.image.manifest.v1+json"},
-                               {"config", descriptor("application/vnd.oci.image.config.v1+json", blob(cdata), cdata.size())},
-                               {"layers", layers}};
+    nlohmann::json manifest = {
+        {"schemaVersion", 2},
+        {"mediaType", "application/vnd.oci.image.manifest.v1+json"},
+        {"config", descriptor("application/vnd.oci.image.config.v1+json", blob(cdata), cdata.size())},
+        {"layers", layers}};
     std::string mdata = manifest.dump();
     return descriptor("application/vnd.oci.image.manifest.v1+json", blob(mdata), mdata.size());
   }
@@ -172,8 +175,8 @@ class LayoutWriter {
     return desc;
   }
   void index(const std::vector<nlohmann::json>& manifests) {
-    nlohmann::json idx = {{"schemaVersion", 2}, {"mediaType", "application/vnd.oci.image.index.v1+json"},
-                          {"manifests", manifests}};
+    nlohmann::json idx = {
+        {"schemaVersion", 2}, {"mediaType", "application/vnd.oci.image.index.v1+json"}, {"manifests", manifests}};
     write_file_atomic(dir_ + "/index.json", idx.dump());
   }
   const std::string& dir() const { return dir_; }

@@ -21,9 +21,9 @@ std::string config_to_json(const NetConfig& c) {
   for (const auto& s : c.secrets) {
     secrets.push_back({{"name", s.name}, {"placeholder", s.placeholder}, {"value", s.value}, {"hosts", s.hosts}});
   }
-  nlohmann::json j = {{"enabled", c.enabled}, {"allow_net", c.allow_net}, {"ports", ports},
-                      {"dns_upstream", c.dns_upstream}, {"binary", c.binary}, {"secrets", secrets},
-                      {"ca_cert", c.ca_cert}, {"ca_key", c.ca_key}, {"upstream_ca", c.upstream_ca}};
+  nlohmann::json j = {{"enabled", c.enabled},           {"allow_net", c.allow_net}, {"ports", ports},
+                      {"dns_upstream", c.dns_upstream}, {"binary", c.binary},       {"secrets", secrets},
+                      {"ca_cert", c.ca_cert},           {"ca_key", c.ca_key},       {"upstream_ca", c.upstream_ca}};
   return j.dump();
 }
 
@@ -39,8 +39,8 @@ NetConfig config_from_json(const std::string& text) {
     c.dns_upstream = j.at("dns_upstream");
     c.binary = j.at("binary");
     for (const auto& s : j.value("secrets", nlohmann::json::array())) {
-      c.secrets.push_back(SecretRule{s.at("name"), s.at("placeholder"), s.at("value"),
-                                     s.at("hosts").get<std::vector<std::string>>()});
+      c.secrets.push_back(
+          SecretRule{s.at("name"), s.at("placeholder"), s.at("value"), s.at("hosts").get<std::vector<std::string>>()});
     }
     c.ca_cert = j.value("ca_cert", "");
     c.ca_key = j.value("ca_key", "");
@@ -53,7 +53,8 @@ NetConfig config_from_json(const std::string& text) {
 
 std::string normalize_host(const std::string& name) {
   std::string out = name;
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
   while (!out.empty() && out.back() == '.') out.pop_back();
   return out;
 }
@@ -83,9 +84,9 @@ bool valid_allow_entry(const std::string& raw) {
 
 void validate_config(const NetConfig& c) {
   if (!c.enabled && (!c.allow_net.empty() || !c.ports.empty())) {
-    throw Error(ErrorCode::InvalidArgument,
-                std::string("network mode is 'disabled' but ") + (c.ports.empty() ? "allow_net" : "ports") +
-                    " were given: a box without a network cannot use them");
+    throw Error(ErrorCode::InvalidArgument, std::string("network mode is 'disabled' but ") +
+                                                (c.ports.empty() ? "allow_net" : "ports") +
+                                                " were given: a box without a network cannot use them");
   }
   for (const auto& a : c.allow_net) {
     if (!valid_allow_entry(a)) {
@@ -99,7 +100,8 @@ void validate_config(const NetConfig& c) {
     }
     for (const auto& h : s.hosts) {
       if (!valid_allow_entry(h)) {
-        throw Error(ErrorCode::InvalidArgument, "invalid host '" + h + "' for secret '" + s.name + "': expected 'api.example.com' or '*.example.com'");
+        throw Error(ErrorCode::InvalidArgument, "invalid host '" + h + "' for secret '" + s.name +
+                                                    "': expected 'api.example.com' or '*.example.com'");
       }
     }
   }
@@ -107,16 +109,17 @@ void validate_config(const NetConfig& c) {
   for (const auto& p : c.ports) {
     in_addr a{};
     if (::inet_pton(AF_INET, p.host_ip.c_str(), &a) != 1) {
-      throw Error(ErrorCode::InvalidArgument, "invalid host_ip '" + p.host_ip + "' for port " + std::to_string(p.guest_port) +
-                                                  ": expected an IPv4 address");
+      throw Error(ErrorCode::InvalidArgument, "invalid host_ip '" + p.host_ip + "' for port " +
+                                                  std::to_string(p.guest_port) + ": expected an IPv4 address");
     }
     if (p.guest_port == 0 || p.host_port == 0) {
-      throw Error(ErrorCode::InvalidArgument, "port numbers must be between 1 and 65535 (guest " + std::to_string(p.guest_port) +
-                                                  ", host " + std::to_string(p.host_port) + ")");
+      throw Error(ErrorCode::InvalidArgument, "port numbers must be between 1 and 65535 (guest " +
+                                                  std::to_string(p.guest_port) + ", host " +
+                                                  std::to_string(p.host_port) + ")");
     }
     if (!seen.insert({p.host_ip, p.host_port, p.udp}).second) {
-      throw Error(ErrorCode::InvalidArgument, "host port " + std::to_string(p.host_port) + "/" + (p.udp ? "udp" : "tcp") +
-                                                  " is published twice");
+      throw Error(ErrorCode::InvalidArgument,
+                  "host port " + std::to_string(p.host_port) + "/" + (p.udp ? "udp" : "tcp") + " is published twice");
     }
   }
 }

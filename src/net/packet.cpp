@@ -125,8 +125,9 @@ std::string build_tcp_reset(std::string_view request, const Ipv4View& req) {
   wr32(f, l4 + 8, ack);
   f[l4 + 12] = 0x50;
   f[l4 + 13] = static_cast<char>(kTcpRst | kTcpAck);
-  wr16(f, l4 + 16, inet_checksum(reinterpret_cast<const uint8_t*>(f.data() + l4), 20,
-                                 pseudo_header_sum(req.dst, req.src, kProtoTcp, 20)));
+  wr16(f, l4 + 16,
+       inet_checksum(reinterpret_cast<const uint8_t*>(f.data() + l4), 20,
+                     pseudo_header_sum(req.dst, req.src, kProtoTcp, 20)));
   return f;
 }
 
@@ -138,8 +139,9 @@ void set_tcp_endpoint(std::string& f, const Ipv4View& v, bool dst, uint32_t addr
   wr16(f, ip + 10, inet_checksum(reinterpret_cast<const uint8_t*>(f.data() + ip), v.ip_header));
   uint32_t src = dst ? v.src : addr, dst_addr = dst ? addr : v.dst;
   wr16(f, l4 + 16, 0);
-  wr16(f, l4 + 16, inet_checksum(reinterpret_cast<const uint8_t*>(f.data() + l4), seg,
-                                 pseudo_header_sum(src, dst_addr, kProtoTcp, seg)));
+  wr16(f, l4 + 16,
+       inet_checksum(reinterpret_cast<const uint8_t*>(f.data() + l4), seg,
+                     pseudo_header_sum(src, dst_addr, kProtoTcp, seg)));
 }
 
 }  // namespace boxlite::net

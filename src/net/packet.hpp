@@ -22,7 +22,7 @@ struct Ipv4View {
   uint32_t src = 0, dst = 0;
   uint8_t proto = 0;
   size_t ip_offset = kEthHeader, ip_header = 0, ip_total = 0;
-  bool fragment = false;    // a non-first fragment carries no ports
+  bool fragment = false;          // a non-first fragment carries no ports
   uint16_t sport = 0, dport = 0;  // TCP/UDP
   uint8_t tcp_flags = 0;
   uint32_t tcp_seq = 0;

@@ -10,11 +10,11 @@
 namespace boxlite::net {
 
 struct NetMetrics {
-  uint64_t bytes_sent = 0;        // guest -> network (Ethernet frames the guest sent)
-  uint64_t bytes_received = 0;    // network -> guest
-  uint64_t tcp_connections = 0;   // TCP connections opened (by the guest, or forwarded in)
-  uint64_t tcp_errors = 0;        // TCP connections refused by the policy or reset by the host side
-  uint64_t packets_dropped = 0;   // frames dropped (policy, malformed, full queues)
+  uint64_t bytes_sent = 0;       // guest -> network (Ethernet frames the guest sent)
+  uint64_t bytes_received = 0;   // network -> guest
+  uint64_t tcp_connections = 0;  // TCP connections opened (by the guest, or forwarded in)
+  uint64_t tcp_errors = 0;       // TCP connections refused by the policy or reset by the host side
+  uint64_t packets_dropped = 0;  // frames dropped (policy, malformed, full queues)
 };
 
 inline std::string stats_path(const std::string& box_dir) { return box_dir + "/net.stats"; }

@@ -40,8 +40,8 @@ enum class FrameType : uint8_t {
   Shutdown = 15,   // Shutdown
   Ping = 16,       // empty, answered by Pong
   Pong = 17,
-  Attach = 18,     // AttachRequest (client -> shim), opens a stream following the main command
-  Metrics = 19,    // stream 0: empty (client -> shim), answered with BoxStats
+  Attach = 18,   // AttachRequest (client -> shim), opens a stream following the main command
+  Metrics = 19,  // stream 0: empty (client -> shim), answered with BoxStats
 };
 
 const char* frame_type_name(FrameType t);

@@ -39,12 +39,14 @@ void validate(const ImageRegistry& r) {
     config_error("image registry host must be host[:port], not a URL: " + r.host);
   }
   if (r.transport != "https" && r.transport != "http") config_error("unsupported registry transport: " + r.transport);
-  if (r.username.has_value() != r.password.has_value()) config_error("registry username and password must be provided together");
+  if (r.username.has_value() != r.password.has_value())
+    config_error("registry username and password must be provided together");
 }
 
 std::vector<ImageRegistry> registries_from_json(const nlohmann::json& array, const std::string& where) {
   if (!array.is_array()) config_error(where + ": 'image_registries' must be an array");
-  static const char* const kKeys[] = {"host", "transport", "skip_verify", "search", "username", "password", "bearer_token"};
+  static const char* const kKeys[] = {"host",     "transport", "skip_verify", "search",
+                                      "username", "password",  "bearer_token"};
   std::vector<ImageRegistry> out;
   for (const auto& item : array) {
     std::string at = where + ": image_registries[" + std::to_string(out.size()) + "]";
@@ -71,7 +73,8 @@ std::vector<ImageRegistry> registries_from_json(const nlohmann::json& array, con
 nlohmann::json registries_to_json(const std::vector<ImageRegistry>& registries) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& r : registries) {
-    nlohmann::json item = {{"host", r.host}, {"transport", r.transport}, {"skip_verify", r.skip_verify}, {"search", r.search}};
+    nlohmann::json item = {
+        {"host", r.host}, {"transport", r.transport}, {"skip_verify", r.skip_verify}, {"search", r.search}};
     if (r.username) item["username"] = *r.username;
     if (r.password) item["password"] = *r.password;
     if (r.bearer_token) item["bearer_token"] = *r.bearer_token;
@@ -101,8 +104,9 @@ ImageRegistry parse_registry_flag(const std::string& spec) {
       } else if (key == "search") {
         r.search = parse_bool_word(value, spec);
       } else {
-        config_error("invalid --registry '" + spec + "': unknown setting '" + key +
-                     "' (expected HOST[,transport=http|https][,skip_verify][,search=false]; credentials go in --config)");
+        config_error(
+            "invalid --registry '" + spec + "': unknown setting '" + key +
+            "' (expected HOST[,transport=http|https][,skip_verify][,search=false]; credentials go in --config)");
       }
     }
     if (end == std::string::npos) break;

@@ -11,10 +11,10 @@
 namespace boxlite::registry {
 
 struct ImageRegistry {
-  std::string host;                 // host[:port], never a URL
-  std::string transport = "https";  // "https" | "http"
-  bool skip_verify = false;         // https without certificate/hostname checks
-  bool search = false;              // tried for unqualified names, in list order
+  std::string host;                               // host[:port], never a URL
+  std::string transport = "https";                // "https" | "http"
+  bool skip_verify = false;                       // https without certificate/hostname checks
+  bool search = false;                            // tried for unqualified names, in list order
   std::optional<std::string> username, password;  // basic auth, both or neither
   std::optional<std::string> bearer_token;        // wins over username/password
 };

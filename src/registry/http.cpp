@@ -201,7 +201,8 @@ Session::Session(ImageRegistry reg, std::string repository) : reg_(std::move(reg
   libcurl();  // loads it once (throws if it cannot)
   if (reg_.bearer_token && !reg_.bearer_token->empty()) auth_ = "Bearer " + *reg_.bearer_token;
   // Throttling for slow links (and for tests that need a pull to take a while).
-  if (const char* s = std::getenv("BOXLITE_PULL_MAX_BYTES_PER_SEC"); s && *s) max_recv_speed_ = std::strtoull(s, nullptr, 10);
+  if (const char* s = std::getenv("BOXLITE_PULL_MAX_BYTES_PER_SEC"); s && *s)
+    max_recv_speed_ = std::strtoull(s, nullptr, 10);
   // The system CAs, unless the environment names another bundle the way curl and
   // OpenSSL tools take it (a private CA without touching the host's trust store).
   for (const char* var : {"CURL_CA_BUNDLE", "SSL_CERT_FILE"}) {
@@ -282,7 +283,8 @@ HttpResponse Session::perform(const std::string& url, const std::vector<std::str
   if (www_authenticate) *www_authenticate = t.www_authenticate;
   if (rc != CURLE_OK) {
     if (t.aborted_by_sink) throw Error(ErrorCode::Image, "download from " + url + " aborted");
-    if (t.too_big) throw Error(ErrorCode::Image, "response from " + url + " is over " + std::to_string(max_body) + " bytes");
+    if (t.too_big)
+      throw Error(ErrorCode::Image, "response from " + url + " is over " + std::to_string(max_body) + " bytes");
     std::string why = errbuf[0] ? errbuf : libcurl().easy_strerror(rc);
     if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE) {
       throw Error(ErrorCode::Image, "TLS certificate verification failed for registry " + reg_.host + ": " + why +
@@ -295,8 +297,8 @@ HttpResponse Session::perform(const std::string& url, const std::vector<std::str
     throw Error(ErrorCode::Network, "cannot reach registry " + reg_.host + " (" + url + "): " + why);
   }
   if (resp.status >= 500 || resp.status == 429) {
-    throw Error(ErrorCode::Network, "registry " + reg_.host + " answered " + std::to_string(resp.status) + " for " + url + ": " +
-                                        error_detail(resp.body));
+    throw Error(ErrorCode::Network, "registry " + reg_.host + " answered " + std::to_string(resp.status) + " for " +
+                                        url + ": " + error_detail(resp.body));
   }
   return resp;
 }
@@ -305,17 +307,21 @@ void Session::authenticate(const std::string& header) {
   Challenge ch = parse_challenge(header);
   if (ch.scheme == "basic") {
     if (!reg_.username) {
-      throw Error(ErrorCode::Image, "registry " + reg_.host + " answered 401 Unauthorized: it needs credentials (set username and password for it)");
+      throw Error(ErrorCode::Image,
+                  "registry " + reg_.host +
+                      " answered 401 Unauthorized: it needs credentials (set username and password for it)");
     }
     std::lock_guard lk(mu_);
     auth_ = "Basic " + base64(*reg_.username + ":" + *reg_.password);
     auth_from_challenge_ = true;
     return;
   }
-  if (ch.scheme != "bearer") throw Error(ErrorCode::Image, "registry " + reg_.host + " asks for unsupported authentication: " + header);
+  if (ch.scheme != "bearer")
+    throw Error(ErrorCode::Image, "registry " + reg_.host + " asks for unsupported authentication: " + header);
   std::string realm = ch.param("realm");
   if (realm.rfind("https://", 0) != 0 && realm.rfind("http://", 0) != 0) {
-    throw Error(ErrorCode::Image, "registry " + reg_.host + " sent a bearer challenge without a usable realm: " + header);
+    throw Error(ErrorCode::Image,
+                "registry " + reg_.host + " sent a bearer challenge without a usable realm: " + header);
   }
   std::string scope = ch.param("scope");
   if (scope.empty()) scope = "repository:" + repo_ + ":pull";
@@ -324,10 +330,12 @@ void Session::authenticate(const std::string& header) {
   HttpResponse r = perform(token_url, {"Accept: application/json"}, nullptr, 1u << 20, true, nullptr);
   if (r.status == 401 || r.status == 403) {
     throw Error(ErrorCode::Image, "registry " + reg_.host + ": 401 Unauthorized: the token service " + realm +
-                                      " refused " + (reg_.username ? "the credentials" : "anonymous access") + " for " + scope);
+                                      " refused " + (reg_.username ? "the credentials" : "anonymous access") + " for " +
+                                      scope);
   }
   if (r.status != 200) {
-    throw Error(ErrorCode::Image, "registry " + reg_.host + ": token service " + realm + " answered " + std::to_string(r.status));
+    throw Error(ErrorCode::Image,
+                "registry " + reg_.host + ": token service " + realm + " answered " + std::to_string(r.status));
   }
   std::string token;
   try {
@@ -337,13 +345,15 @@ void Session::authenticate(const std::string& header) {
   } catch (const nlohmann::json::exception& e) {
     throw Error(ErrorCode::Image, "registry " + reg_.host + ": invalid token response from " + realm + ": " + e.what());
   }
-  if (token.empty()) throw Error(ErrorCode::Image, "registry " + reg_.host + ": token response from " + realm + " has no token");
+  if (token.empty())
+    throw Error(ErrorCode::Image, "registry " + reg_.host + ": token response from " + realm + " has no token");
   std::lock_guard lk(mu_);
   auth_ = "Bearer " + token;
   auth_from_challenge_ = true;
 }
 
-HttpResponse Session::get(const std::string& path, const std::vector<std::string>& accept, const BodySink& sink, size_t max_body) {
+HttpResponse Session::get(const std::string& path, const std::vector<std::string>& accept, const BodySink& sink,
+                          size_t max_body) {
   std::string target = url(path);
   for (int attempt = 0;; ++attempt) {
     std::vector<std::string> headers;
@@ -356,10 +366,12 @@ HttpResponse Session::get(const std::string& path, const std::vector<std::string
     bool static_token = reg_.bearer_token && !reg_.bearer_token->empty();
     if (attempt > 0 || static_token || challenge.empty()) {
       std::string why = static_token ? "the registry refused the bearer token"
-                        : attempt > 0 ? (reg_.username ? "the registry refused the credentials for user '" + *reg_.username + "'"
-                                                       : "the registry refused the anonymous token")
-                                      : "no WWW-Authenticate challenge";
-      throw Error(ErrorCode::Image, "pulling " + reg_.host + "/" + repo_ + ": 401 Unauthorized: " + why + " (" + error_detail(r.body) + ")");
+                        : attempt > 0
+                            ? (reg_.username ? "the registry refused the credentials for user '" + *reg_.username + "'"
+                                             : "the registry refused the anonymous token")
+                            : "no WWW-Authenticate challenge";
+      throw Error(ErrorCode::Image, "pulling " + reg_.host + "/" + repo_ + ": 401 Unauthorized: " + why + " (" +
+                                        error_detail(r.body) + ")");
     }
     authenticate(challenge);
   }

@@ -26,7 +26,8 @@ ImageRegistry registry_for(const ImageRef& ref, const std::vector<ImageRegistry>
   return r;
 }
 
-std::optional<PullResult> find_cached(const ImageStore& store, const std::string& text, const std::vector<ImageRegistry>& registries) {
+std::optional<PullResult> find_cached(const ImageStore& store, const std::string& text,
+                                      const std::vector<ImageRegistry>& registries) {
   for (const auto& c : candidates(text, registries)) {
     if (auto digest = store.lookup(c.str())) {
       PullResult r;

@@ -35,7 +35,8 @@ bool is_index(const std::string& mt) { return mt == kOciIndex || mt == kDockerLi
 bool is_manifest(const std::string& mt) { return mt == kOciManifest || mt == kDockerManifest; }
 
 bool is_layer_type(const std::string& mt) {
-  return mt.starts_with("application/vnd.oci.image.layer.") || mt.starts_with("application/vnd.docker.image.rootfs.diff.tar") ||
+  return mt.starts_with("application/vnd.oci.image.layer.") ||
+         mt.starts_with("application/vnd.docker.image.rootfs.diff.tar") ||
          mt.starts_with("application/vnd.docker.image.rootfs.foreign.diff.tar");
 }
 
@@ -64,9 +65,11 @@ Descriptor descriptor(const json& j, const std::string& where) {
   Descriptor d;
   d.media_type = j.value("mediaType", std::string());
   d.digest = j.value("digest", std::string());
-  if (!is_sha256_digest(d.digest)) image_error("descriptor in " + where + " has an invalid digest '" + d.digest.substr(0, 80) + "'");
+  if (!is_sha256_digest(d.digest))
+    image_error("descriptor in " + where + " has an invalid digest '" + d.digest.substr(0, 80) + "'");
   auto s = j.find("size");
-  if (s == j.end() || !s->is_number_unsigned()) image_error("descriptor " + d.digest + " in " + where + " has no valid size");
+  if (s == j.end() || !s->is_number_unsigned())
+    image_error("descriptor " + d.digest + " in " + where + " has no valid size");
   d.size = s->get<uint64_t>();
   return d;
 }
@@ -76,19 +79,24 @@ struct Fetched {
 };
 
 Fetched fetch_manifest(Session& s, const std::string& reference, const std::string& display, const PullOptions& o) {
-  HttpResponse r = with_retries(o, [&](int) { return s.get("manifests/" + reference, accept_types(), nullptr, kMaxManifest); });
-  if (r.status == 404) image_error("image not found: " + display + " (registry " + s.host() + " answered 404 Not Found)");
+  HttpResponse r =
+      with_retries(o, [&](int) { return s.get("manifests/" + reference, accept_types(), nullptr, kMaxManifest); });
+  if (r.status == 404)
+    image_error("image not found: " + display + " (registry " + s.host() + " answered 404 Not Found)");
   if (r.status != 200) {
-    image_error("cannot pull " + display + ": registry " + s.host() + " answered " + std::to_string(r.status) + " for its manifest");
+    image_error("cannot pull " + display + ": registry " + s.host() + " answered " + std::to_string(r.status) +
+                " for its manifest");
   }
   Fetched f;
   f.body = std::move(r.body);
   f.digest = sha256_of(f.body);
   if (is_sha256_digest(reference) && f.digest != reference) {
-    image_error("manifest of " + display + " failed verification: asked for " + reference + ", content hashes to " + f.digest);
+    image_error("manifest of " + display + " failed verification: asked for " + reference + ", content hashes to " +
+                f.digest);
   }
   if (!r.docker_content_digest.empty() && r.docker_content_digest != f.digest) {
-    image_error("manifest of " + display + " failed verification: the registry says " + r.docker_content_digest + ", content hashes to " + f.digest);
+    image_error("manifest of " + display + " failed verification: the registry says " + r.docker_content_digest +
+                ", content hashes to " + f.digest);
   }
   f.media_type = r.content_type.substr(0, r.content_type.find(';'));
   try {
@@ -98,7 +106,8 @@ Fetched fetch_manifest(Session& s, const std::string& reference, const std::stri
       if (is_index(inner) || is_manifest(inner)) f.media_type = inner;
     }
     if (!is_index(f.media_type) && !is_manifest(f.media_type) && j.is_object()) {
-      if (j.value("schemaVersion", 0) == 1) image_error(display + " uses the Docker schema 1 manifest format, which is not supported");
+      if (j.value("schemaVersion", 0) == 1)
+        image_error(display + " uses the Docker schema 1 manifest format, which is not supported");
       f.media_type = j.contains("manifests") ? kOciIndex : kOciManifest;
     }
   } catch (const json::exception& e) {
@@ -195,20 +204,25 @@ class BlobDownloader {
       try {
         r = s_.get("blobs/" + d.digest, {}, sink, 1u << 20);
       } catch (const Error& e) {
-        if (too_long) image_error("blob " + d.digest + " from " + s_.host() + " is longer than the " + std::to_string(d.size) + " bytes its descriptor says");
+        if (too_long)
+          image_error("blob " + d.digest + " from " + s_.host() + " is longer than the " + std::to_string(d.size) +
+                      " bytes its descriptor says");
         throw;
       }
-      if (r.status == 404) image_error("blob " + d.digest + " of " + s_.host() + "/" + s_.repository() + " not found (404)");
-      if (r.status != 200) image_error("blob " + d.digest + " from " + s_.host() + ": answered " + std::to_string(r.status));
+      if (r.status == 404)
+        image_error("blob " + d.digest + " of " + s_.host() + "/" + s_.repository() + " not found (404)");
+      if (r.status != 200)
+        image_error("blob " + d.digest + " from " + s_.host() + ": answered " + std::to_string(r.status));
       if (p.downloaded != d.size) {
-        throw Error(ErrorCode::Network, "blob " + d.digest + " from " + s_.host() + " ended after " + std::to_string(p.downloaded) +
-                                            " of " + std::to_string(d.size) + " bytes");
+        throw Error(ErrorCode::Network, "blob " + d.digest + " from " + s_.host() + " ended after " +
+                                            std::to_string(p.downloaded) + " of " + std::to_string(d.size) + " bytes");
       }
       std::string actual = h.finish();
       if (actual != d.digest) {
         // A corrupted transfer is worth another try; a registry that keeps serving
         // wrong bytes fails after the last one, with this message.
-        throw Error(ErrorCode::Network, "blob " + d.digest + " from " + s_.host() + " failed verification: content hashes to " + actual);
+        throw Error(ErrorCode::Network,
+                    "blob " + d.digest + " from " + s_.host() + " failed verification: content hashes to " + actual);
       }
       in.commit(actual);
       bytes_ += p.downloaded;
@@ -226,11 +240,13 @@ class BlobDownloader {
 };
 
 bool is_loopback_host(const std::string& host) {
-  std::string h = host.substr(0, host.rfind(':') == std::string::npos || host.front() == '[' ? host.size() : host.rfind(':'));
+  std::string h =
+      host.substr(0, host.rfind(':') == std::string::npos || host.front() == '[' ? host.size() : host.rfind(':'));
   return h == "localhost" || h.starts_with("127.") || h == "[::1]";
 }
 
-PullResult pull_one(ImageStore& store, const ImageRef& ref, const ImageRegistry& reg, bool configured, const PullOptions& o) {
+PullResult pull_one(ImageStore& store, const ImageRef& ref, const ImageRegistry& reg, bool configured,
+                    const PullOptions& o) {
   ImageRegistry endpoint = reg;
   if (endpoint.host == kDefaultRegistry) endpoint.host = "registry-1.docker.io";
   auto s = std::make_unique<Session>(endpoint, ref.repository);
@@ -241,7 +257,9 @@ PullResult pull_one(ImageStore& store, const ImageRef& ref, const ImageRegistry&
   } catch (const Error& e) {
     // Like docker, a registry on this machine that nobody configured may speak
     // plain http: https is tried first, http when the TLS handshake fails.
-    if (configured || !is_loopback_host(endpoint.host) || std::string(e.what()).find("TLS handshake") == std::string::npos) throw;
+    if (configured || !is_loopback_host(endpoint.host) ||
+        std::string(e.what()).find("TLS handshake") == std::string::npos)
+      throw;
     endpoint.transport = "http";
     s = std::make_unique<Session>(endpoint, ref.repository);
     top = fetch_manifest(*s, ref.manifest_reference(), display, o);
@@ -261,7 +279,8 @@ PullResult pull_one(ImageStore& store, const ImageRef& ref, const ImageRegistry&
   std::vector<Descriptor> layers;
   for (const auto& l : manifest["layers"]) {
     Descriptor d = descriptor(l, where);
-    if (!is_layer_type(d.media_type)) image_error("layer " + d.digest + " in " + where + " has unsupported media type '" + d.media_type + "'");
+    if (!is_layer_type(d.media_type))
+      image_error("layer " + d.digest + " in " + where + " has unsupported media type '" + d.media_type + "'");
     layers.push_back(d);
   }
 
@@ -299,7 +318,8 @@ PullResult pull(ImageStore& store, const std::string& text, const PullOptions& o
   ErrorCode code = ErrorCode::Image;
   for (const auto& c : list) {
     try {
-      bool configured = std::any_of(opts.registries.begin(), opts.registries.end(), [&](const ImageRegistry& r) { return r.host == c.registry; });
+      bool configured = std::any_of(opts.registries.begin(), opts.registries.end(),
+                                    [&](const ImageRegistry& r) { return r.host == c.registry; });
       try {
         return pull_one(store, c, registry_for(c, opts.registries), configured, opts);
       } catch (const json::exception& e) {  // a field of the wrong JSON type in a manifest

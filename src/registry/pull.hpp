@@ -31,8 +31,8 @@ struct PullOptions {
   std::function<void(const LayerProgress&)> progress;
   // Called once the manifest is known, with every layer (cached or not).
   std::function<void(const std::string& reference, const std::vector<LayerProgress>&)> on_manifest;
-  int parallel = 4;     // concurrent blob downloads
-  int attempts = 4;     // per blob and per manifest request, for transient failures
+  int parallel = 4;      // concurrent blob downloads
+  int attempts = 4;      // per blob and per manifest request, for transient failures
   int backoff_ms = 250;  // doubled each retry
 };
 
@@ -57,6 +57,7 @@ ImageRegistry registry_for(const ImageRef& ref, const std::vector<ImageRegistry>
 PullResult pull(ImageStore& store, const std::string& text, const PullOptions& opts);
 
 // The first candidate of `text` already complete in the store, without network.
-std::optional<PullResult> find_cached(const ImageStore& store, const std::string& text, const std::vector<ImageRegistry>& registries);
+std::optional<PullResult> find_cached(const ImageStore& store, const std::string& text,
+                                      const std::vector<ImageRegistry>& registries);
 
 }  // namespace boxlite::registry

@@ -20,8 +20,8 @@ namespace wire {
 constexpr size_t kMaxLine = 8u << 20;
 
 json progress_json(const LayerProgress& p) {
-  return {{"digest", p.digest}, {"size", p.size},         {"downloaded", p.downloaded},
-          {"cached", p.cached}, {"done", p.done},         {"attempt", p.attempt}};
+  return {{"digest", p.digest}, {"size", p.size}, {"downloaded", p.downloaded},
+          {"cached", p.cached}, {"done", p.done}, {"attempt", p.attempt}};
 }
 
 LayerProgress progress_from(const json& j) {
@@ -59,20 +59,20 @@ void send_line(int sock, const json& j) {
 }
 
 std::optional<std::string> LineReader::next() {
-    for (;;) {
-      if (size_t nl = buf_.find('\n'); nl != std::string::npos) {
-        std::string line = buf_.substr(0, nl);
-        buf_.erase(0, nl + 1);
-        return line;
-      }
-      if (buf_.size() > kMaxLine) throw Error(ErrorCode::Internal, "boxlite-pull sent a line longer than 8 MiB");
-      char chunk[16384];
-      ssize_t n = ::read(fd_, chunk, sizeof chunk);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw_errno(ErrorCode::Internal, "read from boxlite-pull");
-      if (n == 0) return std::nullopt;
-      buf_.append(chunk, static_cast<size_t>(n));
+  for (;;) {
+    if (size_t nl = buf_.find('\n'); nl != std::string::npos) {
+      std::string line = buf_.substr(0, nl);
+      buf_.erase(0, nl + 1);
+      return line;
     }
+    if (buf_.size() > kMaxLine) throw Error(ErrorCode::Internal, "boxlite-pull sent a line longer than 8 MiB");
+    char chunk[16384];
+    ssize_t n = ::read(fd_, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_errno(ErrorCode::Internal, "read from boxlite-pull");
+    if (n == 0) return std::nullopt;
+    buf_.append(chunk, static_cast<size_t>(n));
+  }
 }
 
 }  // namespace wire
@@ -103,10 +103,10 @@ PullResult pull_in_helper(const std::string& helper, const std::string& images_d
   }
   theirs.reset();
   wire::send_line(ours.get(), {{"reference", text},
-                         {"registries", registries_to_json(opts.registries)},
-                         {"parallel", opts.parallel},
-                         {"attempts", opts.attempts},
-                         {"backoff_ms", opts.backoff_ms}});
+                               {"registries", registries_to_json(opts.registries)},
+                               {"parallel", opts.parallel},
+                               {"attempts", opts.attempts},
+                               {"backoff_ms", opts.backoff_ms}});
 
   LineReader lines(ours.get());
   while (auto line = lines.next()) {
@@ -126,7 +126,8 @@ PullResult pull_in_helper(const std::string& helper, const std::string& images_d
       } else if (msg.contains("error")) {
         const json& e = msg["error"];
         int code = e.at("code").get<int>();
-        if (code <= 0 || code > static_cast<int>(ErrorCode::SessionReaped)) code = static_cast<int>(ErrorCode::Internal);
+        if (code <= 0 || code > static_cast<int>(ErrorCode::SessionReaped))
+          code = static_cast<int>(ErrorCode::Internal);
         child.wait();
         throw Error(static_cast<ErrorCode>(code), e.at("message").get<std::string>());
       }
@@ -135,8 +136,8 @@ PullResult pull_in_helper(const std::string& helper, const std::string& images_d
     }
   }
   int status = child.wait();
-  throw Error(ErrorCode::Internal, "the image pull helper " + helper + " ended without an answer (" +
-                                       describe_status(status) + ")");
+  throw Error(ErrorCode::Internal,
+              "the image pull helper " + helper + " ended without an answer (" + describe_status(status) + ")");
 }
 
 }  // namespace boxlite::registry

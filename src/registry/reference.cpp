@@ -22,7 +22,8 @@ bool valid_component(const std::string& c) {
     char ch = c[i];
     if (is_lower_alnum(ch) || ch == '-') continue;
     if (ch == '.' || ch == '_') {
-      if (!is_lower_alnum(c[i - 1]) && !(ch == '_' && c[i - 1] == '_' && i >= 2 && is_lower_alnum(c[i - 2]))) return false;
+      if (!is_lower_alnum(c[i - 1]) && !(ch == '_' && c[i - 1] == '_' && i >= 2 && is_lower_alnum(c[i - 2])))
+        return false;
       continue;
     }
     return false;
@@ -52,7 +53,8 @@ bool valid_domain(const std::string& d) {
     if (port.empty() || port.size() > 5 || !std::all_of(port.begin(), port.end(), ::isdigit)) return false;
   }
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    return std::all_of(host.begin() + 1, host.end() - 1, [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) || c == ':'; });
+    return std::all_of(host.begin() + 1, host.end() - 1,
+                       [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) || c == ':'; });
   }
   size_t start = 0;
   while (true) {
@@ -125,7 +127,8 @@ ImageRef parse_reference(const std::string& text) {
     start = end + 1;
   }
   ref.repository = rest;
-  if (ref.registry == kDefaultRegistry && ref.repository.find('/') == std::string::npos) ref.repository = "library/" + ref.repository;
+  if (ref.registry == kDefaultRegistry && ref.repository.find('/') == std::string::npos)
+    ref.repository = "library/" + ref.repository;
   if (ref.tag.empty() && ref.digest.empty()) ref.tag = "latest";
   return ref;
 }

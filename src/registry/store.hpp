@@ -23,8 +23,8 @@ struct StoredImage {
   std::string reference;        // normalized, "docker.io/library/alpine:latest"
   std::string manifest_digest;  // image identity
   std::string media_type;
-  uint64_t size = 0;            // manifest + config + layers, bytes
-  int64_t created_ms = 0;       // when this reference was (last) pulled
+  uint64_t size = 0;               // manifest + config + layers, bytes
+  int64_t created_ms = 0;          // when this reference was (last) pulled
   std::vector<std::string> blobs;  // config and layer digests
 };
 
@@ -61,7 +61,8 @@ class ImageStore {
   std::string put_blob(const std::string& data);
 
   // Points `reference` at the manifest (replacing its previous target).
-  void tag(const std::string& reference, const std::string& manifest_digest, const std::string& media_type, uint64_t size);
+  void tag(const std::string& reference, const std::string& manifest_digest, const std::string& media_type,
+           uint64_t size);
   // The stored manifest digest of `reference` when it and all its blobs are here.
   std::optional<std::string> lookup(const std::string& reference) const;
 

@@ -10,15 +10,43 @@ _Static_assert(Portal == 15 && Rpc == 16 && RpcTransport == 17 && Metadata == 18
 _Static_assert(UnsupportedEngine == 19 && ResourceExhausted == 20 && SessionReaped == 21, "codes");
 _Static_assert(BoxlitePortProtocolTcp == 0 && BoxlitePortProtocolUdp == 1, "protocols");
 
-static void ignore_err(CBoxliteError *e, void *ud) { (void)e; (void)ud; }
-static void ignore_box(CBoxHandle *b, CBoxliteError *e, void *ud) { (void)b; (void)e; (void)ud; }
-static void ignore_goc(CBoxHandle *b, int c, CBoxliteError *e, void *ud) { (void)b; (void)c; (void)e; (void)ud; }
-static void ignore_info(CBoxInfo *i, CBoxliteError *e, void *ud) { (void)i; (void)e; (void)ud; }
-static void ignore_list(CBoxInfoList *l, CBoxliteError *e, void *ud) { (void)l; (void)e; (void)ud; }
+static void ignore_err(CBoxliteError *e, void *ud) {
+  (void)e;
+  (void)ud;
+}
+static void ignore_box(CBoxHandle *b, CBoxliteError *e, void *ud) {
+  (void)b;
+  (void)e;
+  (void)ud;
+}
+static void ignore_goc(CBoxHandle *b, int c, CBoxliteError *e, void *ud) {
+  (void)b;
+  (void)c;
+  (void)e;
+  (void)ud;
+}
+static void ignore_info(CBoxInfo *i, CBoxliteError *e, void *ud) {
+  (void)i;
+  (void)e;
+  (void)ud;
+}
+static void ignore_list(CBoxInfoList *l, CBoxliteError *e, void *ud) {
+  (void)l;
+  (void)e;
+  (void)ud;
+}
 
 static Op pulled, listed;
-static void on_rt_metrics(CRuntimeMetrics *m, CBoxliteError *e, void *ud) { (void)m; (void)e; (void)ud; }
-static void on_box_metrics(CBoxMetrics *m, CBoxliteError *e, void *ud) { (void)m; (void)e; (void)ud; }
+static void on_rt_metrics(CRuntimeMetrics *m, CBoxliteError *e, void *ud) {
+  (void)m;
+  (void)e;
+  (void)ud;
+}
+static void on_box_metrics(CBoxMetrics *m, CBoxliteError *e, void *ud) {
+  (void)m;
+  (void)e;
+  (void)ud;
+}
 static void on_pull(CImagePullResult *r, CBoxliteError *e, void *ud) {
   CHECK(r == NULL);
   op_record((Op *)ud, e);
@@ -81,7 +109,8 @@ static void check_frees(void) {
 }
 
 /* A create that must fail synchronously with `want`, its message naming `needle`. */
-static void expect_create_fails(CBoxliteRuntime *rt, CBoxliteOptions *o, enum BoxliteErrorCode want, const char *needle) {
+static void expect_create_fails(CBoxliteRuntime *rt, CBoxliteOptions *o, enum BoxliteErrorCode want,
+                                const char *needle) {
   CBoxliteError e = {0};
   Op op = {0};
   enum BoxliteErrorCode rc = boxlite_create_box(rt, o, op_box, &op, &e);

@@ -121,9 +121,10 @@ static void test_security(const char *image) {
   Op op = {0};
   CBoxHandle *box = create_with(image, adv, NULL, &op);
   CHECK(op.code == Ok);
-  char *s = run(box, "ulimit -n; ulimit -p 2>/dev/null || cat /proc/self/limits | grep -i 'max processes';"
-                     "grep Seccomp: /proc/self/status;"
-                     "dd if=/dev/zero of=/tmp/big bs=1024 count=2048 2>/dev/null; wc -c </tmp/big");
+  char *s = run(box,
+                "ulimit -n; ulimit -p 2>/dev/null || cat /proc/self/limits | grep -i 'max processes';"
+                "grep Seccomp: /proc/self/status;"
+                "dd if=/dev/zero of=/tmp/big bs=1024 count=2048 2>/dev/null; wc -c </tmp/big");
   printf("limited box:\n%s", s);
   CHECK(strncmp(s, "256\n", 4) == 0);
   CHECK(strstr(s, "100"));

@@ -95,9 +95,23 @@ static void on_list(CBoxInfoList *list, CBoxliteError *err, void *ud) {
 }
 
 static int fired;
-static void must_not_fire_err(CBoxliteError *err, void *ud) { (void)err; (void)ud; fired++; }
-static void must_not_fire_out(const uint8_t *d, size_t n, void *ud) { (void)d; (void)n; (void)ud; fired++; }
-static void must_not_fire_wait(int c, CBoxliteError *err, void *ud) { (void)c; (void)err; (void)ud; fired++; }
+static void must_not_fire_err(CBoxliteError *err, void *ud) {
+  (void)err;
+  (void)ud;
+  fired++;
+}
+static void must_not_fire_out(const uint8_t *d, size_t n, void *ud) {
+  (void)d;
+  (void)n;
+  (void)ud;
+  fired++;
+}
+static void must_not_fire_wait(int c, CBoxliteError *err, void *ud) {
+  (void)c;
+  (void)err;
+  (void)ud;
+  fired++;
+}
 
 static CBoxHandle *create(const char *image, const char *name) {
   CBoxliteOptions *o = NULL;

@@ -96,8 +96,8 @@ static CBoxHandle *create(const char *image, const char *name, const char *engin
 
 /* Runs `sh -c script` and returns its stdout (caller frees); NULL with *rc set
  * when the exec itself is refused. */
-static char *run_rc(CBoxliteRuntime *r, CBoxHandle *box, const char *script, enum BoxliteErrorCode *rc,
-                    char *msg, size_t msg_len) {
+static char *run_rc(CBoxliteRuntime *r, CBoxHandle *box, const char *script, enum BoxliteErrorCode *rc, char *msg,
+                    size_t msg_len) {
   CBoxliteError e = {0};
   const char *args[] = {"-c", script};
   BoxliteCommand cmd = {.command = "sh", .args = args, .argc = 2};
@@ -163,20 +163,39 @@ static CBoxHandle *get_box(CBoxliteRuntime *r, const char *id) {
   return op.box;
 }
 
-static void dummy_info(CSnapshotInfo *i, CBoxliteError *e, void *u) { (void)i; (void)e; (void)u; }
-static void dummy_list(CSnapshotInfoList *l, CBoxliteError *e, void *u) { (void)l; (void)e; (void)u; }
-static void dummy_done(CBoxliteError *e, void *u) { (void)e; (void)u; }
-static void dummy_box(CBoxHandle *b, CBoxliteError *e, void *u) { (void)b; (void)e; (void)u; }
-static void dummy_export(const char *p, CBoxliteError *e, void *u) { (void)p; (void)e; (void)u; }
+static void dummy_info(CSnapshotInfo *i, CBoxliteError *e, void *u) {
+  (void)i;
+  (void)e;
+  (void)u;
+}
+static void dummy_list(CSnapshotInfoList *l, CBoxliteError *e, void *u) {
+  (void)l;
+  (void)e;
+  (void)u;
+}
+static void dummy_done(CBoxliteError *e, void *u) {
+  (void)e;
+  (void)u;
+}
+static void dummy_box(CBoxHandle *b, CBoxliteError *e, void *u) {
+  (void)b;
+  (void)e;
+  (void)u;
+}
+static void dummy_export(const char *p, CBoxliteError *e, void *u) {
+  (void)p;
+  (void)e;
+  (void)u;
+}
 
 /* NULL and empty arguments: InvalidArgument at once, naming the argument; nothing queued. */
 static void test_arguments(CBoxHandle *box) {
   CBoxliteError e = {0};
-#define EXPECT_INVALID(expr, what)                                     \
-  do {                                                                 \
-    CHECK((expr) == InvalidArgument);                                  \
+#define EXPECT_INVALID(expr, what)                                            \
+  do {                                                                        \
+    CHECK((expr) == InvalidArgument);                                         \
     CHECK(e.code == InvalidArgument && e.message && strstr(e.message, what)); \
-    boxlite_error_free(&e);                                            \
+    boxlite_error_free(&e);                                                   \
   } while (0)
   EXPECT_INVALID(boxlite_box_snapshot_create(NULL, "a", dummy_info, NULL, &e), "handle is NULL");
   EXPECT_INVALID(boxlite_box_snapshot_create(box, NULL, dummy_info, NULL, &e), "name is NULL");
@@ -342,8 +361,10 @@ static void test_jail(const char *image, const char *home) {
   snprintf(junk, sizeof junk, "%s/junk.boxlite", home);
   CHECK(mkdir(out_dir, 0700) == 0);
   CHECK(mkdir(home2, 0700) == 0);
-  expect_out(rt, fresh, "mkdir -p /proj && echo hello > /proj/a && dd if=/dev/urandom of=/proj/bin bs=64k count=8 "
-                        "2>/dev/null && md5sum /proj/bin > /proj/sum && echo ok", "ok\n");
+  expect_out(rt, fresh,
+             "mkdir -p /proj && echo hello > /proj/a && dd if=/dev/urandom of=/proj/bin bs=64k count=8 "
+             "2>/dev/null && md5sum /proj/bin > /proj/sum && echo ok",
+             "ok\n");
   char *sum = run_on(rt, fresh, "cat /proj/sum");
   SnapOp x = {0};
   CHECK_RC(boxlite_box_export(fresh, out_dir, on_export, &x, &e), Ok, &e);

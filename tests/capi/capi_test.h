@@ -11,29 +11,29 @@
 
 #include "boxlite.h"
 
-#define CHECK(cond)                                                              \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
       fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      exit(1);                                                                   \
-    }                                                                            \
+      exit(1);                                                                 \
+    }                                                                          \
   } while (0)
 
 /* expr must return `want`; a failure must come with a message, which is printed. */
-#define CHECK_RC(expr, want, errp)                                                                  \
-  do {                                                                                              \
-    enum BoxliteErrorCode rc_ = (expr);                                                             \
-    if (rc_ != (want)) {                                                                            \
-      fprintf(stderr, "%s:%d: %s returned %d, want %d: %s\n", __FILE__, __LINE__, #expr, (int)rc_, \
-              (int)(want), (errp)->message ? (errp)->message : "(no message)");                    \
-      exit(1);                                                                                      \
-    }                                                                                               \
-    if (rc_ != Ok) {                                                                                \
-      CHECK((errp)->code == rc_);                                                                   \
-      CHECK((errp)->message != NULL && (errp)->message[0] != '\0');                                \
-      boxlite_error_free(errp);                                                                     \
-      CHECK((errp)->message == NULL);                                                               \
-    }                                                                                               \
+#define CHECK_RC(expr, want, errp)                                                                              \
+  do {                                                                                                          \
+    enum BoxliteErrorCode rc_ = (expr);                                                                         \
+    if (rc_ != (want)) {                                                                                        \
+      fprintf(stderr, "%s:%d: %s returned %d, want %d: %s\n", __FILE__, __LINE__, #expr, (int)rc_, (int)(want), \
+              (errp)->message ? (errp)->message : "(no message)");                                              \
+      exit(1);                                                                                                  \
+    }                                                                                                           \
+    if (rc_ != Ok) {                                                                                            \
+      CHECK((errp)->code == rc_);                                                                               \
+      CHECK((errp)->message != NULL && (errp)->message[0] != '\0');                                             \
+      boxlite_error_free(errp);                                                                                 \
+      CHECK((errp)->message == NULL);                                                                           \
+    }                                                                                                           \
   } while (0)
 
 static inline double now_s(void) {

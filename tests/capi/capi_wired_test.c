@@ -124,8 +124,8 @@ int main(int argc, char **argv) {
   pump_until(rt, &box_mop.done, 30);
   CHECK(box_mop.code == Ok);
   printf("box metrics: commands_executed=%d exec_errors=%d memory_bytes=%lld create_ms=%lld boot_ms=%lld\n",
-         box_m.commands_executed, box_m.exec_errors, (long long)box_m.memory_bytes,
-         (long long)box_m.create_duration_ms, (long long)box_m.boot_duration_ms);
+         box_m.commands_executed, box_m.exec_errors, (long long)box_m.memory_bytes, (long long)box_m.create_duration_ms,
+         (long long)box_m.boot_duration_ms);
   CHECK(box_m.commands_executed >= 1 && box_m.create_duration_ms > 0);
   stop_and_free(rt, box);
 

@@ -117,11 +117,31 @@ void run_one(Sandbox& s, const uint8_t* data, size_t size) {
 
 // ---- the grammar of hostile layers ----
 
-const char* kPaths[] = {"a", "a/b", "../a", "../../outside/sentinel", "/etc/passwd", "/../outside/x", "a/../../outside/y",
-                        "l", "l/x", "l/../z", "d", "d/.wh..wh..opq", ".wh.a", "a/.wh.b", "d/e/f", "./a", "a//b", "",
-                        "link2/sentinel", "dev", "s", "h", "x/../../../outside/sentinel"};
-const char* kTargets[] = {"/", "..", "../..", "../../outside", "/outside", "a", "l", "/etc", "d/../..", "link2",
-                          "../outside/sentinel", "h", "s"};
+const char* kPaths[] = {"a",
+                        "a/b",
+                        "../a",
+                        "../../outside/sentinel",
+                        "/etc/passwd",
+                        "/../outside/x",
+                        "a/../../outside/y",
+                        "l",
+                        "l/x",
+                        "l/../z",
+                        "d",
+                        "d/.wh..wh..opq",
+                        ".wh.a",
+                        "a/.wh.b",
+                        "d/e/f",
+                        "./a",
+                        "a//b",
+                        "",
+                        "link2/sentinel",
+                        "dev",
+                        "s",
+                        "h",
+                        "x/../../../outside/sentinel"};
+const char* kTargets[] = {"/",    "..",      "../..", "../../outside",       "/outside", "a", "l",
+                          "/etc", "d/../..", "link2", "../outside/sentinel", "h",        "s"};
 
 std::string generate(std::mt19937& rng) {
   std::string buf;
@@ -144,9 +164,7 @@ std::string generate(std::mt19937& rng) {
     archive_entry_set_uid(e, rng() % 3 == 0 ? 0 : rng() % 70000);
     std::string data;
     switch (kind) {
-      case 0:
-        archive_entry_set_filetype(e, AE_IFDIR);
-        break;
+      case 0: archive_entry_set_filetype(e, AE_IFDIR); break;
       case 1:
         archive_entry_set_filetype(e, AE_IFLNK);
         archive_entry_set_symlink(e, kTargets[rng() % std::size(kTargets)]);

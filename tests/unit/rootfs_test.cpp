@@ -1,6 +1,6 @@
 // ext4 base images and qcow2 overlays, checked with debugfs and qemu-img.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -40,7 +40,8 @@ std::string debugfs(const std::string& image, const std::string& request) {
 size_t count_entries(const std::string& dir) {
   std::error_code ec;
   size_t n = 0;
-  for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator(); ++it) ++n;
+  for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator(); ++it)
+    ++n;
   return n;
 }
 
@@ -228,7 +229,8 @@ TEST_F(OverlayTest, QemuImgFailureCarriesStderr) {
 std::string busybox_layout() {
   const char* h = ::getenv("HOME");
   std::error_code ec;
-  for (const auto& d : std::filesystem::directory_iterator(std::string(h ? h : "/root") + "/.cache/boxlite/test-images", ec)) {
+  for (const auto& d :
+       std::filesystem::directory_iterator(std::string(h ? h : "/root") + "/.cache/boxlite/test-images", ec)) {
     if (path_exists(d.path().string() + "/busybox/index.json")) return d.path().string() + "/busybox";
   }
   return {};

@@ -23,7 +23,9 @@ namespace {
 class CpioWriter {
  public:
   void dir(const std::string& name, unsigned mode = 0755) { entry(name, S_IFDIR | mode, 0, 0, ""); }
-  void file(const std::string& name, const std::string& data, unsigned mode) { entry(name, S_IFREG | mode, 0, 0, data); }
+  void file(const std::string& name, const std::string& data, unsigned mode) {
+    entry(name, S_IFREG | mode, 0, 0, data);
+  }
   void chardev(const std::string& name, unsigned mode, unsigned major, unsigned minor) {
     entry(name, S_IFCHR | mode, major, minor, "");
   }
@@ -69,7 +71,8 @@ class CpioWriter {
 // What the agent needs from a modular (Debian) kernel; dependencies are added.
 // crc32c_generic: ext4 asks the crypto API for crc32c by name, not as a module dependency.
 const std::vector<std::string> kWantedModules = {
-    "virtio_mmio", "virtio_console", "virtio_blk", "virtio_rng", "crc32c_generic", "ext4", "9pnet_virtio", "9p", "overlay",
+    "virtio_mmio", "virtio_console", "virtio_blk", "virtio_rng", "crc32c_generic",
+    "ext4",        "9pnet_virtio",   "9p",         "overlay",
     "virtio_net",  // the box's eth0 (issue 7)
 };
 
@@ -111,7 +114,8 @@ std::vector<std::pair<std::string, std::string>> modules_in_load_order(const std
     auto it = index.find(name);
     if (it == index.end()) return;  // built in
     if (it->second.size() > 3 && it->second.substr(it->second.size() - 3) != ".ko") {
-      throw Error(ErrorCode::Config, "kernel module " + it->second + " is compressed; only plain .ko files are supported");
+      throw Error(ErrorCode::Config,
+                  "kernel module " + it->second + " is compressed; only plain .ko files are supported");
     }
     visiting.insert(name);
     std::string bytes = read_file(it->second);
@@ -126,7 +130,8 @@ std::vector<std::pair<std::string, std::string>> modules_in_load_order(const std
 
 }  // namespace
 
-std::string ensure_initramfs(const std::string& cache_dir, const std::string& guest_binary, const std::string& modules_dir) {
+std::string ensure_initramfs(const std::string& cache_dir, const std::string& guest_binary,
+                             const std::string& modules_dir) {
   std::string agent = read_file(guest_binary);
   CpioWriter cpio;
   for (const char* d : {"dev", "proc", "sys", "newroot", "modules"}) cpio.dir(d);

@@ -57,28 +57,47 @@ std::vector<std::string> qemu_argv(const ShimSpec& s) {
   if (!s.kernel_cmdline_extra.empty()) cmdline += " " + s.kernel_cmdline_extra;
   std::vector<std::string> a = {
       s.qemu,
-      "-M", std::string("microvm,acpi=") + (s.acpi ? "on" : "off") + ",x-option-roms=off,isa-serial=on,rtc=on",
-      "-accel", s.accel,
-      "-cpu", s.accel == "kvm" ? "host" : s.tcg_cpu,
-      "-smp", std::to_string(s.cpus),
-      "-m", std::to_string(s.memory_mib),
-      "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
-      "-kernel", s.kernel,
-      "-initrd", s.initramfs,
-      "-append", cmdline,
+      "-M",
+      std::string("microvm,acpi=") + (s.acpi ? "on" : "off") + ",x-option-roms=off,isa-serial=on,rtc=on",
+      "-accel",
+      s.accel,
+      "-cpu",
+      s.accel == "kvm" ? "host" : s.tcg_cpu,
+      "-smp",
+      std::to_string(s.cpus),
+      "-m",
+      std::to_string(s.memory_mib),
+      "-nodefaults",
+      "-no-user-config",
+      "-nographic",
+      "-no-reboot",
+      "-kernel",
+      s.kernel,
+      "-initrd",
+      s.initramfs,
+      "-append",
+      cmdline,
       // The serial console goes to QEMU's stdout, which the shim points at console.log.
       // (A `file` chardev here made Debian's kernel hang in early timer setup under TCG.)
-      "-serial", "stdio",
-      "-device", "virtio-serial-device",
-      "-chardev", "socket,id=agent,path=" + agent_socket_path(s.box_dir),
-      "-device", std::string("virtserialport,chardev=agent,name=") + kAgentPortName,
-      "-drive", "id=root,file=" + s.disk + ",format=qcow2,if=none,discard=unmap",
-      "-device", std::string("virtio-blk-device,drive=root,serial=") + kRootDiskSerial,
-      "-device", "virtio-rng-device",
+      "-serial",
+      "stdio",
+      "-device",
+      "virtio-serial-device",
+      "-chardev",
+      "socket,id=agent,path=" + agent_socket_path(s.box_dir),
+      "-device",
+      std::string("virtserialport,chardev=agent,name=") + kAgentPortName,
+      "-drive",
+      "id=root,file=" + s.disk + ",format=qcow2,if=none,discard=unmap",
+      "-device",
+      std::string("virtio-blk-device,drive=root,serial=") + kRootDiskSerial,
+      "-device",
+      "virtio-rng-device",
       // The monitor a snapshot, clone or export of the running box uses to pause the
       // VM and swap in a new top overlay (docs/storage.md). Only the box's owner can
       // reach it: the box directory is 0700.
-      "-qmp", "unix:" + qmp_socket_path(s.box_dir) + ",server=on,wait=off",
+      "-qmp",
+      "unix:" + qmp_socket_path(s.box_dir) + ",server=on,wait=off",
   };
   for (size_t i = 0; i < s.volumes.size(); ++i) {
     // readonly=on makes QEMU refuse every write on the host side, so no mount
@@ -89,8 +108,9 @@ std::vector<std::string> qemu_argv(const ShimSpec& s) {
     // host files are QEMU's user's, 0644/0755 (docs/storage.md).
     const auto& v = s.volumes[i];
     std::string id = "fs" + std::to_string(i);
-    a.insert(a.end(), {"-fsdev", "local,id=" + id + ",path=" + v.host_path + ",security_model=mapped-xattr,fmode=0644,dmode=0755" +
-                                     (v.read_only ? ",readonly=on" : ""),
+    a.insert(a.end(), {"-fsdev",
+                       "local,id=" + id + ",path=" + v.host_path +
+                           ",security_model=mapped-xattr,fmode=0644,dmode=0755" + (v.read_only ? ",readonly=on" : ""),
                        "-device", "virtio-9p-device,fsdev=" + id + ",mount_tag=" + volume_tag(i)});
   }
   if (s.seccomp) {
@@ -148,7 +168,8 @@ AccelProbe probe_kvm_inprocess() {
     return r;
   }
   int run_size = ::ioctl(kvm.get(), KVM_GET_VCPU_MMAP_SIZE, 0);
-  auto* run = static_cast<kvm_run*>(::mmap(nullptr, static_cast<size_t>(run_size), PROT_READ | PROT_WRITE, MAP_SHARED, vcpu.get(), 0));
+  auto* run = static_cast<kvm_run*>(
+      ::mmap(nullptr, static_cast<size_t>(run_size), PROT_READ | PROT_WRITE, MAP_SHARED, vcpu.get(), 0));
   if (run == MAP_FAILED) {
     r.reason = errno_text("mmap kvm_run");
     return r;
@@ -171,8 +192,8 @@ AccelProbe probe_kvm_inprocess() {
   }
   // Native speed is ~10 ms; a nested or emulated KVM is orders of magnitude slower.
   if (r.probe_ms > 200) {
-    r.reason = "KVM runs guest code far below native speed (probe loop took " + std::to_string(static_cast<int>(r.probe_ms)) +
-               " ms, native ~10 ms)";
+    r.reason = "KVM runs guest code far below native speed (probe loop took " +
+               std::to_string(static_cast<int>(r.probe_ms)) + " ms, native ~10 ms)";
     return r;
   }
   r.usable = true;

@@ -13,12 +13,14 @@ Qmp Qmp::connect(const std::string& socket_path, int timeout_ms) {
   try {
     fd = unix_connect(socket_path);
   } catch (const Error& e) {
-    throw Error(ErrorCode::InvalidState, "the box's QEMU monitor does not answer (" + std::string(e.what()) +
-                                             "): the box is not running, or was started by an older boxlite; restart it");
+    throw Error(ErrorCode::InvalidState,
+                "the box's QEMU monitor does not answer (" + std::string(e.what()) +
+                    "): the box is not running, or was started by an older boxlite; restart it");
   }
   Qmp q(std::move(fd), timeout_ms);
   nlohmann::json greeting = q.read_message();
-  if (!greeting.contains("QMP")) throw Error(ErrorCode::Engine, "QMP " + socket_path + ": unexpected greeting " + greeting.dump());
+  if (!greeting.contains("QMP"))
+    throw Error(ErrorCode::Engine, "QMP " + socket_path + ": unexpected greeting " + greeting.dump());
   q.execute("qmp_capabilities");
   return q;
 }
@@ -34,7 +36,8 @@ nlohmann::json Qmp::execute(const std::string& command, const nlohmann::json& ar
   }
   nlohmann::json reply = read_message();
   if (reply.contains("error")) {
-    throw Error(ErrorCode::Engine, "QMP " + command + " failed: " + reply["error"].value("desc", reply["error"].dump()));
+    throw Error(ErrorCode::Engine,
+                "QMP " + command + " failed: " + reply["error"].value("desc", reply["error"].dump()));
   }
   return reply.value("return", nlohmann::json::object());
 }
@@ -56,7 +59,8 @@ nlohmann::json Qmp::read_message() {
       if (!msg.contains("event")) return msg;  // events (STOP, RESUME) are not replies
     }
     int left = static_cast<int>(deadline - now_ms());
-    if (left <= 0) throw Error(ErrorCode::Engine, "QMP: QEMU did not answer within " + std::to_string(timeout_ms_) + " ms");
+    if (left <= 0)
+      throw Error(ErrorCode::Engine, "QMP: QEMU did not answer within " + std::to_string(timeout_ms_) + " ms");
     pollfd p{fd_.get(), POLLIN, 0};
     int n = ::poll(&p, 1, left);
     if (n < 0 && errno == EINTR) continue;
