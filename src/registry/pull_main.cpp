@@ -1,6 +1,7 @@
 // boxlite-pull IMAGES_DIR: pulls one image into the store at IMAGES_DIR for
 // pull_in_helper (pull_client.hpp), which sends the request on fd 3 and reads the
-// answer there. The only program of boxlite that links libcurl.
+// answer there. The only program of boxlite that links libcurl; it confines itself
+// (confine.hpp) before it talks to a registry.
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "common/error.hpp"
+#include "registry/confine.hpp"
 #include "registry/pull.hpp"
 #include "registry/pull_wire.hpp"
 
@@ -50,6 +52,10 @@ int serve(int sock, const std::string& images_dir) {
       for (const auto& l : layers) list.push_back(wire::progress_json(l));
       reply({{"manifest", {{"reference", ref}, {"layers", list}}}});
     };
+    // Before any thread starts: no_new_privs, capabilities and Landlock are each
+    // a thread's own, and a thread started later inherits them.
+    ImageStore store(images_dir);
+    confine_pull_helper(images_dir);
     // The caller gone (its end closed) ends the pull: nothing else waits for it.
     std::thread([sock] {
       for (;;) {
@@ -59,7 +65,6 @@ int serve(int sock, const std::string& images_dir) {
         ::_exit(2);
       }
     }).detach();
-    ImageStore store(images_dir);
     reply({{"result", wire::result_json(pull(store, req.at("reference").get<std::string>(), o))}});
     return 0;
   } catch (const Error& e) {
