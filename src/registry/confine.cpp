@@ -3,12 +3,16 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/landlock.h>
+#include <sched.h>
+#include <seccomp.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
+#include <memory>
+#include <string_view>
 
 #include "common/error.hpp"
 #include "common/fd.hpp"
@@ -66,10 +70,9 @@ int landlock_abi() {
 // from ABI 2 only.
 RulesetAttr ruleset_for(int abi) {
   RulesetAttr attr{};
-  attr.handled_access_fs = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE |
-                           LANDLOCK_ACCESS_FS_REMOVE_DIR | LANDLOCK_ACCESS_FS_REMOVE_FILE |
-                           LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |
-                           LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO |
+  attr.handled_access_fs = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR |
+                           LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR |
+                           LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO |
                            LANDLOCK_ACCESS_FS_MAKE_BLOCK | LANDLOCK_ACCESS_FS_MAKE_SYM | LANDLOCK_ACCESS_FS_REFER;
   if (abi >= 3) attr.handled_access_fs |= kAccessFsTruncate;
   if (abi >= 5) attr.handled_access_fs |= kAccessFsIoctlDev;
@@ -80,7 +83,8 @@ RulesetAttr ruleset_for(int abi) {
 void restrict_writes(const std::string& writable_dir, int abi) {
   RulesetAttr attr = ruleset_for(abi);
   long fd = ::syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
-  if (fd < 0) throw_errno(ErrorCode::Internal, "boxlite-pull: landlock_create_ruleset (ABI " + std::to_string(abi) + ")");
+  if (fd < 0)
+    throw_errno(ErrorCode::Internal, "boxlite-pull: landlock_create_ruleset (ABI " + std::to_string(abi) + ")");
   UniqueFd ruleset(static_cast<int>(fd));
   UniqueFd dir(::open(writable_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!dir) throw_errno(ErrorCode::Internal, "boxlite-pull: open " + writable_dir);
@@ -98,6 +102,95 @@ void restrict_writes(const std::string& writable_dir, int abi) {
   }
 }
 
+// What capabilities and Landlock leave a uid-0 process: changing the mode, owner or
+// extended attributes of files it owns (which, as root, is most of the host), new
+// namespaces (an unprivileged user namespace brings every capability inside it),
+// and kernel interfaces a pull never uses. libseccomp at run time: the helper is
+// not on a box's start path, so the jail's build-time BPF buys nothing here.
+constexpr const char* kDeniedSyscalls[] = {"chmod",
+                                           "fchmod",
+                                           "fchmodat",
+                                           "fchmodat2",
+                                           "chown",
+                                           "fchown",
+                                           "lchown",
+                                           "fchownat",
+                                           "setxattr",
+                                           "lsetxattr",
+                                           "fsetxattr",
+                                           "removexattr",
+                                           "lremovexattr",
+                                           "fremovexattr",
+                                           "utime",
+                                           "utimes",
+                                           "utimensat",
+                                           "futimesat",
+                                           "unshare",
+                                           "setns",
+                                           "mount",
+                                           "umount2",
+                                           "pivot_root",
+                                           "chroot",
+                                           "mount_setattr",
+                                           "move_mount",
+                                           "open_tree",
+                                           "fsopen",
+                                           "fsconfig",
+                                           "fsmount",
+                                           "fspick",
+                                           "ptrace",
+                                           "process_vm_readv",
+                                           "process_vm_writev",
+                                           "kexec_load",
+                                           "kexec_file_load",
+                                           "init_module",
+                                           "finit_module",
+                                           "delete_module",
+                                           "reboot",
+                                           "swapon",
+                                           "swapoff",
+                                           "bpf",
+                                           "perf_event_open",
+                                           "keyctl",
+                                           "add_key",
+                                           "request_key",
+                                           "userfaultfd",
+                                           "io_uring_setup",
+                                           "name_to_handle_at",
+                                           "open_by_handle_at",
+                                           "acct",
+                                           "quotactl",
+                                           "personality"};
+constexpr uint64_t kNamespaceFlags[] = {CLONE_NEWUSER, CLONE_NEWNS,  CLONE_NEWPID,   CLONE_NEWNET,
+                                        CLONE_NEWUTS,  CLONE_NEWIPC, CLONE_NEWCGROUP};
+
+void load_syscall_filter() {
+  std::unique_ptr<void, void (*)(scmp_filter_ctx)> ctx(seccomp_init(SCMP_ACT_ALLOW), seccomp_release);
+  if (!ctx) throw Error(ErrorCode::Internal, "boxlite-pull: seccomp_init failed");
+  auto deny = [&](int nr, uint32_t action, unsigned args, const scmp_arg_cmp* cmp) {
+    int rc = seccomp_rule_add_array(ctx.get(), action, nr, args, cmp);
+    if (rc < 0) throw_errno(ErrorCode::Internal, "boxlite-pull: seccomp rule for syscall " + std::to_string(nr), -rc);
+  };
+  for (const char* name : kDeniedSyscalls) {
+#ifdef __SANITIZE_ADDRESS__
+    // LeakSanitizer stops the process's threads with ptrace at exit. Landlock still
+    // keeps a sanitizer build's helper from tracing anything outside itself.
+    if (std::string_view(name) == "ptrace") continue;
+#endif
+    int nr = seccomp_syscall_resolve_name(name);
+    if (nr != __NR_SCMP_ERROR) deny(nr, SCMP_ACT_ERRNO(EPERM), 0, nullptr);  // unknown to this libseccomp: skipped
+  }
+  for (uint64_t flag : kNamespaceFlags) {
+    scmp_arg_cmp cmp = SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag);
+    deny(SCMP_SYS(clone), SCMP_ACT_ERRNO(EPERM), 1, &cmp);
+  }
+  // clone3's flags are in memory, out of a filter's reach: ENOSYS makes glibc's
+  // threads fall back to clone, whose flags are checked above.
+  deny(SCMP_SYS(clone3), SCMP_ACT_ERRNO(ENOSYS), 0, nullptr);
+  int rc = seccomp_load(ctx.get());
+  if (rc < 0) throw_errno(ErrorCode::Internal, "boxlite-pull: seccomp_load", -rc);
+}
+
 }  // namespace
 
 Confinement confine_pull_helper(const std::string& writable_dir) {
@@ -110,6 +203,7 @@ Confinement confine_pull_helper(const std::string& writable_dir) {
     c.writes_confined = true;
     c.signals_scoped = c.landlock_abi >= 6;
   }
+  load_syscall_filter();
   return c;
 }
 

@@ -354,11 +354,12 @@ TEST_F(RegistryTest, AKilledPullEndsItsHelperAndPruneRemovesItsPartialDownload) 
   }
   ASSERT_NE(helper, 0) << "the CLI started no boxlite-pull";
   ASSERT_TRUE(downloading) << "no download reached 1 MiB";
-  // Mid-download it is confined (registry/confine.hpp): no_new_privs, and no
-  // capability but the store's three.
+  // Mid-download it is confined (registry/confine.hpp): no_new_privs, no
+  // capability but the store's three, and a syscall filter.
   std::string status = read_file("/proc/" + std::to_string(helper) + "/status");
   EXPECT_NE(status.find("NoNewPrivs:\t1"), std::string::npos) << status;
   EXPECT_NE(status.find("CapEff:\t000000000000000e"), std::string::npos) << status;
+  EXPECT_NE(status.find("Seccomp:\t2"), std::string::npos) << "a syscall filter: " << status;
   pull.kill_now();
   pull.wait();
   EXPECT_TRUE(wait_pid_exit(helper, 5000)) << "boxlite-pull " << helper << " outlived the CLI that started it";

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <linux/capability.h>
 #include <linux/landlock.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "common/error.hpp"
 #include "common/io.hpp"
@@ -70,8 +72,7 @@ std::string status_field(const std::string& name) {
 
   // The store works as a pull uses it: a download in ingest/, renamed into blobs/.
   expect(creates(store + "/ingest/part"), "create in the store");
-  expect(::rename((store + "/ingest/part").c_str(), (store + "/blobs/sha").c_str()) == 0,
-         "rename ingest/ -> blobs/");
+  expect(::rename((store + "/ingest/part").c_str(), (store + "/blobs/sha").c_str()) == 0, "rename ingest/ -> blobs/");
   expect(::unlink((store + "/blobs/sha").c_str()) == 0, "remove in the store");
   std::string read_back = boxlite::read_file(root + "/outside");
   expect(read_back == "host file", "reads outside stay open");
@@ -95,6 +96,14 @@ std::string status_field(const std::string& name) {
   } else {
     std::fprintf(stderr, "note: Landlock ABI %d: writes not confined on this kernel\n", c.landlock_abi);
   }
+  // The syscall filter: what capabilities and Landlock leave to a uid-0 process.
+  expect(::chmod((root + "/outside").c_str(), 0666) != 0 && errno == EPERM, "no chmod of a host file");
+  expect(::chown((root + "/outside").c_str(), 65534, 65534) != 0 && errno == EPERM, "no chown of a host file");
+  expect(::unshare(CLONE_NEWUSER) != 0 && errno == EPERM, "no user namespace (unshare)");
+  expect(::syscall(SYS_clone3, nullptr, 0) != 0 && errno == ENOSYS, "clone3 answered ENOSYS, for glibc's fallback");
+  bool ran = false;
+  std::thread([&] { ran = true; }).join();  // libcurl's resolver starts threads
+  expect(ran, "threads still start");
   if (c.signals_scoped) expect(::kill(::getppid(), 0) != 0 && errno == EPERM, "no signal to a process outside");
   std::exit(failures == 0 ? 0 : 1);
 }
