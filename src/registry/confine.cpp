@@ -89,8 +89,8 @@ void restrict_writes(const std::string& writable_dir, int abi) {
   UniqueFd dir(::open(writable_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!dir) throw_errno(ErrorCode::Internal, "boxlite-pull: open " + writable_dir);
   landlock_path_beneath_attr beneath{};
-  // Files and directories beneath it: everything handled but exec. Device nodes too
-  // would be refused by the store's own checks; here they are simply not made.
+  // Beneath it, everything handled but exec and device nodes: a store holds
+  // neither programs to run nor devices.
   beneath.allowed_access = attr.handled_access_fs & ~(LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_MAKE_CHAR |
                                                       LANDLOCK_ACCESS_FS_MAKE_BLOCK | kAccessFsIoctlDev);
   beneath.parent_fd = dir.get();
