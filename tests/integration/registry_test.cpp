@@ -376,6 +376,24 @@ TEST_F(RegistryTest, AKilledPullEndsItsHelperAndPruneRemovesItsPartialDownload) 
   EXPECT_TRUE(store_files("ingest").empty());
 }
 
+// Pulling needs no privilege: an unprivileged user pulls into a home of its own,
+// through a helper that confines itself as far as such a user can (no bounding
+// set to drop; Landlock and the syscall filter need none).
+TEST_F(RegistryTest, AnUnprivilegedUserPullsIntoAHomeOfItsOwn) {
+  char tmpl[] = "/tmp/blnobody-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  std::string home = tmpl;
+  ASSERT_EQ(::chown(home.c_str(), 65534, 65534), 0);
+  RunResult r = run_capture({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env",
+                             "BOXLITE_HOME=" + home, cli(), "pull", http_->ref("test/busybox")});
+  EXPECT_TRUE(r.ok()) << r.err;
+  EXPECT_NE(r.out.find("Layers: 3\n"), std::string::npos) << r.out << r.err;
+  struct stat st {};
+  EXPECT_EQ(::stat((home + "/images/oci/index.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 65534u) << "the store is the user's own";
+  remove_tree(home);
+}
+
 TEST_F(RegistryTest, ImageUsedByABoxIsNeverRemoved) {
   std::string ref = http_->ref("test/busybox:latest");
   auto c = run_cli({"create", "--engine", "jail", "--name", "user", ref});
