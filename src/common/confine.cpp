@@ -3,6 +3,9 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/landlock.h>
+#include <linux/mount.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -98,6 +101,35 @@ bool restrict_writes_beneath(const std::string& dir, int abi, const std::string&
   }
   if (::syscall(SYS_landlock_restrict_self, ruleset.get(), 0) != 0) {
     throw_errno(ErrorCode::Internal, who + ": landlock_restrict_self");
+  }
+  return true;
+}
+
+bool readonly_mounts_except(const std::string& dir, const std::string& who) {
+  if (::geteuid() != 0) return false;
+  if (::unshare(CLONE_NEWNS) != 0) {
+    if (errno == EPERM || errno == ENOSYS) return false;
+    throw_errno(ErrorCode::Internal, who + ": unshare a mount namespace");
+  }
+  // Nothing done here may reach the host's mounts.
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    throw_errno(ErrorCode::Internal, who + ": make the mounts private");
+  }
+  if (!dir.empty() && ::mount(dir.c_str(), dir.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+    throw_errno(ErrorCode::Internal, who + ": bind " + dir);
+  }
+  mount_attr ro{};
+  ro.attr_set = MOUNT_ATTR_RDONLY;
+  if (::syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof ro) != 0) {
+    if (errno == ENOSYS || errno == EPERM) return false;
+    throw_errno(ErrorCode::Internal, who + ": make every mount read-only");
+  }
+  if (!dir.empty()) {
+    mount_attr rw{};
+    rw.attr_clr = MOUNT_ATTR_RDONLY;
+    if (::syscall(SYS_mount_setattr, AT_FDCWD, dir.c_str(), AT_RECURSIVE, &rw, sizeof rw) != 0) {
+      throw_errno(ErrorCode::Internal, who + ": make " + dir + " writable again");
+    }
   }
   return true;
 }

@@ -26,4 +26,14 @@ int landlock_abi();
 // does nothing and returns false. An empty `dir` allows writes nowhere.
 bool restrict_writes_beneath(const std::string& dir, int abi, const std::string& who);
 
+// As root: a mount namespace of the process's own where every mount is read-only
+// but `dir` (bound over itself, with what is mounted below it). Landlock does not
+// cover chmod, chown or utime, which a uid-0 process may otherwise do to every
+// root-owned file; a read-only mount refuses them. Call it before
+// keep_only_capabilities drops CAP_SYS_ADMIN. Does nothing and returns false when
+// not root, or when the kernel refuses (no mount_setattr before Linux 5.12, a
+// seccomp profile of a container): Landlock then is what confines writes. An empty
+// `dir` leaves nothing writable.
+bool readonly_mounts_except(const std::string& dir, const std::string& who);
+
 }  // namespace boxlite::confine

@@ -1,14 +1,24 @@
 // Box::copy_in and Box::copy_out (core/copy.hpp): the host end of a copy. The box
 // end is the agent's "copy-in"/"copy-out" builtin (src/guest/copy.cpp); both ends
 // use image/copy_archive.hpp.
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
 #include <memory>
 #include <optional>
+#include <string_view>
 
+#include "common/confine.hpp"
 #include "common/error.hpp"
+#include "common/fd.hpp"
 #include "common/io.hpp"
+#include "common/process.hpp"
 #include "core/box.hpp"
 #include "image/copy_archive.hpp"
 #include "image/libarchive.hpp"
@@ -63,32 +73,85 @@ struct ArchiveReadDeleter {
   void operator()(archive* a) const { la::archive_read_free(a); }
 };
 
-// Feeds the builtin's stdout to libarchive; stderr is kept for the error message.
-struct StdoutSource {
-  Execution* exec;
-  std::string chunk;
-  std::string stderr_text;
-  std::optional<Error> error;
+// The host directory a copy_out writes beneath: DST when it is an existing
+// directory, else its parent, where DST is made or replaced. "" when neither exists:
+// the extraction then reports the missing parent, and may write nowhere.
+std::string writable_root_for(const std::string& dst) {
+  struct stat st {};
+  if (::stat(dst.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return dst;
+  std::string d = dst;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  auto slash = d.rfind('/');
+  std::string parent = slash == 0 ? "/" : d.substr(0, slash);
+  return ::stat(parent.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? parent : "";
+}
 
-  static la_ssize_t read(archive*, void* self, const void** buf) {
-    auto* s = static_cast<StdoutSource*>(self);
-    try {
-      while (auto c = s->exec->next_output()) {
-        if (c->stream == StreamKind::Stderr) {
-          if (s->stderr_text.size() < kMaxErrorText) s->stderr_text += c->data;
-          continue;
-        }
-        s->chunk = std::move(c->data);
-        *buf = s->chunk.data();
-        return static_cast<la_ssize_t>(s->chunk.size());
-      }
-    } catch (const Error& e) {
-      s->error = e;  // no exception may cross libarchive's C frames
-      return -1;
-    }
-    return 0;
+// The extraction's report: its error's code, then its message. Nothing on success.
+void report_error(int fd, const Error& e) {
+  std::string msg = std::to_string(static_cast<int>(e.code())) + "\n" + e.what();
+  const char* p = msg.data();
+  size_t left = msg.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    p += n;
+    left -= static_cast<size_t>(n);
   }
-};
+}
+
+std::optional<Error> error_from_report(const std::string& report) {
+  if (report.empty()) return std::nullopt;
+  auto nl = report.find('\n');
+  int code = nl == std::string::npos ? 0 : std::atoi(report.substr(0, nl).c_str());
+  if (code <= 0 || code > static_cast<int>(ErrorCode::SessionReaped)) code = static_cast<int>(ErrorCode::Internal);
+  return Error(static_cast<ErrorCode>(code), nl == std::string::npos ? report : report.substr(nl + 1));
+}
+
+// The child that parses the box's tar stream (a box is hostile; the caller may be
+// root): it confines itself first (common/confine.hpp), so that what a crafted
+// stream could make of libarchive or of the placement code reaches only the
+// destination. Every mount read-only but the destination's (root), no capability
+// but what placing files needs, Landlock, no_new_privs.
+[[noreturn]] void extract_confined(int data_fd, int report_fd, const std::string& dst, const std::string& writable,
+                                   const image::CopyExtractOptions& xo) {
+  try {
+    const std::string who = "copy_out's extraction";
+    confine::no_new_privs(who);
+    confine::readonly_mounts_except(writable, who);
+    confine::keep_only_capabilities({CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER, CAP_FSETID}, who);
+    confine::restrict_writes_beneath(writable, confine::landlock_abi(), who);
+    std::unique_ptr<archive, ArchiveReadDeleter> reader(la::archive_read_new());
+    if (!reader) throw Error(ErrorCode::Internal, "libarchive: out of memory");
+    la::archive_read_support_format_tar(reader.get());
+    la::archive_read_support_format_empty(reader.get());
+    if (la::archive_read_open_fd(reader.get(), data_fd, 64 * 1024) != ARCHIVE_OK) {
+      const char* msg = la::archive_error_string(reader.get());
+      throw Error(ErrorCode::Storage,
+                  std::string("read the copy archive: ") + (msg ? msg : "unknown libarchive error"));
+    }
+    image::extract_copy_archive(reader.get(), dst, xo);
+    ::_exit(0);
+  } catch (const Error& e) {
+    report_error(report_fd, e);
+  } catch (...) {
+    report_error(report_fd, Error(ErrorCode::Internal, "the extraction failed"));
+  }
+  ::_exit(1);
+}
+
+// One piece of the stream to the extraction. False once it has stopped reading
+// (done, or failed: its exit says which).
+bool send_to_extraction(int fd, std::string_view piece) {
+  while (!piece.empty()) {
+    ssize_t n = ::send(fd, piece.data(), piece.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) return false;
+    if (n < 0) throw_errno(ErrorCode::Internal, "send the copy archive to its extraction");
+    piece.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -143,28 +206,58 @@ void Box::copy_out(const std::string& box_path, const std::string& host_path, co
   // The box is untrusted, and the host side may run as root.
   xo.strip_setid = true;
   xo.expected_top = image::copy_top_name(src);  // what the builtin names it
+  std::string writable = writable_root_for(dst);
+  // libarchive bound before the fork: a child of a threaded process must not dlopen.
+  la::archive_read_free(la::archive_read_new());
+  int sv[2], rp[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    throw_errno(ErrorCode::Internal, context + ": socketpair");
+  UniqueFd data(sv[0]), data_child(sv[1]);
+  if (::pipe2(rp, O_CLOEXEC) != 0) throw_errno(ErrorCode::Internal, context + ": pipe");
+  UniqueFd report(rp[0]), report_child(rp[1]);
   Execution e = exec_builtin("copy-out", {src, opts.follow_symlinks ? "1" : "0"}, /*stdin_open=*/false);
-  StdoutSource source{&e, {}, {}, {}};
+  pid_t pid = ::fork();
+  if (pid < 0) throw_errno(ErrorCode::Internal, context + ": fork the extraction");
+  if (pid == 0) {
+    data.reset();  // else the archive never ends: its other end would stay open here
+    report.reset();
+    extract_confined(data_child.get(), report_child.get(), dst, writable, xo);
+  }
+  Child extraction(pid);  // killed if anything below throws
+  data_child.reset();
+  report_child.reset();
+
+  std::string stderr_text;
   std::optional<Error> failure;
-  {
-    std::unique_ptr<archive, ArchiveReadDeleter> reader(la::archive_read_new());
-    if (!reader) throw Error(ErrorCode::Internal, context + ": libarchive: out of memory");
-    la::archive_read_support_format_tar(reader.get());
-    la::archive_read_support_format_empty(reader.get());
-    try {
-      if (la::archive_read_open(reader.get(), &source, nullptr, &StdoutSource::read, nullptr) != ARCHIVE_OK) {
-        const char* msg = la::archive_error_string(reader.get());
-        throw Error(ErrorCode::Storage,
-                    std::string("read the copy archive: ") + (msg ? msg : "unknown libarchive error"));
+  try {
+    while (auto chunk = e.next_output()) {
+      if (chunk->stream == StreamKind::Stderr) {
+        if (stderr_text.size() < kMaxErrorText) stderr_text += chunk->data;
+        continue;
       }
-      image::extract_copy_archive(reader.get(), dst, xo);
-    } catch (const Error& err) {
-      failure = source.error ? *source.error : err;
+      if (!send_to_extraction(data.get(), chunk->data)) break;
     }
+  } catch (const Error& err) {
+    failure = err;  // the stream's own failure explains a torn archive best
+  }
+  data.reset();  // the end of the archive, for the extraction
+  if (failure) extraction.kill_now();
+  int status = extraction.wait();
+  std::string said;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(report.get(), buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 || said.size() > kMaxErrorText) break;
+    said.append(buf, static_cast<size_t>(n));
+  }
+  if (!failure) failure = error_from_report(said);
+  if (!failure && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+    failure =
+        Error(ErrorCode::Internal, "the extraction of the archive ended without a word: " + describe_status(status));
   }
   // On a failure here the builtin may still be writing: it has nowhere to go.
   if (failure) e.kill();
-  BuiltinOutcome o = finish(e, std::move(source.stderr_text));
+  BuiltinOutcome o = finish(e, std::move(stderr_text));
   // The builtin's error (a missing path, ...) explains a broken stream best; our
   // kill shows as a signal and leaves our own error to report.
   if (o.result.exit_code > 0) throw builtin_error(o, context);

@@ -23,7 +23,10 @@
 // Safety: what a box planted is never followed out of the named paths. copy_out
 // reads inside the box with O_NOFOLLOW below SRC, and the host places the stream
 // below DST only (openat2 RESOLVE_IN_ROOT, never writing through a symlink, every
-// entry under NAME); copy_in places the stream inside the box the same way.
+// entry under NAME); copy_in places the stream inside the box the same way. The
+// host's end of copy_out runs in a child that confines itself first (no_new_privs,
+// four capabilities, every mount read-only but the destination's, Landlock;
+// docs/decisions.md, "File copy").
 #pragma once
 
 namespace boxlite {

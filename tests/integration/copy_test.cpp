@@ -5,9 +5,12 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
+#include <thread>
 
 #include "common/error_code.hpp"
 #include "support.hpp"
@@ -273,6 +276,61 @@ std::map<std::string, std::string> outside_of(const std::string& root, const std
     out[it->path().string()] = d;
   }
   return out;
+}
+
+// copy_out unpacks the box's archive in a child of the caller that confines itself
+// first (core/copy.cpp): no_new_privs, four capabilities, and as root every mount
+// read-only but the destination's. Seen from outside, mid-copy.
+TEST_P(CopyTest, ABoxsArchiveIsUnpackedByAConfinedChild) {
+  if (vm()) GTEST_SKIP() << "engine-independent: the host side of copy_out";
+  sh("head -c 134217728 /dev/zero > /big");  // 128 MiB: long enough to look at the extraction
+  std::string me = parse_stat(read_file("/proc/self/stat")).comm;
+  std::atomic<bool> done{false};
+  std::optional<Error> failure;
+  std::thread copy([&] {
+    try {
+      box().copy_out("/big", h("big"));
+    } catch (const Error& e) {
+      failure = e;
+    }
+    done = true;
+  });
+  std::string status, mounts;
+  while (!done && status.empty()) {
+    for (pid_t pid : processes_whose("stat", [&](std::string& stat) {
+           ProcStat p = parse_stat(stat);
+           return p.comm == me && p.fields.size() > 1 && p.fields[1] == std::to_string(::getpid());
+         })) {
+      try {
+        std::string st = read_file("/proc/" + std::to_string(pid) + "/status");
+        // Confined once its capabilities are down to the four (the mounts come before).
+        if (st.find("NoNewPrivs:\t1") == std::string::npos ||
+            st.find("CapEff:\t000000000000001e") == std::string::npos) {
+          continue;
+        }
+        mounts = read_file("/proc/" + std::to_string(pid) + "/mountinfo");
+        status = st;
+      } catch (const Error&) {
+      }
+    }
+    ::usleep(500);
+  }
+  copy.join();
+  ASSERT_FALSE(failure) << failure->what();
+  EXPECT_EQ(fs::file_size(h("big")), 134217728u);
+  ASSERT_FALSE(status.empty()) << "no extraction with no_new_privs and only four capabilities seen during a "
+                                  "128 MiB copy_out";
+  // Its root is read-only; the destination, bound over itself, is not.
+  bool root_ro = false, dest_rw = false;
+  for (const auto& line : split(mounts, '\n')) {
+    auto f = split(line, ' ');
+    if (f.size() < 6) continue;
+    bool ro = ("," + f[5] + ",").find(",ro,") != std::string::npos;
+    if (f[4] == "/") root_ro = ro;
+    if (f[4] == host_) dest_rw = !ro;
+  }
+  EXPECT_TRUE(root_ro) << mounts;
+  EXPECT_TRUE(dest_rw) << mounts;
 }
 
 TEST_P(CopyTest, HostileSymlinksInTheBoxNeverLeadACopyOutside) {
