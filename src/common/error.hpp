@@ -38,6 +38,13 @@ enum class ErrorCode : int {
 
 std::string_view error_code_name(ErrorCode code);
 
+// A code another process of ours reported (boxlite-pull's answer, copy_out's
+// extraction): the code when it is one, else Internal.
+inline ErrorCode error_code_from(int code) {
+  bool known = code > 0 && code <= static_cast<int>(ErrorCode::SessionReaped);
+  return known ? static_cast<ErrorCode>(code) : ErrorCode::Internal;
+}
+
 class Error : public std::runtime_error {
  public:
   Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}

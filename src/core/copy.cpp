@@ -87,25 +87,20 @@ std::string writable_root_for(const std::string& dst) {
 }
 
 // The extraction's report: its error's code, then its message. Nothing on success.
-void report_error(int fd, const Error& e) {
-  std::string msg = std::to_string(static_cast<int>(e.code())) + "\n" + e.what();
-  const char* p = msg.data();
-  size_t left = msg.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    p += n;
-    left -= static_cast<size_t>(n);
+void report_error(int fd, const Error& e) noexcept {
+  try {
+    std::string msg = std::to_string(static_cast<int>(e.code())) + "\n" + e.what();
+    write_all(fd, msg.data(), msg.size());
+  } catch (...) {
+    // The caller then reports the child's exit status instead.
   }
 }
 
 std::optional<Error> error_from_report(const std::string& report) {
   if (report.empty()) return std::nullopt;
   auto nl = report.find('\n');
-  int code = nl == std::string::npos ? 0 : std::atoi(report.substr(0, nl).c_str());
-  if (code <= 0 || code > static_cast<int>(ErrorCode::SessionReaped)) code = static_cast<int>(ErrorCode::Internal);
-  return Error(static_cast<ErrorCode>(code), nl == std::string::npos ? report : report.substr(nl + 1));
+  if (nl == std::string::npos) return Error(ErrorCode::Internal, report);
+  return Error(error_code_from(std::atoi(report.substr(0, nl).c_str())), report.substr(nl + 1));
 }
 
 // The child that parses the box's tar stream (a box is hostile; the caller may be
@@ -151,6 +146,56 @@ bool send_to_extraction(int fd, std::string_view piece) {
     piece.remove_prefix(static_cast<size_t>(n));
   }
   return true;
+}
+
+// Runs the extraction of the builtin's stdout into `dst` in a confined child
+// (extract_confined), feeding it the stream; the builtin's stderr is kept in
+// `stderr_text`. Returns what went wrong: the stream's own failure first (it
+// explains a torn archive best), else the extraction's.
+std::optional<Error> unpack_in_confined_child(Execution& e, const std::string& dst, const image::CopyExtractOptions& xo,
+                                              const std::string& context, std::string& stderr_text) {
+  std::string writable = writable_root_for(dst);
+  // libarchive bound before the fork: a child of a threaded process must not dlopen.
+  la::archive_read_free(la::archive_read_new());
+  int sv[2], rp[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    throw_errno(ErrorCode::Internal, context + ": socketpair");
+  UniqueFd data(sv[0]), data_child(sv[1]);
+  if (::pipe2(rp, O_CLOEXEC) != 0) throw_errno(ErrorCode::Internal, context + ": pipe");
+  UniqueFd report(rp[0]), report_child(rp[1]);
+  pid_t pid = ::fork();
+  if (pid < 0) throw_errno(ErrorCode::Internal, context + ": fork the extraction");
+  if (pid == 0) {
+    data.reset();  // else the archive never ends: its other end would stay open here
+    report.reset();
+    extract_confined(data_child.get(), report_child.get(), dst, writable, xo);
+  }
+  Child extraction(pid);  // killed if anything below throws
+  data_child.reset();
+  report_child.reset();
+
+  std::optional<Error> failure;
+  try {
+    while (auto chunk = e.next_output()) {
+      if (chunk->stream == StreamKind::Stderr) {
+        if (stderr_text.size() < kMaxErrorText) stderr_text += chunk->data;
+        continue;
+      }
+      if (!send_to_extraction(data.get(), chunk->data)) break;
+    }
+  } catch (const Error& err) {
+    failure = err;
+  }
+  data.reset();  // the end of the archive, for the extraction
+  if (failure) extraction.kill_now();
+  int status = extraction.wait();
+  if (failure) return failure;
+  failure =
+      error_from_report(read_up_to(report.get(), kMaxErrorText, "copy_out's extraction report", ErrorCode::Internal));
+  if (!failure && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+    return Error(ErrorCode::Internal, "the extraction of the archive ended without a word: " + describe_status(status));
+  }
+  return failure;
 }
 
 }  // namespace
@@ -206,55 +251,9 @@ void Box::copy_out(const std::string& box_path, const std::string& host_path, co
   // The box is untrusted, and the host side may run as root.
   xo.strip_setid = true;
   xo.expected_top = image::copy_top_name(src);  // what the builtin names it
-  std::string writable = writable_root_for(dst);
-  // libarchive bound before the fork: a child of a threaded process must not dlopen.
-  la::archive_read_free(la::archive_read_new());
-  int sv[2], rp[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-    throw_errno(ErrorCode::Internal, context + ": socketpair");
-  UniqueFd data(sv[0]), data_child(sv[1]);
-  if (::pipe2(rp, O_CLOEXEC) != 0) throw_errno(ErrorCode::Internal, context + ": pipe");
-  UniqueFd report(rp[0]), report_child(rp[1]);
   Execution e = exec_builtin("copy-out", {src, opts.follow_symlinks ? "1" : "0"}, /*stdin_open=*/false);
-  pid_t pid = ::fork();
-  if (pid < 0) throw_errno(ErrorCode::Internal, context + ": fork the extraction");
-  if (pid == 0) {
-    data.reset();  // else the archive never ends: its other end would stay open here
-    report.reset();
-    extract_confined(data_child.get(), report_child.get(), dst, writable, xo);
-  }
-  Child extraction(pid);  // killed if anything below throws
-  data_child.reset();
-  report_child.reset();
-
   std::string stderr_text;
-  std::optional<Error> failure;
-  try {
-    while (auto chunk = e.next_output()) {
-      if (chunk->stream == StreamKind::Stderr) {
-        if (stderr_text.size() < kMaxErrorText) stderr_text += chunk->data;
-        continue;
-      }
-      if (!send_to_extraction(data.get(), chunk->data)) break;
-    }
-  } catch (const Error& err) {
-    failure = err;  // the stream's own failure explains a torn archive best
-  }
-  data.reset();  // the end of the archive, for the extraction
-  if (failure) extraction.kill_now();
-  int status = extraction.wait();
-  std::string said;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(report.get(), buf, sizeof buf)) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 || said.size() > kMaxErrorText) break;
-    said.append(buf, static_cast<size_t>(n));
-  }
-  if (!failure) failure = error_from_report(said);
-  if (!failure && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-    failure =
-        Error(ErrorCode::Internal, "the extraction of the archive ended without a word: " + describe_status(status));
-  }
+  std::optional<Error> failure = unpack_in_confined_child(e, dst, xo, context, stderr_text);
   // On a failure here the builtin may still be writing: it has nowhere to go.
   if (failure) e.kill();
   BuiltinOutcome o = finish(e, std::move(stderr_text));

@@ -125,11 +125,9 @@ PullResult pull_in_helper(const std::string& helper, const std::string& images_d
         return r;
       } else if (msg.contains("error")) {
         const json& e = msg["error"];
-        int code = e.at("code").get<int>();
-        if (code <= 0 || code > static_cast<int>(ErrorCode::SessionReaped))
-          code = static_cast<int>(ErrorCode::Internal);
+        ErrorCode code = error_code_from(e.at("code").get<int>());
         child.wait();
-        throw Error(static_cast<ErrorCode>(code), e.at("message").get<std::string>());
+        throw Error(code, e.at("message").get<std::string>());
       }
     } catch (const json::exception& e) {
       throw Error(ErrorCode::Internal, std::string("boxlite-pull sent a malformed message: ") + e.what());

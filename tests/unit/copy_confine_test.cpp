@@ -14,19 +14,13 @@
 #include <cstring>
 #include <string>
 
+#include "child_probe.hpp"
 #include "common/confine.hpp"
 #include "common/io.hpp"
 
 namespace {
 
-int failures = 0;
-
-void expect(bool ok, const std::string& what) {
-  if (!ok) {
-    std::fprintf(stderr, "FAILED: %s (errno %s)\n", what.c_str(), std::strerror(errno));
-    ++failures;
-  }
-}
+using boxlite::testing::expect;
 
 [[noreturn]] void confine_as_a_copy_and_probe(const std::string& root) {
   std::string dest = root + "/dest";
@@ -60,7 +54,7 @@ void expect(bool ok, const std::string& what) {
   expect(::unlink((root + "/outside").c_str()) != 0, "no host file removed");
   // And nothing can be undone: the mounts stay read-only.
   expect(::mount(nullptr, "/", nullptr, MS_REMOUNT | MS_BIND, nullptr) != 0, "no remount");
-  std::exit(failures == 0 ? 0 : 1);
+  boxlite::testing::exit_with_probe_result();
 }
 
 TEST(CopyConfineTest, AsRootOnlyTheDestinationIsWritableAndModesOutsideItAreOutOfReach) {

@@ -19,20 +19,14 @@
 #include <string>
 #include <thread>
 
+#include "child_probe.hpp"
 #include "common/error.hpp"
 #include "common/io.hpp"
 #include "registry/confine.hpp"
 
 namespace {
 
-int failures = 0;
-
-void expect(bool ok, const std::string& what) {
-  if (!ok) {
-    std::fprintf(stderr, "FAILED: %s (errno %s)\n", what.c_str(), std::strerror(errno));
-    ++failures;
-  }
-}
+using boxlite::testing::expect;
 
 bool creates(const std::string& path) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -105,7 +99,7 @@ std::string status_field(const std::string& name) {
   std::thread([&] { ran = true; }).join();  // libcurl's resolver starts threads
   expect(ran, "threads still start");
   if (c.signals_scoped) expect(::kill(::getppid(), 0) != 0 && errno == EPERM, "no signal to a process outside");
-  std::exit(failures == 0 ? 0 : 1);
+  boxlite::testing::exit_with_probe_result();
 }
 
 TEST(PullConfineTest, AConfinedHelperWritesOnlyBeneathItsStoreAndKeepsNoPrivilege) {
