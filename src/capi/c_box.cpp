@@ -13,7 +13,7 @@ std::shared_ptr<Box> RuntimeState::lookup(const std::string& id_or_name) {
   try {
     info = core->get_info(id_or_name);
   } catch (const Error& e) {
-    if (e.code() == ErrorCode::NotFound) return nullptr;
+    if (e.kind() == ErrorKind::NotFound) return nullptr;
     throw;
   }
   std::lock_guard lk(lookup_mu);
@@ -237,7 +237,7 @@ BoxliteErrorCode boxlite_get_or_create_box(CBoxliteRuntime* runtime, CBoxliteOpt
           st->remember_box(box);
           created = true;
         } catch (const Error& e) {
-          if (e.code() != ErrorCode::AlreadyExists) throw;
+          if (e.kind() != ErrorKind::AlreadyExists) throw;
           box = st->lookup(name);  // another creator won the race
           if (!box) throw;
         }
@@ -262,7 +262,7 @@ BoxliteErrorCode boxlite_stop_box(CBoxHandle* handle, CBoxStopBoxCb cb, void* us
     const char* fn = "boxlite_stop_box";
     require(handle, fn, "handle");
     require_cb(cb, fn);
-    if (handle->rt->freed) throw Error(ErrorCode::InvalidState, "boxlite_stop_box: the runtime has been freed");
+    if (handle->rt->freed) throw Error(ErrorKind::InvalidState, "boxlite_stop_box: the runtime has been freed");
     submit_box_task(handle, cb, user_data, [](Box& b) { b.stop(); });
   });
 }
@@ -281,7 +281,7 @@ BoxliteErrorCode boxlite_get(CBoxliteRuntime* runtime, const char* id_or_name, C
       std::shared_ptr<Box> box;
       Outcome out = capture([&] {
         box = st->lookup(id);
-        if (!box) throw Error(ErrorCode::NotFound, "No such box: " + id);
+        if (!box) throw Error(ErrorKind::NotFound, "No such box: " + id);
       });
       post_handle(st, out, std::move(box), cb, user_data);
     });
@@ -305,7 +305,7 @@ BoxliteErrorCode boxlite_remove(CBoxliteRuntime* runtime, const char* id_or_name
         // owns its shim; the core's remove would reach it through a second one.
         if (auto box = st->cached_box(info.id)) {
           if (box->state() == BoxState::Running && !force) {
-            throw Error(ErrorCode::InvalidState,
+            throw Error(ErrorKind::InvalidState,
                         "box " + info.id + " is running: stop it first, or remove it with force");
           }
           st->core->prepare_remove(info.id, force != 0);  // clone dependencies, as remove checks them
@@ -328,7 +328,7 @@ BoxliteErrorCode boxlite_get_info(CBoxliteRuntime* runtime, const char* id_or_na
     require_str(id_or_name, fn, "id_or_name");
     require_cb(cb, fn);
     auto st = runtime->st;
-    if (st->freed) throw Error(ErrorCode::InvalidState, "boxlite_get_info: the runtime has been freed");
+    if (st->freed) throw Error(ErrorKind::InvalidState, "boxlite_get_info: the runtime has been freed");
     std::string id = id_or_name;
     st->pool.submit([st, id, cb, user_data] {
       auto info = std::make_shared<BoxInfo>();
@@ -392,7 +392,7 @@ BoxliteErrorCode boxlite_list_info(CBoxliteRuntime* runtime, CBoxInfoListCb cb, 
     require(runtime, fn, "runtime");
     require_cb(cb, fn);
     auto st = runtime->st;
-    if (st->freed) throw Error(ErrorCode::InvalidState, "boxlite_list_info: the runtime has been freed");
+    if (st->freed) throw Error(ErrorKind::InvalidState, "boxlite_list_info: the runtime has been freed");
     st->pool.submit([st, cb, user_data] {
       auto infos = std::make_shared<std::vector<BoxInfo>>();
       Outcome out = capture([&] { *infos = st->core->list_info(); });

@@ -73,7 +73,7 @@ void pump_output(const std::shared_ptr<ExecState>& st) {
     timed_out = r.timed_out;
   });
   std::optional<Error> err;
-  if (!o.ok()) err = Error(o.code, o.message);
+  if (!o.ok()) err = o.error;
   // Posted under the lock, so a wait registered right after `done` is set still
   // fires after the exit event.
   std::lock_guard lk(st->mu);
@@ -157,7 +157,7 @@ void post_done(ExecState& st, const Outcome& o, Cb cb, void* user_data) {
 }
 
 void check_runtime(ExecState& st, const char* fn) {
-  if (st.rt->freed) throw Error(ErrorCode::InvalidState, std::string(fn) + ": the runtime has been freed");
+  if (st.rt->freed) throw Error(ErrorKind::InvalidState, std::string(fn) + ": the runtime has been freed");
 }
 
 // Starts what `start` starts on the box (a command, or the attachment to its main
@@ -318,7 +318,7 @@ BoxliteErrorCode boxlite_execution_wait(CExecutionHandle* execution, CExecutionW
     check_runtime(st, fn);
     st.add_waiter([cb, user_data](int code, const Error* err) {
       if (!err) return cb(code, nullptr, user_data);
-      CallbackError e(err->code(), err->what());
+      CallbackError e(*err);
       cb(code, e.get(), user_data);
     });
   });
@@ -366,7 +366,7 @@ BoxliteErrorCode boxlite_execution_tty_resize(CExecutionHandle* execution, int r
               std::to_string(cols));
     }
     if (!st.tty)
-      throw Error(ErrorCode::InvalidState,
+      throw Error(ErrorKind::InvalidState,
                   "boxlite_execution_tty_resize: the command has no TTY (start it with tty=1)");
     check_runtime(st, fn);
     post_done(st, capture([&] { st.exec->resize(static_cast<unsigned>(rows), static_cast<unsigned>(cols)); }), cb,

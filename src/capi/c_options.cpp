@@ -19,12 +19,12 @@ BoxOptions checked_options(const CBoxliteOptions& o, const char* fn) {
   if (!unsupported.empty()) {
     std::string what;
     for (const auto& u : unsupported) what += (what.empty() ? "" : "; ") + u;
-    throw Error(ErrorCode::Unsupported, std::string(fn) + ": not supported yet: " + what);
+    throw Error(ErrorKind::Unsupported, std::string(fn) + ": not supported yet: " + what);
   }
   try {
     validate_box_options(o.core);
   } catch (const Error& e) {
-    throw Error(e.code(), std::string(fn) + ": " + e.what());
+    throw Error(e.kind(), std::string(fn) + ": " + e.what());
   }
   return o.core;
 }

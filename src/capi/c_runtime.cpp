@@ -23,26 +23,26 @@ char* dup_string(std::string_view s) {
   return p;
 }
 
-std::pair<ErrorCode, std::string> current_error() noexcept {
+Error current_error() noexcept {
   try {
     throw;
   } catch (const Error& e) {
-    return {e.code(), e.what()};
+    return e;
   } catch (const std::bad_alloc&) {
-    return {ErrorCode::ResourceExhausted, "out of memory"};
+    return Error(ErrorKind::ResourceExhausted, "out of memory");
   } catch (const std::exception& e) {
-    return {ErrorCode::Internal, std::string("internal error: ") + e.what()};
+    return Error(ErrorKind::Internal, std::string("internal error: ") + e.what());
   } catch (...) {
-    return {ErrorCode::Internal, "internal error: unknown exception"};
+    return Error(ErrorKind::Internal, "internal error: unknown exception");
   }
 }
 
-BoxliteErrorCode fill_error(CBoxliteError* out, ErrorCode code, std::string_view message) noexcept {
+BoxliteErrorCode fill_error(CBoxliteError* out, ErrorKind kind, std::string_view message) noexcept {
   if (out) {
-    out->code = to_c(code);
+    out->code = to_c(kind);
     out->message = dup_string(message);
   }
-  return to_c(code);
+  return to_c(kind);
 }
 
 // ---------------------------------------------------------------- queue
@@ -86,7 +86,7 @@ std::deque<Event> EventQueue::close() {
 
 void TaskPool::submit(std::function<void()> task) {
   std::lock_guard lk(mu_);
-  if (stopping_) throw Error(ErrorCode::InvalidState, "the runtime has been freed");
+  if (stopping_) throw Error(ErrorKind::InvalidState, "the runtime has been freed");
   tasks_.push_back(std::move(task));
   if (tasks_.size() > idle_) {
     threads_.emplace_back([this] { worker(); });
@@ -134,8 +134,8 @@ void TaskPool::join() {
 // ---------------------------------------------------------------- runtime state
 
 void RuntimeState::check_open(const char* what) const {
-  if (freed) throw Error(ErrorCode::InvalidState, std::string(what) + ": the runtime has been freed");
-  if (shut_down) throw Error(ErrorCode::Stopped, std::string(what) + ": the runtime has been shut down");
+  if (freed) throw Error(ErrorKind::InvalidState, std::string(what) + ": the runtime has been freed");
+  if (shut_down) throw Error(ErrorKind::Stopped, std::string(what) + ": the runtime has been shut down");
 }
 
 std::shared_ptr<Box> RuntimeState::cached_box(const std::string& id) {
@@ -226,17 +226,17 @@ int dispatch_batch(RuntimeState* st, std::deque<Event>& batch) {
 
 int drain(CBoxliteRuntime* runtime, int timeout_ms, CBoxliteError* out_error) {
   if (!runtime) {
-    fill_error(out_error, ErrorCode::InvalidArgument, "boxlite_runtime_drain: runtime is NULL");
+    fill_error(out_error, ErrorKind::InvalidArgument, "boxlite_runtime_drain: runtime is NULL");
     return -1;
   }
   RuntimeState* st = runtime->st.get();
   if (tl_draining == st) {
-    fill_error(out_error, ErrorCode::InvalidState,
+    fill_error(out_error, ErrorKind::InvalidState,
                "boxlite_runtime_drain: called from inside a callback of the same runtime");
     return -1;
   }
   if (st->freed) {
-    fill_error(out_error, ErrorCode::InvalidState, "boxlite_runtime_drain: the runtime has been freed");
+    fill_error(out_error, ErrorKind::InvalidState, "boxlite_runtime_drain: the runtime has been freed");
     return -1;
   }
   // Another thread draining at once may take what woke this one: wait again
@@ -283,7 +283,7 @@ ImageRegistry to_core(const BoxliteImageRegistry& c, int i) {
   try {
     registry::validate(r);
   } catch (const Error& e) {
-    throw Error(e.code(), "boxlite_runtime_new: image_registries[" + std::to_string(i) + "]: " + e.what());
+    throw Error(e.kind(), "boxlite_runtime_new: image_registries[" + std::to_string(i) + "]: " + e.what());
   }
   return r;
 }
@@ -365,8 +365,7 @@ int boxlite_runtime_drain(CBoxliteRuntime* runtime, int timeout_ms, CBoxliteErro
   try {
     return drain(runtime, timeout_ms, out_error);
   } catch (...) {
-    auto [code, msg] = current_error();
-    fill_error(out_error, code, msg);
+    fill_error(out_error, current_error());
     return -1;
   }
 }
@@ -380,7 +379,7 @@ BoxliteErrorCode boxlite_runtime_shutdown(CBoxliteRuntime* runtime, int timeout_
     if (timeout_secs < -1)
       invalid("boxlite_runtime_shutdown: timeout_secs must be 0 (10 s), -1 (no limit) or positive");
     auto st = runtime->st;
-    if (st->freed) throw Error(ErrorCode::InvalidState, "boxlite_runtime_shutdown: the runtime has been freed");
+    if (st->freed) throw Error(ErrorKind::InvalidState, "boxlite_runtime_shutdown: the runtime has been freed");
     st->shut_down = true;  // before returning: later operations fail fast
     std::optional<double> secs;
     if (timeout_secs != 0) secs = timeout_secs;
@@ -464,7 +463,7 @@ BoxliteErrorCode boxlite_runtime_metrics(CBoxliteRuntime* runtime, CRuntimeMetri
     require(runtime, fn, "runtime");
     require(reinterpret_cast<void*>(cb), fn, "cb");
     auto st = runtime->st;
-    if (st->freed) throw Error(ErrorCode::InvalidState, "boxlite_runtime_metrics: the runtime has been freed");
+    if (st->freed) throw Error(ErrorKind::InvalidState, "boxlite_runtime_metrics: the runtime has been freed");
     st->pool.submit([st, cb, user_data] {
       auto m = std::make_shared<RuntimeMetrics>();
       Outcome out = capture([&] { *m = st->core->metrics(); });

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <exception>
 #include <new>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -19,13 +20,17 @@ namespace boxlite::capi {
 // A malloc'ed copy (free() or boxlite_free_string); NULL when out of memory.
 char* dup_string(std::string_view s);
 
-// Code and message of the exception being handled (call inside a catch block).
-std::pair<ErrorCode, std::string> current_error() noexcept;
+// The exception being handled as an Error (call inside a catch block).
+Error current_error() noexcept;
 
 // Fills *out (when given) and returns the code.
-BoxliteErrorCode fill_error(CBoxliteError* out, ErrorCode code, std::string_view message) noexcept;
+BoxliteErrorCode fill_error(CBoxliteError* out, ErrorKind kind, std::string_view message) noexcept;
+inline BoxliteErrorCode fill_error(CBoxliteError* out, const Error& e) noexcept {
+  return fill_error(out, e.kind(), e.what());
+}
 
-inline BoxliteErrorCode to_c(ErrorCode c) { return static_cast<BoxliteErrorCode>(static_cast<int>(c)); }
+// The C API's code for a kind (common/error.hpp's table).
+inline BoxliteErrorCode to_c(ErrorKind k) { return static_cast<BoxliteErrorCode>(error_kind_info(k).c_code); }
 
 // Runs f; any exception becomes an error code and *out.
 template <class F>
@@ -34,12 +39,11 @@ BoxliteErrorCode guard(CBoxliteError* out, F&& f) noexcept {
     f();
     return Ok;
   } catch (...) {
-    auto [code, msg] = current_error();
-    return fill_error(out, code, msg);
+    return fill_error(out, current_error());
   }
 }
 
-[[noreturn]] inline void invalid(const std::string& message) { throw Error(ErrorCode::InvalidArgument, message); }
+[[noreturn]] inline void invalid(const std::string& message) { throw Error(ErrorKind::InvalidArgument, message); }
 
 // InvalidArgument "<fn>: <what> is NULL".
 inline void require(const void* p, const char* fn, const char* what) {
@@ -54,9 +58,9 @@ inline void require_str(const char* s, const char* fn, const char* what) {
 // An error handed to a callback: lives for the callback's duration.
 class CallbackError {
  public:
-  CallbackError(ErrorCode code, std::string_view message) {
-    err_.code = to_c(code);
-    err_.message = dup_string(message);
+  explicit CallbackError(const Error& e) {
+    err_.code = to_c(e.kind());
+    err_.message = dup_string(e.what());
   }
   ~CallbackError() { std::free(err_.message); }
   CallbackError(const CallbackError&) = delete;
@@ -69,16 +73,15 @@ class CallbackError {
 
 // The outcome of an operation, carried from a worker to the drain thread.
 struct Outcome {
-  ErrorCode code = ErrorCode::Ok;
-  std::string message;
-  bool ok() const { return code == ErrorCode::Ok; }
+  std::optional<Error> error;  // nullopt: it succeeded
+  bool ok() const { return !error; }
   // Runs cb(err) with NULL on success.
   template <class Cb>
   void deliver(Cb&& cb) const {
     if (ok()) {
       cb(static_cast<CBoxliteError*>(nullptr));
     } else {
-      CallbackError e(code, message);
+      CallbackError e(*error);
       cb(e.get());
     }
   }
@@ -98,8 +101,7 @@ Outcome capture(F&& f) noexcept {
     f();
     return {};
   } catch (...) {
-    auto [code, msg] = current_error();
-    return {code, std::move(msg)};
+    return {current_error()};
   }
 }
 

@@ -50,7 +50,7 @@ EnvList parse_env(const std::vector<std::string>& items) {
   EnvList out;
   for (const auto& item : items) {
     auto eq = item.find('=');
-    if (eq == 0) throw Error(ErrorCode::InvalidArgument, "invalid -e value '" + item + "': expected KEY=VALUE or KEY");
+    if (eq == 0) throw Error(ErrorKind::InvalidArgument, "invalid -e value '" + item + "': expected KEY=VALUE or KEY");
     if (eq == std::string::npos) {
       // A bare KEY takes its value from this environment (and is skipped if unset).
       if (const char* v = std::getenv(item.c_str())) out.emplace_back(item, v);
@@ -69,7 +69,7 @@ void enable_debug_output() {
 
 int report_error(const Error& e) {
   if (std::getenv("BOXLITE_DEBUG")) {  // --debug
-    std::string_view code = error_code_name(e.code());
+    std::string_view code = error_kind_name(e.kind());
     std::fprintf(stderr, "Error [%.*s]: %s\n", static_cast<int>(code.size()), code.data(), e.what());
   } else {
     std::fprintf(stderr, "Error: %s\n", e.what());
@@ -78,18 +78,11 @@ int report_error(const Error& e) {
 }
 
 int exit_code_for_error(const Error& e) {
-  // As docker exec reports a command it could not start: 127 when there is no such
-  // file (in $PATH, at the path given, or the interpreter a script names), 126 when
-  // it cannot be run (not executable, a directory, a user or directory that is not
-  // there). The agent's message has one of these forms after "spawn_failed: ".
-  std::string msg = e.what();
-  size_t at = msg.find("spawn_failed: ");
-  if (at == std::string::npos) return kExitRuntimeError;
-  std::string_view why = std::string_view(msg).substr(at + 14);
-  bool missing = why.starts_with("executable file not found: ") ||
-                 (why.starts_with("executable file '") && why.ends_with("' not found in $PATH")) ||
-                 (why.starts_with("exec ") && why.ends_with(": No such file or directory"));
-  return missing ? kExitNotFound : kExitCannotInvoke;
+  // As docker exec reports a command it could not start (common/error.hpp,
+  // SpawnFailure): 127 when there is no such file, 126 when it cannot be run,
+  // and boxlite's own failures (a fork in the box among them) 125.
+  if (e.spawn_failure() == SpawnFailure::None) return kExitRuntimeError;
+  return spawn_failure_exit_code(e.spawn_failure());
 }
 
 int exit_code_for_result(const ExecResult& r) { return r.exit_code >= 0 ? r.exit_code : 128 - r.exit_code; }

@@ -49,7 +49,7 @@ PortSpec parse_publish(const std::string& text) {
   }
   auto number = [&](const std::string& s) {
     if (s.empty() || s.size() > 5 || s.find_first_not_of("0123456789") != std::string::npos) {
-      throw Error(ErrorCode::InvalidArgument,
+      throw Error(ErrorKind::InvalidArgument,
                   "invalid port '" + s + "' in -p " + text + ": expected [[host_ip:]host_port:]box_port[/tcp|udp]");
     }
     return std::stoi(s);
@@ -95,7 +95,7 @@ BoxOptions box_options_from(const BoxFlags& f) {
   for (const auto& v : f.volumes) o.volumes.push_back(parse_volume_flag(v));
   if (f.disk_size_gb) {
     if (*f.disk_size_gb < 1) {
-      throw Error(ErrorCode::InvalidArgument,
+      throw Error(ErrorKind::InvalidArgument,
                   "--disk-size must be a positive number of GB, got " + std::to_string(*f.disk_size_gb));
     }
     o.disk_size_gb = static_cast<uint64_t>(*f.disk_size_gb);

@@ -72,17 +72,17 @@ std::string render_template(const std::string& tmpl, const nlohmann::json& doc) 
     out += tmpl.substr(pos, open - pos);
     size_t close = tmpl.find("}}", open);
     if (close == std::string::npos)
-      throw Error(ErrorCode::InvalidArgument, "template: unclosed '{{' in '" + tmpl + "'");
+      throw Error(ErrorKind::InvalidArgument, "template: unclosed '{{' in '" + tmpl + "'");
     std::string expr = tmpl.substr(open + 2, close - open - 2);
     while (!expr.empty() && expr.front() == ' ') expr.erase(0, 1);
     while (!expr.empty() && expr.back() == ' ') expr.pop_back();
     if (expr.empty() || expr[0] != '.')
-      throw Error(ErrorCode::InvalidArgument, "template: unsupported expression '" + expr + "'");
+      throw Error(ErrorKind::InvalidArgument, "template: unsupported expression '" + expr + "'");
     const nlohmann::json* node = &doc;
     for (const auto& key : split(expr.substr(1), '.')) {
       if (key.empty()) continue;
       if (!node->is_object() || !node->contains(key))
-        throw Error(ErrorCode::InvalidArgument, "template: no field '" + expr + "'");
+        throw Error(ErrorKind::InvalidArgument, "template: no field '" + expr + "'");
       node = &(*node)[key];
     }
     out += node->is_string() ? node->get<std::string>() : node->dump();
@@ -237,7 +237,7 @@ void add_inspect(CLI::App& app, GlobalFlags& g, int& exit_code) {
       Runtime rt(runtime_options(g));
       if (*latest) {
         auto all = rt.list_info();
-        if (all.empty()) throw Error(ErrorCode::NotFound, "no boxes");
+        if (all.empty()) throw Error(ErrorKind::NotFound, "no boxes");
         ids->push_back(all.front().id);
       }
       if (ids->empty()) throw CLI::ValidationError("inspect", "give at least one BOX, or --latest");
@@ -249,7 +249,7 @@ void add_inspect(CLI::App& app, GlobalFlags& g, int& exit_code) {
           try {
             docs.push_back(inspect_json(rt.get_info(id)));
           } catch (const Error& e) {
-            if (e.code() != ErrorCode::NotFound) throw;
+            if (e.kind() != ErrorKind::NotFound) throw;
             throw rt.no_such_box(id);
           }
         } catch (const Error& e) {
@@ -310,7 +310,7 @@ void parse_options_between_box_and_dashes(ExecFlags& f, GlobalFlags& g) {
   try {
     sub.parse(reversed);
   } catch (const CLI::ParseError& e) {
-    throw Error(ErrorCode::InvalidArgument, std::string("exec: ") + e.what());
+    throw Error(ErrorKind::InvalidArgument, std::string("exec: ") + e.what());
   }
   f.env.insert(f.env.end(), later.env.begin(), later.env.end());
   f.interactive = f.interactive || later.interactive;
@@ -344,19 +344,19 @@ void add_exec(CLI::App& app, GlobalFlags& g, int& exit_code) {
       Runtime rt(runtime_options(g));
       auto box = must_get(rt, f->box);
       if (box->state() != BoxState::Running) {
-        throw Error(ErrorCode::InvalidState, "box " + f->box + " is not running: start it first");
+        throw Error(ErrorKind::InvalidState, "box " + f->box + " is not running: start it first");
       }
       ExecOptions e;
       e.argv = f->cmd;
       if (!e.argv.empty() && e.argv.front() == "--") e.argv.erase(e.argv.begin());
       if (!f->entrypoint.empty()) e.argv.insert(e.argv.begin(), f->entrypoint);
-      if (e.argv.empty()) throw Error(ErrorCode::InvalidArgument, "exec: no command given (exec BOX -- CMD [ARGS...])");
+      if (e.argv.empty()) throw Error(ErrorKind::InvalidArgument, "exec: no command given (exec BOX -- CMD [ARGS...])");
       e.env = parse_env(f->env);
       e.cwd = f->workdir;
       e.user = f->user;
       if (f->detach) {
         if (f->interactive || f->tty)
-          throw Error(ErrorCode::InvalidArgument, "exec: -d cannot be combined with -i or -t");
+          throw Error(ErrorKind::InvalidArgument, "exec: -d cannot be combined with -i or -t");
         e.detach = true;
         box->exec(e);  // started; it runs on in the box after we let go
         exit_code = 0;

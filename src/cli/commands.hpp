@@ -96,7 +96,5 @@ int exit_code_for_error(const Error& e);
 
 // Exit codes for failures of boxlite itself, as docker uses them.
 inline constexpr int kExitRuntimeError = 125;
-inline constexpr int kExitCannotInvoke = 126;
-inline constexpr int kExitNotFound = 127;
 
 }  // namespace boxlite::cli

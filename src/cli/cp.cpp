@@ -32,11 +32,11 @@ void copy(const GlobalFlags& g, const CpFlags& f) {
   auto from = parse_box_path(f.src);
   auto to = parse_box_path(f.dst);
   if (from && to)
-    throw Error(ErrorCode::InvalidArgument,
+    throw Error(ErrorKind::InvalidArgument,
                 "copying between boxes is not supported: one of SRC and DST must be a host path");
-  if (!from && !to) throw Error(ErrorCode::InvalidArgument, "one of SRC and DST must be BOX:PATH");
+  if (!from && !to) throw Error(ErrorKind::InvalidArgument, "one of SRC and DST must be BOX:PATH");
   const BoxPath& bp = from ? *from : *to;
-  if (bp.path.empty()) throw Error(ErrorCode::InvalidArgument, "no path after '" + bp.box + ":'");
+  if (bp.path.empty()) throw Error(ErrorKind::InvalidArgument, "no path after '" + bp.box + ":'");
   CopyOptions o;
   o.follow_symlinks = f.follow_symlinks;
   o.overwrite = !f.no_overwrite;

@@ -47,7 +47,7 @@ RulesetAttr ruleset_for(int abi) {
 }  // namespace
 
 void no_new_privs(const std::string& who) {
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) throw_errno(ErrorCode::Internal, who + ": no_new_privs");
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) throw_errno(ErrorKind::Internal, who + ": no_new_privs");
 }
 
 void keep_only_capabilities(std::initializer_list<int> keep_list, const std::string& who) {
@@ -59,20 +59,20 @@ void keep_only_capabilities(std::initializer_list<int> keep_list, const std::str
     if (keep & (1ULL << c)) continue;
     if (::prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0) {
       if (errno == EINVAL || errno == EPERM) break;
-      throw_errno(ErrorCode::Internal, who + ": drop capability " + std::to_string(c) + " from the bounding set");
+      throw_errno(ErrorKind::Internal, who + ": drop capability " + std::to_string(c) + " from the bounding set");
     }
   }
   ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
   __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[2] = {};
-  if (::syscall(SYS_capget, &hdr, data) != 0) throw_errno(ErrorCode::Internal, who + ": capget");
+  if (::syscall(SYS_capget, &hdr, data) != 0) throw_errno(ErrorKind::Internal, who + ": capget");
   for (int i = 0; i < 2; ++i) {
     auto bits = static_cast<uint32_t>(keep >> (32 * i));
     data[i].effective &= bits;
     data[i].permitted &= bits;
     data[i].inheritable = 0;
   }
-  if (::syscall(SYS_capset, &hdr, data) != 0) throw_errno(ErrorCode::Internal, who + ": capset");
+  if (::syscall(SYS_capset, &hdr, data) != 0) throw_errno(ErrorKind::Internal, who + ": capset");
 }
 
 int landlock_abi() {
@@ -84,11 +84,11 @@ bool restrict_writes_beneath(const std::string& dir, int abi, const std::string&
   if (abi < 2) return false;
   RulesetAttr attr = ruleset_for(abi);
   long fd = ::syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
-  if (fd < 0) throw_errno(ErrorCode::Internal, who + ": landlock_create_ruleset (ABI " + std::to_string(abi) + ")");
+  if (fd < 0) throw_errno(ErrorKind::Internal, who + ": landlock_create_ruleset (ABI " + std::to_string(abi) + ")");
   UniqueFd ruleset(static_cast<int>(fd));
   if (!dir.empty()) {
     UniqueFd d(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!d) throw_errno(ErrorCode::Internal, who + ": open " + dir);
+    if (!d) throw_errno(ErrorKind::Internal, who + ": open " + dir);
     landlock_path_beneath_attr beneath{};
     // Beneath it, everything handled but exec and device nodes: neither a store nor
     // a copy's destination holds programs to run or devices.
@@ -96,11 +96,11 @@ bool restrict_writes_beneath(const std::string& dir, int abi, const std::string&
                                                         LANDLOCK_ACCESS_FS_MAKE_BLOCK | kAccessFsIoctlDev);
     beneath.parent_fd = d.get();
     if (::syscall(SYS_landlock_add_rule, ruleset.get(), LANDLOCK_RULE_PATH_BENEATH, &beneath, 0) != 0) {
-      throw_errno(ErrorCode::Internal, who + ": landlock_add_rule for " + dir);
+      throw_errno(ErrorKind::Internal, who + ": landlock_add_rule for " + dir);
     }
   }
   if (::syscall(SYS_landlock_restrict_self, ruleset.get(), 0) != 0) {
-    throw_errno(ErrorCode::Internal, who + ": landlock_restrict_self");
+    throw_errno(ErrorKind::Internal, who + ": landlock_restrict_self");
   }
   return true;
 }
@@ -109,26 +109,26 @@ bool readonly_mounts_except(const std::string& dir, const std::string& who) {
   if (::geteuid() != 0) return false;
   if (::unshare(CLONE_NEWNS) != 0) {
     if (errno == EPERM || errno == ENOSYS) return false;
-    throw_errno(ErrorCode::Internal, who + ": unshare a mount namespace");
+    throw_errno(ErrorKind::Internal, who + ": unshare a mount namespace");
   }
   // Nothing done here may reach the host's mounts.
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
-    throw_errno(ErrorCode::Internal, who + ": make the mounts private");
+    throw_errno(ErrorKind::Internal, who + ": make the mounts private");
   }
   if (!dir.empty() && ::mount(dir.c_str(), dir.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
-    throw_errno(ErrorCode::Internal, who + ": bind " + dir);
+    throw_errno(ErrorKind::Internal, who + ": bind " + dir);
   }
   mount_attr ro{};
   ro.attr_set = MOUNT_ATTR_RDONLY;
   if (::syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof ro) != 0) {
     if (errno == ENOSYS || errno == EPERM) return false;
-    throw_errno(ErrorCode::Internal, who + ": make every mount read-only");
+    throw_errno(ErrorKind::Internal, who + ": make every mount read-only");
   }
   if (!dir.empty()) {
     mount_attr rw{};
     rw.attr_clr = MOUNT_ATTR_RDONLY;
     if (::syscall(SYS_mount_setattr, AT_FDCWD, dir.c_str(), AT_RECURSIVE, &rw, sizeof rw) != 0) {
-      throw_errno(ErrorCode::Internal, who + ": make " + dir + " writable again");
+      throw_errno(ErrorKind::Internal, who + ": make " + dir + " writable again");
     }
   }
   return true;

@@ -26,12 +26,12 @@ void* open_library(const char* soname, std::string_view needed_for) {
     for (const auto& lib : g_linked) {
       if (std::string_view(lib.soname) == soname) return const_cast<LinkedLibrary*>(&lib);
     }
-    throw Error(ErrorCode::Internal, std::string(soname) + " (needed for " + std::string(needed_for) +
+    throw Error(ErrorKind::Internal, std::string(soname) + " (needed for " + std::string(needed_for) +
                                          ") is not linked into this static executable: add it to its linked libraries");
   }
   void* lib = ::dlopen(soname, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
-    throw Error(ErrorCode::Config,
+    throw Error(ErrorKind::Config,
                 "cannot load " + std::string(soname) + " (needed for " + std::string(needed_for) + "): " + ::dlerror());
   }
   return lib;
@@ -42,12 +42,12 @@ void* library_symbol(void* lib, const char* soname, const char* name) {
     for (const auto& s : static_cast<const LinkedLibrary*>(lib)->symbols) {
       if (std::string_view(s.name) == name) return s.address;
     }
-    throw Error(ErrorCode::Internal,
+    throw Error(ErrorKind::Internal,
                 std::string(soname) + "'s " + name + " is not in this executable's table of linked functions");
   }
   void* sym = ::dlsym(lib, name);
   if (!sym) {
-    throw Error(ErrorCode::Config, std::string(soname) + " lacks " + name + " (older than boxlite was built for?)");
+    throw Error(ErrorKind::Config, std::string(soname) + " lacks " + name + " (older than boxlite was built for?)");
   }
   return sym;
 }

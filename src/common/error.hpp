@@ -1,18 +1,23 @@
 // boxlite::Error: the one error type of the host and guest code. It carries a
-// code (the C API's BoxliteErrorCode values) and a message that says what was
-// attempted on what, and why it failed.
+// kind (ErrorKind: the one enumeration every front end maps from) and a message
+// that says what was attempted on what, and why it failed.
 #pragma once
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 
 namespace boxlite {
 
-enum class ErrorCode : int {
-  Ok = 0,
+// Every way an operation of ours can fail. Each front end maps a kind through one
+// table (error_kind_info): the C API's code, the REST envelope's code and HTTP
+// status, the Python exception class. The first 21 values are the C API's
+// BoxliteErrorCode numbers (include/boxlite.h); the rest are kinds the REST
+// envelope distinguishes and the C API folds into one of those.
+enum class ErrorKind : int {
   Internal = 1,
   NotFound = 2,
   AlreadyExists = 3,
@@ -34,33 +39,83 @@ enum class ErrorCode : int {
   UnsupportedEngine = 19,
   ResourceExhausted = 20,
   SessionReaped = 21,
+  Unauthenticated = 22,
+  PermissionDenied = 23,
+  UpstreamUnavailable = 24,
+  Timeout = 25,
+};
+inline constexpr int kErrorKindCount = 25;
+
+// One row of the mapping table.
+struct ErrorKindInfo {
+  ErrorKind kind;
+  std::string_view name;          // "NotFound": the kind on the wire between our processes, and in --debug
+  int c_code;                     // the C API's BoxliteErrorCode
+  std::string_view rest_code;     // the REST envelope's "code" ("not_found")
+  std::string_view rest_type;     // the REST envelope's "type" ("NotFoundError")
+  int http_status;                // the REST response's status
+  std::string_view python_class;  // boxlite.errors class (upstream's hierarchy)
 };
 
-std::string_view error_code_name(ErrorCode code);
+const ErrorKindInfo& error_kind_info(ErrorKind kind);
+inline std::string_view error_kind_name(ErrorKind kind) { return error_kind_info(kind).name; }
+// By name ("NotFound"); nullopt for a name that is not one.
+std::optional<ErrorKind> error_kind_from_name(std::string_view name);
+// The kind a REST "code" stands for (a REST client's decoding); nullopt for an unknown code.
+std::optional<ErrorKind> error_kind_from_rest_code(std::string_view code);
+// The kind of a C API code (1..21); nullopt for 0 or an unknown number.
+std::optional<ErrorKind> error_kind_from_c_code(int code);
 
-// A code another process of ours reported (boxlite-pull's answer, copy_out's
-// extraction): the code when it is one, else Internal.
-inline ErrorCode error_code_from(int code) {
-  bool known = code > 0 && code <= static_cast<int>(ErrorCode::SessionReaped);
-  return known ? static_cast<ErrorCode>(code) : ErrorCode::Internal;
-}
+// Why a command could not start in the box (the guest's spawn), carried with an
+// Execution error. Front ends map it, never the message: the CLI exits 127 for
+// NotFound, 126 for the next three, 125 for Setup (as docker exec does).
+enum class SpawnFailure : int {
+  None = 0,
+  NotFound = 1,       // no such file: in $PATH, at the path given, or a script's interpreter
+  NotExecutable = 2,  // exists but cannot be executed (mode, a directory, no format)
+  BadWorkingDir = 3,  // the working directory is missing or not a directory
+  UnknownUser = 4,    // the user or group does not exist in the box
+  Setup = 5,          // our own failure before the exec (fork, pipe, pty)
+};
+std::string_view spawn_failure_name(SpawnFailure f);
+std::optional<SpawnFailure> spawn_failure_from_name(std::string_view name);
+// The exit code a shell (and docker exec) gives a command that failed this way.
+int spawn_failure_exit_code(SpawnFailure f);
 
 class Error : public std::runtime_error {
  public:
-  Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
-  ErrorCode code() const { return code_; }
+  Error(ErrorKind kind, const std::string& message, SpawnFailure spawn = SpawnFailure::None)
+      : std::runtime_error(message), kind_(kind), spawn_(spawn) {}
+  ErrorKind kind() const { return kind_; }
+  // Set on an Execution error whose command could not start.
+  SpawnFailure spawn_failure() const { return spawn_; }
 
  private:
-  ErrorCode code_;
+  ErrorKind kind_;
+  SpawnFailure spawn_;
 };
+
+// The one encoding of an error that crosses a process boundary (a guest's
+// ErrorReply, the shim's ready report, copy_out's extraction child, boxlite-pull's
+// answers): the kind by its name, "/" and the spawn failure's name when there is
+// one, a newline, the message. Carriers with fields of their own (the protocol's
+// ErrorReply, a JSON line) carry the same three parts as fields. Decoding never
+// trusts the sender: an unknown kind or a malformed report is Internal, naming
+// `sender`.
+std::string encode_error(const Error& e);
+Error decode_error(std::string_view report, std::string_view sender);
+Error decode_error(std::string_view kind, std::string_view spawn, std::string message, std::string_view sender);
+
+// The same error with `context + ": "` before its message (its kind and detail kept).
+Error with_context(const Error& e, std::string_view context);
 
 // "what: strerror(errno)"; call right after the failing syscall.
 inline std::string errno_text(std::string_view what, int err = errno) {
   return std::string(what) + ": " + std::strerror(err);
 }
 
-[[noreturn]] inline void throw_errno(ErrorCode code, std::string_view what, int err = errno) {
-  throw Error(code, errno_text(what, err));
+[[noreturn]] inline void throw_errno(ErrorKind kind, std::string_view what, int err = errno) {
+  throw Error(kind, errno_text(what, err));
 }
 
 }  // namespace boxlite

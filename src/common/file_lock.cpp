@@ -15,7 +15,7 @@ constexpr const char* kDirectoryLockFallback = ".lock";
 
 UniqueFd open_lock_file(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  if (!fd) throw_errno(ErrorCode::Storage, "open lock file " + path);
+  if (!fd) throw_errno(ErrorKind::Storage, "open lock file " + path);
   return fd;
 }
 
@@ -33,7 +33,7 @@ int flock_retrying(int fd, FileLock::Mode mode, bool wait) {
 FileLock FileLock::lock(UniqueFd fd, const std::string& path, Mode mode, bool wait) {
   if (int err = flock_retrying(fd.get(), mode, wait); err != 0) {
     if (!wait && err == EWOULDBLOCK) return FileLock{};
-    throw_errno(ErrorCode::Storage, "lock " + path, err);
+    throw_errno(ErrorKind::Storage, "lock " + path, err);
   }
   FileLock l;
   l.fd_ = std::move(fd);
@@ -60,13 +60,13 @@ bool still_at_path(int fd, const std::string& dir) {
 FileLock FileLock::lock_directory(const std::string& dir, Mode mode, bool wait) {
   for (int attempt = 0;; ++attempt) {
     UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!fd) throw_errno(ErrorCode::Storage, "open directory to lock " + dir);
+    if (!fd) throw_errno(ErrorKind::Storage, "open directory to lock " + dir);
     int err = flock_retrying(fd.get(), mode, wait);
     // Moved away while we waited: the directory there now, or none (the error of a
     // removal we came after).
     if (err == 0 && !still_at_path(fd.get(), dir)) {
       if (attempt < 100) continue;
-      throw Error(ErrorCode::Storage, "lock " + dir + ": the directory keeps being replaced");
+      throw Error(ErrorKind::Storage, "lock " + dir + ": the directory keeps being replaced");
     }
     return locked_directory(std::move(fd), dir, mode, wait, err);
   }
@@ -86,7 +86,7 @@ FileLock FileLock::locked_directory(UniqueFd fd, const std::string& dir, Mode mo
     return l;
   }
   if (!wait && err == EWOULDBLOCK) return FileLock{};
-  throw_errno(ErrorCode::Storage, "lock " + dir, err);
+  throw_errno(ErrorKind::Storage, "lock " + dir, err);
 }
 
 bool FileLock::removed() const {

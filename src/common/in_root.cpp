@@ -21,7 +21,7 @@ UniqueFd open_in_root(int root_fd, const std::string& path, int flags) {
   }
 }
 
-UniqueFd make_dirs_in_root(int root_fd, const std::string& path, ErrorCode code) {
+UniqueFd make_dirs_in_root(int root_fd, const std::string& path, ErrorKind code) {
   auto parts = split(path, '/');
   std::string rel;
   UniqueFd cur(::fcntl(root_fd, F_DUPFD_CLOEXEC, 0));

@@ -19,6 +19,6 @@ UniqueFd open_in_root(int root_fd, const std::string& path, int flags);
 // Creates the directories of the absolute path `path` under root_fd (mode 0755,
 // owned by the caller) and returns an O_PATH fd of the last one. Throws
 // Error(code) naming the component that failed (a non-directory on the way too).
-UniqueFd make_dirs_in_root(int root_fd, const std::string& path, ErrorCode code);
+UniqueFd make_dirs_in_root(int root_fd, const std::string& path, ErrorKind code);
 
 }  // namespace boxlite

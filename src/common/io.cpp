@@ -38,7 +38,7 @@ std::string read_all_of(int fd, const std::string& path) {
     ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw_errno(ErrorCode::Storage, "read " + path);
+      throw_errno(ErrorKind::Storage, "read " + path);
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
@@ -50,14 +50,14 @@ std::string read_all_of(int fd, const std::string& path) {
 
 std::string read_file(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) throw_errno(errno == ENOENT ? ErrorCode::NotFound : ErrorCode::Storage, "open " + path);
+  if (!fd) throw_errno(errno == ENOENT ? ErrorKind::NotFound : ErrorKind::Storage, "open " + path);
   return read_all_of(fd.get(), path);
 }
 
 std::optional<std::string> read_file_if_present(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd && errno == ENOENT) return std::nullopt;
-  if (!fd) throw_errno(ErrorCode::Storage, "open " + path);
+  if (!fd) throw_errno(ErrorKind::Storage, "open " + path);
   return read_all_of(fd.get(), path);
 }
 
@@ -65,12 +65,12 @@ void write_file_atomic(const std::string& path, std::string_view data, mode_t mo
   // A name of its own: two processes may write the same file at once.
   std::string tmp = path + ".tmp." + random_hex(6);
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
-  if (!fd) throw_errno(ErrorCode::Storage, "create " + tmp);
+  if (!fd) throw_errno(ErrorKind::Storage, "create " + tmp);
   try {
     write_all(fd.get(), data.data(), data.size());
-    if (durable && ::fsync(fd.get()) != 0) throw_errno(ErrorCode::Storage, "fsync " + tmp);
+    if (durable && ::fsync(fd.get()) != 0) throw_errno(ErrorKind::Storage, "fsync " + tmp);
     fd.reset();
-    if (::rename(tmp.c_str(), path.c_str()) != 0) throw_errno(ErrorCode::Storage, "rename " + tmp + " to " + path);
+    if (::rename(tmp.c_str(), path.c_str()) != 0) throw_errno(ErrorKind::Storage, "rename " + tmp + " to " + path);
   } catch (...) {
     ::unlink(tmp.c_str());
     throw;
@@ -83,7 +83,7 @@ void send_all(int fd, const void* data, size_t len) {
     ssize_t n = ::send(fd, p, len, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw_errno(ErrorCode::Internal, "send on socket fd " + std::to_string(fd));
+      throw_errno(ErrorKind::Internal, "send on socket fd " + std::to_string(fd));
     }
     p += n;
     len -= static_cast<size_t>(n);
@@ -96,14 +96,14 @@ void write_all(int fd, const void* data, size_t len) {
     ssize_t n = ::write(fd, p, len);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw_errno(ErrorCode::Internal, "write fd " + std::to_string(fd));
+      throw_errno(ErrorKind::Internal, "write fd " + std::to_string(fd));
     }
     p += n;
     len -= static_cast<size_t>(n);
   }
 }
 
-std::string read_up_to(int fd, size_t max, const std::string& what, ErrorCode code) {
+std::string read_up_to(int fd, size_t max, const std::string& what, ErrorKind code) {
   std::string data(max, '\0');
   size_t got = 0;
   while (got < max) {
@@ -124,11 +124,11 @@ bool read_exact(int fd, void* data, size_t len) {
     ssize_t n = ::read(fd, p + got, len - got);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw_errno(ErrorCode::Internal, "read fd " + std::to_string(fd));
+      throw_errno(ErrorKind::Internal, "read fd " + std::to_string(fd));
     }
     if (n == 0) {
       if (got == 0) return false;
-      throw Error(ErrorCode::Internal, "unexpected end of stream on fd " + std::to_string(fd));
+      throw Error(ErrorKind::Internal, "unexpected end of stream on fd " + std::to_string(fd));
     }
     got += static_cast<size_t>(n);
   }
@@ -164,16 +164,16 @@ bool close_descriptors_from(int first) noexcept {
 
 void set_nonblocking(int fd, bool on) {
   int flags = ::fcntl(fd, F_GETFL);
-  if (flags < 0) throw_errno(ErrorCode::Internal, "fcntl F_GETFL");
+  if (flags < 0) throw_errno(ErrorKind::Internal, "fcntl F_GETFL");
   flags = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
-  if (::fcntl(fd, F_SETFL, flags) < 0) throw_errno(ErrorCode::Internal, "fcntl F_SETFL");
+  if (::fcntl(fd, F_SETFL, flags) < 0) throw_errno(ErrorKind::Internal, "fcntl F_SETFL");
 }
 
 void set_cloexec(int fd, bool on) {
   int flags = ::fcntl(fd, F_GETFD);
-  if (flags < 0) throw_errno(ErrorCode::Internal, "fcntl F_GETFD");
+  if (flags < 0) throw_errno(ErrorKind::Internal, "fcntl F_GETFD");
   flags = on ? (flags | FD_CLOEXEC) : (flags & ~FD_CLOEXEC);
-  if (::fcntl(fd, F_SETFD, flags) < 0) throw_errno(ErrorCode::Internal, "fcntl F_SETFD");
+  if (::fcntl(fd, F_SETFD, flags) < 0) throw_errno(ErrorKind::Internal, "fcntl F_SETFD");
 }
 
 void make_dirs(const std::string& path, mode_t mode) {
@@ -185,7 +185,7 @@ void make_dirs(const std::string& path, mode_t mode) {
     }
     if (!cur.empty() && cur.back() != '/') cur += '/';
     cur += part;
-    if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) throw_errno(ErrorCode::Storage, "mkdir " + cur);
+    if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) throw_errno(ErrorKind::Storage, "mkdir " + cur);
   }
 }
 
@@ -364,13 +364,13 @@ void remove_tree(const std::string& path) {
   bool crossed_mount = false;
   if (remove_contents_by_levels(path, crossed_mount) && ::rmdir(path.c_str()) == 0) return;
   if (crossed_mount) {
-    throw Error(ErrorCode::Storage, "remove " + path + ": a file system is mounted below it; unmount it first");
+    throw Error(ErrorKind::Storage, "remove " + path + ": a file system is mounted below it; unmount it first");
   }
   // Whatever that could not do (not a directory, a race): the plain recursive
   // removal, which reports what failed.
   std::error_code ec;
   std::filesystem::remove_all(path, ec);
-  if (ec) throw Error(ErrorCode::Storage, "remove " + path + ": " + ec.message());
+  if (ec) throw Error(ErrorKind::Storage, "remove " + path + ": " + ec.message());
 }
 
 bool empty_directory(const std::string& path) noexcept {
@@ -480,7 +480,7 @@ static bool fill_unix_address(const std::string& path, sockaddr_un& addr) {
 static sockaddr_un unix_address(const std::string& path) {
   sockaddr_un addr{};
   if (!fill_unix_address(path, addr)) {
-    throw Error(ErrorCode::Config, "unix socket path is " + std::to_string(path.size()) + " bytes, over the limit of " +
+    throw Error(ErrorKind::Config, "unix socket path is " + std::to_string(path.size()) + " bytes, over the limit of " +
                                        std::to_string(sizeof(addr.sun_path) - 1) + ": " + path +
                                        " (use a shorter BOXLITE_HOME)");
   }
@@ -490,20 +490,20 @@ static sockaddr_un unix_address(const std::string& path) {
 UniqueFd unix_listen(const std::string& path, int backlog) {
   sockaddr_un addr = unix_address(path);
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) throw_errno(ErrorCode::Internal, "socket");
+  if (!fd) throw_errno(ErrorKind::Internal, "socket");
   ::unlink(path.c_str());
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
-    throw_errno(ErrorCode::Internal, "bind " + path);
-  if (::listen(fd.get(), backlog) != 0) throw_errno(ErrorCode::Internal, "listen " + path);
+    throw_errno(ErrorKind::Internal, "bind " + path);
+  if (::listen(fd.get(), backlog) != 0) throw_errno(ErrorKind::Internal, "listen " + path);
   return fd;
 }
 
 UniqueFd unix_connect(const std::string& path) {
   sockaddr_un addr = unix_address(path);
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) throw_errno(ErrorCode::Internal, "socket");
+  if (!fd) throw_errno(ErrorKind::Internal, "socket");
   if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    throw_errno(ErrorCode::RpcTransport, "connect " + path);
+    throw_errno(ErrorKind::RpcTransport, "connect " + path);
   }
   return fd;
 }
@@ -537,7 +537,7 @@ std::string random_hex(size_t bytes) {
     ssize_t n = ::getrandom(buf.data() + got, bytes - got, 0);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw_errno(ErrorCode::Internal, "getrandom");
+      throw_errno(ErrorKind::Internal, "getrandom");
     }
     got += static_cast<size_t>(n);
   }

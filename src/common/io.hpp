@@ -31,7 +31,7 @@ void send_all(int fd, const void* data, size_t len);
 bool read_exact(int fd, void* data, size_t len);
 // Reads until `max` bytes or EOF, whichever comes first (a file that shrank while
 // read gives what there was). Throws `code` on a read error, naming `what`.
-std::string read_up_to(int fd, size_t max, const std::string& what, ErrorCode code = ErrorCode::Storage);
+std::string read_up_to(int fd, size_t max, const std::string& what, ErrorKind code = ErrorKind::Storage);
 // One message of `len` bytes carrying up to kMaxPassedFds descriptors
 // (SCM_RIGHTS). Neither allocates nor throws, so a child that shares its parent's
 // memory until its exec may use them. send_with_fds returns sendmsg's result;

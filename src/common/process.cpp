@@ -90,7 +90,7 @@ void Child::kill_now() {
 }
 
 Child spawn(const SpawnOptions& opts) {
-  if (opts.argv.empty()) throw Error(ErrorCode::Internal, "spawn: empty argv");
+  if (opts.argv.empty()) throw Error(ErrorKind::Internal, "spawn: empty argv");
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t attr;
   posix_spawn_file_actions_init(&fa);
@@ -134,7 +134,7 @@ Child spawn(const SpawnOptions& opts) {
   int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), opts.empty_env ? no_env : environ);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
-  if (rc != 0) throw Error(ErrorCode::Internal, errno_text("spawn " + opts.argv[0], rc));
+  if (rc != 0) throw Error(ErrorKind::Internal, errno_text("spawn " + opts.argv[0], rc));
   return Child(pid);
 }
 
@@ -178,9 +178,9 @@ bool RunResult::ok() const { return WIFEXITED(status) && WEXITSTATUS(status) == 
 
 RunResult run_capture(const std::vector<std::string>& argv) {
   int out[2], err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0) throw_errno(ErrorCode::Internal, "pipe");
+  if (::pipe2(out, O_CLOEXEC) != 0) throw_errno(ErrorKind::Internal, "pipe");
   UniqueFd out_r(out[0]), out_w(out[1]);
-  if (::pipe2(err, O_CLOEXEC) != 0) throw_errno(ErrorCode::Internal, "pipe");
+  if (::pipe2(err, O_CLOEXEC) != 0) throw_errno(ErrorKind::Internal, "pipe");
   UniqueFd err_r(err[0]), err_w(err[1]);
   SpawnOptions so;
   so.argv = argv;
@@ -196,7 +196,7 @@ RunResult run_capture(const std::vector<std::string>& argv) {
   while (open_count > 0) {
     if (::poll(pfd, 2, -1) < 0) {
       if (errno == EINTR) continue;
-      throw_errno(ErrorCode::Internal, "poll");
+      throw_errno(ErrorKind::Internal, "poll");
     }
     for (int i = 0; i < 2; ++i) {
       if (pfd[i].fd < 0 || !(pfd[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;

@@ -102,7 +102,7 @@ std::shared_ptr<Box> Box::attach_to_shim(engine::ShimSpec spec, pid_t shim_pid) 
     box->client_ = core::ShimClient::connect(engine::shim_socket_path(box->dir()), id);
   } catch (const Error& e) {
     if (!core::is_shim_of(shim_pid, box->dir())) {
-      throw Error(ErrorCode::Stopped, "box " + id + " is not running: " + e.what());
+      throw Error(ErrorKind::Stopped, "box " + id + " is not running: " + e.what());
     }
     // Its shim is alive but did not answer: the box is running as far as anyone can
     // tell, and stop() or destroy() must still end it (by killing its shim); what
@@ -189,7 +189,7 @@ void Box::logs(size_t tail_lines, bool follow, const std::function<void(const Ou
   try {
     while (auto c = e.next_output()) sink(*c);
   } catch (const Error& err) {
-    if (err.code() != ErrorCode::Stopped) throw;  // the box stopping ends the stream
+    if (err.kind() != ErrorKind::Stopped) throw;  // the box stopping ends the stream
   }
 }
 
@@ -207,7 +207,7 @@ std::string read_until_eof(int fd, double timeout_ms) {
   double deadline = now_ms() + timeout_ms;
   for (;;) {
     int left = static_cast<int>(deadline - now_ms());
-    if (left <= 0) throw Error(ErrorCode::Engine, "timed out waiting for the box shim to report");
+    if (left <= 0) throw Error(ErrorKind::Engine, "timed out waiting for the box shim to report");
     pollfd p{fd, POLLIN, 0};
     int n = ::poll(&p, 1, left);
     if (n < 0 && errno == EINTR) continue;
@@ -276,7 +276,7 @@ BoxMetrics Box::metrics() {
     m.commands_executed_total = s.commands_executed();
     m.exec_errors_total = s.exec_errors();
   } catch (const Error& e) {
-    if (e.code() != ErrorCode::Stopped) throw;  // it stopped meanwhile: timings only
+    if (e.kind() != ErrorKind::Stopped) throw;  // it stopped meanwhile: timings only
     return m;
   }
   if (auto n = box_network_metrics(spec_.box_dir)) {
@@ -302,7 +302,7 @@ bool Box::invalidated() {
 
 void Box::check_valid_locked() const {
   if (invalidated_)
-    throw Error(ErrorCode::Stopped, "Handle invalidated after stop(). Use runtime.get() to get a new handle.");
+    throw Error(ErrorKind::Stopped, "Handle invalidated after stop(). Use runtime.get() to get a new handle.");
 }
 
 void Box::start() {
@@ -321,7 +321,7 @@ void Box::start() {
     }
     if (join_started_elsewhere_locked()) return;
     // Booting it here would make a second owner of another process's box.
-    if (attached_) throw Error(ErrorCode::Stopped, "box " + id() + " is not running");
+    if (attached_) throw Error(ErrorKind::Stopped, "box " + id() + " is not running");
     // A shim still alive with no record of it running (its starter was killed
     // before it recorded it) goes first: a second one would mount the same layers.
     if (adopt_unrecorded_shim_locked()) {
@@ -350,18 +350,13 @@ void Box::start() {
   if (report.rfind("OK", 0) != 0) {
     if (counters_) ++counters_->boxes_failed;
     int status = shim.terminate(2000);
-    if (report.rfind("ERR ", 0) == 0) {
-      auto nl = report.find('\n');
-      int code = std::atoi(report.substr(4, nl - 4).c_str());
-      throw Error(code >= 0 && code <= 21 ? static_cast<ErrorCode>(code) : ErrorCode::Engine,
-                  nl == std::string::npos ? report : report.substr(nl + 1));
-    }
+    if (report.rfind("ERR ", 0) == 0) throw decode_error(std::string_view(report).substr(4), "box " + id() + "'s shim");
     std::string log;
     try {
       log = read_file(engine::shim_log_path(spec_.box_dir));
     } catch (const Error&) {
     }
-    throw Error(ErrorCode::Engine, "box " + id() + ": the shim exited during boot (" + describe_status(status) + ")" +
+    throw Error(ErrorKind::Engine, "box " + id() + ": the shim exited during boot (" + describe_status(status) + ")" +
                                        (log.empty() ? "" : ": " + trim(log)));
   }
   record_timings(report, now_ms() - spawn_started_ms);
@@ -402,23 +397,23 @@ void Box::make_detached() {
 }
 
 Execution Box::exec(const ExecOptions& o) {
-  if (o.argv.empty() || o.argv[0].empty()) throw Error(ErrorCode::InvalidArgument, "exec: the command is empty");
-  if (o.timeout_secs < 0) throw Error(ErrorCode::InvalidArgument, "exec: timeout must be >= 0 seconds (0 = none)");
+  if (o.argv.empty() || o.argv[0].empty()) throw Error(ErrorKind::InvalidArgument, "exec: the command is empty");
+  if (o.timeout_secs < 0) throw Error(ErrorKind::InvalidArgument, "exec: timeout must be >= 0 seconds (0 = none)");
   // As the box's working_dir (Runtime::create): a relative one would be taken from
   // wherever the agent happens to run.
   if (!o.cwd.empty() && o.cwd[0] != '/')
-    throw Error(ErrorCode::InvalidArgument,
+    throw Error(ErrorKind::InvalidArgument,
                 "exec: the working directory must be an absolute path, got '" + o.cwd + "'");
   for (const auto& [k, v] : o.env) {
     if (k.empty() || k.find('=') != std::string::npos)
-      throw Error(ErrorCode::InvalidArgument, "exec: invalid environment variable name '" + k + "'");
+      throw Error(ErrorKind::InvalidArgument, "exec: invalid environment variable name '" + k + "'");
   }
   {
     std::lock_guard lk(mu_);
     check_valid_locked();
     refresh_locked();
     if (state_ == BoxState::Stopped && record_.main_exit_code) {
-      throw Error(ErrorCode::InvalidState,
+      throw Error(ErrorKind::InvalidState,
                   "Cannot exec box " + id() + ": it is stopped, and its main command has already exited");
     }
   }
@@ -492,14 +487,14 @@ Execution Box::attach(bool with_stdin) {
     if (auto done = main_from_exit_record_locked()) return std::move(*done);
     if (auto done = finished_main_locked()) return std::move(*done);
   }
-  if (spec_.main_argv.empty()) throw Error(ErrorCode::NotFound, "box " + id() + " has no main command to attach to");
+  if (spec_.main_argv.empty()) throw Error(ErrorKind::NotFound, "box " + id() + " has no main command to attach to");
   proto::AttachRequest req;
   req.set_stdin(with_stdin);
   auto client = running_client();
   try {
     return Execution(client, client->start_attach(req));
   } catch (const Error& e) {
-    if (e.code() != ErrorCode::Stopped) throw;
+    if (e.kind() != ErrorKind::Stopped) throw;
     // The main command exited (and the box stopped) before we got there.
     client->wait_closed(5000);
     std::lock_guard lk(mu_);
@@ -513,9 +508,9 @@ std::shared_ptr<core::ShimClient> Box::running_client() {
   if (state() != BoxState::Running) start();
   std::lock_guard lk(mu_);
   if (!client_ && !unanswered_.empty()) {
-    throw Error(ErrorCode::RpcTransport, unanswered_ + "; `boxlite stop " + id() + "` kills it");
+    throw Error(ErrorKind::RpcTransport, unanswered_ + "; `boxlite stop " + id() + "` kills it");
   }
-  if (!client_) throw Error(ErrorCode::Stopped, "box " + id() + " is not running");
+  if (!client_) throw Error(ErrorKind::Stopped, "box " + id() + " is not running");
   return client_;
 }
 

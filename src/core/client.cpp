@@ -25,21 +25,17 @@ Frame read_frame_blocking(int fd, protocol::FrameDecoder& dec, const std::string
     ssize_t n = ::recv(fd, buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      throw Error(ErrorCode::RpcTransport, "box " + box_id + ": its shim did not answer within " +
+      throw Error(ErrorKind::RpcTransport, "box " + box_id + ": its shim did not answer within " +
                                                std::to_string(kHandshakeTimeoutSecs) +
                                                " s (stopped with SIGSTOP, or hung)");
     }
     if (n <= 0)
-      throw Error(ErrorCode::RpcTransport, "box " + box_id + ": shim closed the connection during the handshake");
+      throw Error(ErrorKind::RpcTransport, "box " + box_id + ": shim closed the connection during the handshake");
     dec.feed(buf, static_cast<size_t>(n));
   }
 }
 
-Error error_from_reply(const Frame& f) {
-  auto e = protocol::parse_message<proto::ErrorReply>(f);
-  auto code = e.code() <= 21 ? static_cast<ErrorCode>(e.code()) : ErrorCode::Internal;
-  return Error(code, e.message());
-}
+Error error_from_reply(const Frame& f) { return protocol::error_from_frame(f, "the box's shim"); }
 
 }  // namespace
 
@@ -58,18 +54,18 @@ std::shared_ptr<ShimClient> ShimClient::connect(const std::string& socket_path, 
   Frame reply = read_frame_blocking(fd.get(), dec, box_id);
   if (reply.type == FrameType::Error) throw error_from_reply(reply);
   if (reply.type != FrameType::Hello)
-    throw Error(ErrorCode::Rpc,
+    throw Error(ErrorKind::Rpc,
                 "box " + box_id + ": shim answered the handshake with " + protocol::frame_type_name(reply.type));
   auto theirs = protocol::parse_message<proto::Hello>(reply);
   if (theirs.version() != protocol::kProtocolVersion) {
-    throw Error(ErrorCode::Rpc, "box " + box_id + ": protocol version mismatch (shim " +
+    throw Error(ErrorKind::Rpc, "box " + box_id + ": protocol version mismatch (shim " +
                                     std::to_string(theirs.version()) + ", client " +
                                     std::to_string(protocol::kProtocolVersion) + ")");
   }
   timeval none{0, 0};
   ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
   std::shared_ptr<ShimClient> c(new ShimClient(std::move(fd), box_id));
-  if (dec.buffered() > 0) throw Error(ErrorCode::Rpc, "box " + box_id + ": unexpected data after the handshake");
+  if (dec.buffered() > 0) throw Error(ErrorKind::Rpc, "box " + box_id + ": unexpected data after the handshake");
   c->reader_ = std::thread([raw = c.get()] { raw->reader_loop(); });
   return c;
 }
@@ -100,7 +96,7 @@ bool ShimClient::wait_closed(int timeout_ms) {
 }
 
 void ShimClient::send(uint32_t stream, FrameType type, std::string_view payload) {
-  if (!fd_) throw Error(ErrorCode::Stopped, "box " + box_id_ + " is not running");
+  if (!fd_) throw Error(ErrorKind::Stopped, "box " + box_id_ + " is not running");
   std::string out = protocol::encode_frame(stream, type, payload);
   std::lock_guard lk(write_mu_);
   ssize_t off = 0;
@@ -108,7 +104,7 @@ void ShimClient::send(uint32_t stream, FrameType type, std::string_view payload)
     ssize_t n = ::send(fd_.get(), out.data() + off, out.size() - static_cast<size_t>(off), MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw Error(ErrorCode::Stopped, errno_text("box " + box_id_ + " is not reachable (send to shim)"));
+      throw Error(ErrorKind::Stopped, errno_text("box " + box_id_ + " is not reachable (send to shim)"));
     }
     off += n;
   }
@@ -132,7 +128,7 @@ std::shared_ptr<ExecStream> ShimClient::open_stream(FrameType type, const std::s
   auto s = std::make_shared<ExecStream>();
   {
     std::lock_guard lk(mu_);
-    if (closed_) throw Error(ErrorCode::Stopped, "box " + box_id_ + " is stopped");
+    if (closed_) throw Error(ErrorKind::Stopped, "box " + box_id_ + " is stopped");
     s->id = next_stream_++;
     streams_[s->id] = s;
   }
@@ -152,9 +148,9 @@ proto::BoxStats ShimClient::stats() {
   send(0, FrameType::Metrics, {});
   std::unique_lock lk(mu_);
   if (!stats_cv_.wait_for(lk, std::chrono::seconds(10), [&] { return stats_reply_.has_value() || closed_; })) {
-    throw Error(ErrorCode::Rpc, "box " + box_id_ + ": the shim did not answer a metrics request");
+    throw Error(ErrorKind::Rpc, "box " + box_id_ + ": the shim did not answer a metrics request");
   }
-  if (!stats_reply_) throw Error(ErrorCode::Stopped, "box " + box_id_ + " stopped");
+  if (!stats_reply_) throw Error(ErrorKind::Stopped, "box " + box_id_ + " stopped");
   return *stats_reply_;
 }
 
@@ -198,7 +194,7 @@ void ShimClient::reader_loop() {
           if (f->type == FrameType::Error) {
             last_error = error_from_reply(*f);
             // Only the shim speaks on stream 0 (it forwards nothing of the guest's there).
-            said_down = last_error->code() == ErrorCode::Stopped;
+            said_down = last_error->kind() == ErrorKind::Stopped;
           }
           if (f->type == FrameType::Metrics) {
             std::lock_guard lk(mu_);
@@ -246,7 +242,7 @@ void ShimClient::reader_loop() {
   } catch (const Error& e) {
     last_error = e;
   }
-  fail_all(last_error ? *last_error : Error(ErrorCode::Stopped, "box " + box_id_ + " stopped"));
+  fail_all(last_error ? *last_error : Error(ErrorKind::Stopped, "box " + box_id_ + " stopped"));
 }
 
 }  // namespace boxlite::core

@@ -22,6 +22,7 @@
 #include "core/box.hpp"
 #include "image/copy_archive.hpp"
 #include "image/libarchive.hpp"
+#include "protocol/frame.hpp"
 
 namespace boxlite {
 namespace {
@@ -42,30 +43,29 @@ BuiltinOutcome finish(Execution& e, std::string stderr_text = {}) {
   return {e.wait(), std::move(stderr_text)};
 }
 
-// The builtin's own failure: its exit status is the ErrorCode, stderr the message.
+// The builtin's own failure: exit status kBuiltinFailed with the error encoded on
+// stderr (protocol/frame.hpp), or whatever else ended it.
 Error builtin_error(const BuiltinOutcome& o, const std::string& context) {
   int code = o.result.exit_code;
-  std::string msg = trim(o.stderr_text);
   if (code < 0)
-    return Error(ErrorCode::Execution, context + ": the copy was killed by signal " + std::to_string(-code));
-  if (code > 0 && code <= static_cast<int>(ErrorCode::SessionReaped)) {
-    return Error(static_cast<ErrorCode>(code), context + ": " + (msg.empty() ? "failed" : msg));
-  }
-  return Error(ErrorCode::Execution,
+    return Error(ErrorKind::Execution, context + ": the copy was killed by signal " + std::to_string(-code));
+  if (code == protocol::kBuiltinFailed) return with_context(decode_error(o.stderr_text, "the box"), context);
+  std::string msg = trim(o.stderr_text);
+  return Error(ErrorKind::Execution,
                context + ": failed with exit code " + std::to_string(code) + (msg.empty() ? "" : ": " + msg));
 }
 
 // Box paths are taken from the box's "/" (docker cp does the same).
 std::string box_path_of(const std::string& p, const char* what) {
-  if (p.empty()) throw Error(ErrorCode::InvalidArgument, std::string(what) + ": the box path is empty");
+  if (p.empty()) throw Error(ErrorKind::InvalidArgument, std::string(what) + ": the box path is empty");
   return p[0] == '/' ? p : "/" + p;
 }
 
 std::string host_path_of(const std::string& p, const char* what) {
-  if (p.empty()) throw Error(ErrorCode::InvalidArgument, std::string(what) + ": the host path is empty");
+  if (p.empty()) throw Error(ErrorKind::InvalidArgument, std::string(what) + ": the host path is empty");
   if (p[0] == '/') return p;
   char cwd[4096];
-  if (!::getcwd(cwd, sizeof cwd)) throw_errno(ErrorCode::Storage, std::string(what) + ": getcwd");
+  if (!::getcwd(cwd, sizeof cwd)) throw_errno(ErrorKind::Storage, std::string(what) + ": getcwd");
   return std::string(cwd) + "/" + p;
 }
 
@@ -86,10 +86,10 @@ std::string writable_root_for(const std::string& dst) {
   return ::stat(parent.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? parent : "";
 }
 
-// The extraction's report: its error's code, then its message. Nothing on success.
+// The extraction's report: its error, encoded (encode_error). Nothing on success.
 void report_error(int fd, const Error& e) noexcept {
   try {
-    std::string msg = std::to_string(static_cast<int>(e.code())) + "\n" + e.what();
+    std::string msg = encode_error(e);
     write_all(fd, msg.data(), msg.size());
   } catch (...) {
     // The caller then reports the child's exit status instead.
@@ -98,9 +98,7 @@ void report_error(int fd, const Error& e) noexcept {
 
 std::optional<Error> error_from_report(const std::string& report) {
   if (report.empty()) return std::nullopt;
-  auto nl = report.find('\n');
-  if (nl == std::string::npos) return Error(ErrorCode::Internal, report);
-  return Error(error_code_from(std::atoi(report.substr(0, nl).c_str())), report.substr(nl + 1));
+  return decode_error(report, "copy_out's extraction");
 }
 
 // The child that parses the box's tar stream (a box is hostile; the caller may be
@@ -117,12 +115,12 @@ std::optional<Error> error_from_report(const std::string& report) {
     confine::keep_only_capabilities({CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER, CAP_FSETID}, who);
     confine::restrict_writes_beneath(writable, confine::landlock_abi(), who);
     std::unique_ptr<archive, ArchiveReadDeleter> reader(la::archive_read_new());
-    if (!reader) throw Error(ErrorCode::Internal, "libarchive: out of memory");
+    if (!reader) throw Error(ErrorKind::Internal, "libarchive: out of memory");
     la::archive_read_support_format_tar(reader.get());
     la::archive_read_support_format_empty(reader.get());
     if (la::archive_read_open_fd(reader.get(), data_fd, 64 * 1024) != ARCHIVE_OK) {
       const char* msg = la::archive_error_string(reader.get());
-      throw Error(ErrorCode::Storage,
+      throw Error(ErrorKind::Storage,
                   std::string("read the copy archive: ") + (msg ? msg : "unknown libarchive error"));
     }
     image::extract_copy_archive(reader.get(), dst, xo);
@@ -130,7 +128,7 @@ std::optional<Error> error_from_report(const std::string& report) {
   } catch (const Error& e) {
     report_error(report_fd, e);
   } catch (...) {
-    report_error(report_fd, Error(ErrorCode::Internal, "the extraction failed"));
+    report_error(report_fd, Error(ErrorKind::Internal, "the extraction failed"));
   }
   ::_exit(1);
 }
@@ -142,7 +140,7 @@ bool send_to_extraction(int fd, std::string_view piece) {
     ssize_t n = ::send(fd, piece.data(), piece.size(), MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) return false;
-    if (n < 0) throw_errno(ErrorCode::Internal, "send the copy archive to its extraction");
+    if (n < 0) throw_errno(ErrorKind::Internal, "send the copy archive to its extraction");
     piece.remove_prefix(static_cast<size_t>(n));
   }
   return true;
@@ -159,12 +157,12 @@ std::optional<Error> unpack_in_confined_child(Execution& e, const std::string& d
   la::archive_read_free(la::archive_read_new());
   int sv[2], rp[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-    throw_errno(ErrorCode::Internal, context + ": socketpair");
+    throw_errno(ErrorKind::Internal, context + ": socketpair");
   UniqueFd data(sv[0]), data_child(sv[1]);
-  if (::pipe2(rp, O_CLOEXEC) != 0) throw_errno(ErrorCode::Internal, context + ": pipe");
+  if (::pipe2(rp, O_CLOEXEC) != 0) throw_errno(ErrorKind::Internal, context + ": pipe");
   UniqueFd report(rp[0]), report_child(rp[1]);
   pid_t pid = ::fork();
-  if (pid < 0) throw_errno(ErrorCode::Internal, context + ": fork the extraction");
+  if (pid < 0) throw_errno(ErrorKind::Internal, context + ": fork the extraction");
   if (pid == 0) {
     data.reset();  // else the archive never ends: its other end would stay open here
     report.reset();
@@ -191,9 +189,9 @@ std::optional<Error> unpack_in_confined_child(Execution& e, const std::string& d
   int status = extraction.wait();
   if (failure) return failure;
   failure =
-      error_from_report(read_up_to(report.get(), kMaxErrorText, "copy_out's extraction report", ErrorCode::Internal));
+      error_from_report(read_up_to(report.get(), kMaxErrorText, "copy_out's extraction report", ErrorKind::Internal));
   if (!failure && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-    return Error(ErrorCode::Internal, "the extraction of the archive ended without a word: " + describe_status(status));
+    return Error(ErrorKind::Internal, "the extraction of the archive ended without a word: " + describe_status(status));
   }
   return failure;
 }
@@ -209,7 +207,7 @@ void Box::copy_in(const std::string& host_path, const std::string& box_path, con
   struct stat st;
   // (Other failures are the archive writer's to report precisely.)
   if ((opts.follow_symlinks ? ::stat(src.c_str(), &st) : ::lstat(src.c_str(), &st)) != 0 && errno == ENOENT) {
-    throw Error(ErrorCode::NotFound, context + ": no such file or directory on the host: " + host_path);
+    throw Error(ErrorKind::NotFound, context + ": no such file or directory on the host: " + host_path);
   }
   Execution e = exec_builtin("copy-in", {dst, contents ? "0" : "1", opts.overwrite ? "1" : "0"}, /*stdin_open=*/true);
   bool box_gone = false;  // the builtin stopped reading: its own error says why
@@ -233,12 +231,12 @@ void Box::copy_in(const std::string& host_path, const std::string& box_path, con
         finish(e);
       } catch (const Error&) {
       }
-      throw Error(err.code(), context + ": " + err.what());
+      throw Error(err.kind(), context + ": " + err.what());
     }
   }
   BuiltinOutcome o = finish(e);
   if (o.result.exit_code != 0) throw builtin_error(o, context);
-  if (box_gone) throw Error(ErrorCode::Internal, context + ": the box stopped reading the copy but reported success");
+  if (box_gone) throw Error(ErrorKind::Internal, context + ": the box stopped reading the copy but reported success");
 }
 
 void Box::copy_out(const std::string& box_path, const std::string& host_path, const CopyOptions& opts) {
@@ -260,7 +258,7 @@ void Box::copy_out(const std::string& box_path, const std::string& host_path, co
   // The builtin's error (a missing path, ...) explains a broken stream best; our
   // kill shows as a signal and leaves our own error to report.
   if (o.result.exit_code > 0) throw builtin_error(o, context);
-  if (failure) throw Error(failure->code(), context + ": " + failure->what());
+  if (failure) throw Error(failure->kind(), context + ": " + failure->what());
   if (o.result.exit_code != 0) throw builtin_error(o, context);
 }
 

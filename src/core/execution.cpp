@@ -45,8 +45,8 @@ void Execution::write_stdin(std::string_view data) {
     {
       std::unique_lock lk(client_->mutex());
       stream_->cv.wait(lk, [&] { return stream_->stdin_credit >= n || stream_->finished(); });
-      if (stream_->finished()) throw Error(ErrorCode::InvalidState, "cannot write stdin: the process has exited");
-      if (stream_->stdin_closed) throw Error(ErrorCode::InvalidState, "cannot write stdin: it was closed");
+      if (stream_->finished()) throw Error(ErrorKind::InvalidState, "cannot write stdin: the process has exited");
+      if (stream_->stdin_closed) throw Error(ErrorKind::InvalidState, "cannot write stdin: it was closed");
       stream_->stdin_credit -= n;
     }
     client_->send(stream_->id, FrameType::Stdin, data.substr(0, n));
@@ -65,7 +65,7 @@ void Execution::close_stdin() {
 
 void Execution::signal(int signo) {
   if (signo <= 0 || signo >= NSIG)
-    throw Error(ErrorCode::InvalidArgument, "invalid signal number " + std::to_string(signo));
+    throw Error(ErrorKind::InvalidArgument, "invalid signal number " + std::to_string(signo));
   {
     std::lock_guard lk(client_->mutex());
     if (stream_->finished()) return;
@@ -79,7 +79,7 @@ void Execution::kill() { signal(SIGKILL); }
 
 void Execution::resize(unsigned rows, unsigned cols) {
   if (rows == 0 || cols == 0 || rows > 65535 || cols > 65535) {
-    throw Error(ErrorCode::InvalidArgument,
+    throw Error(ErrorKind::InvalidArgument,
                 "invalid terminal size " + std::to_string(rows) + "x" + std::to_string(cols));
   }
   proto::Resize r;

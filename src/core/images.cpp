@@ -86,14 +86,14 @@ std::vector<std::string> Runtime::remove_image(const std::string& reference_or_i
       }
     }
     if (digests.size() > 1)
-      throw Error(ErrorCode::InvalidArgument, "image id prefix '" + id + "' is ambiguous: use more digits");
+      throw Error(ErrorKind::InvalidArgument, "image id prefix '" + id + "' is ambiguous: use more digits");
   }
   if (refs.empty()) {
     std::vector<registry::ImageRef> wanted;
     try {
       wanted = registry::candidates(reference_or_id, registries_);
     } catch (const Error&) {
-      throw Error(ErrorCode::NotFound, "No such image: " + reference_or_id);
+      throw Error(ErrorKind::NotFound, "No such image: " + reference_or_id);
     }
     for (const auto& c : wanted) {
       for (const auto& i : images) {
@@ -101,10 +101,10 @@ std::vector<std::string> Runtime::remove_image(const std::string& reference_or_i
       }
     }
   }
-  if (refs.empty()) throw Error(ErrorCode::NotFound, "No such image: " + reference_or_id);
+  if (refs.empty()) throw Error(ErrorKind::NotFound, "No such image: " + reference_or_id);
   for (const auto& r : this->store()->list()) {
     if (std::find(refs.begin(), refs.end(), r.image) != refs.end()) {
-      throw Error(ErrorCode::InvalidState, "image " + r.image + " is used by box " + (r.name.empty() ? r.id : r.name) +
+      throw Error(ErrorKind::InvalidState, "image " + r.image + " is used by box " + (r.name.empty() ? r.id : r.name) +
                                                ": remove the box first");
     }
   }

@@ -23,21 +23,21 @@ net::NetConfig make_net_config(const BoxOptions& opts) {
   net::NetConfig c;
   const auto& mode = opts.network.mode;
   if (mode != "enabled" && mode != "disabled") {
-    throw Error(ErrorCode::InvalidArgument, "invalid network mode '" + mode + "': expected 'enabled' or 'disabled'");
+    throw Error(ErrorKind::InvalidArgument, "invalid network mode '" + mode + "': expected 'enabled' or 'disabled'");
   }
   c.enabled = mode == "enabled";
   c.allow_net = opts.network.allow_net;
   for (const auto& p : opts.ports) {
     if (p.guest_port < 1 || p.guest_port > 65535) {
-      throw Error(ErrorCode::InvalidArgument,
+      throw Error(ErrorKind::InvalidArgument,
                   "guest_port must be between 1 and 65535, got " + std::to_string(p.guest_port));
     }
     if (p.host_port < 0 || p.host_port > 65535) {
-      throw Error(ErrorCode::InvalidArgument,
+      throw Error(ErrorKind::InvalidArgument,
                   "host_port must be between 0 and 65535, got " + std::to_string(p.host_port));
     }
     if (p.protocol != "tcp" && p.protocol != "udp") {
-      throw Error(ErrorCode::InvalidArgument, "invalid port protocol '" + p.protocol + "': expected 'tcp' or 'udp'");
+      throw Error(ErrorKind::InvalidArgument, "invalid port protocol '" + p.protocol + "': expected 'tcp' or 'udp'");
     }
     net::PortForward f;
     f.guest_port = static_cast<uint16_t>(p.guest_port);
@@ -47,16 +47,16 @@ net::NetConfig make_net_config(const BoxOptions& opts) {
     c.ports.push_back(f);
   }
   for (const auto& sec : opts.secrets) {
-    if (sec.name.empty()) throw Error(ErrorCode::InvalidArgument, "a secret needs a name");
-    if (sec.value.empty()) throw Error(ErrorCode::InvalidArgument, "secret '" + sec.name + "' has an empty value");
+    if (sec.name.empty()) throw Error(ErrorKind::InvalidArgument, "a secret needs a name");
+    if (sec.value.empty()) throw Error(ErrorKind::InvalidArgument, "secret '" + sec.name + "' has an empty value");
     std::string placeholder = sec.placeholder.empty() ? "<BOXLITE_SECRET:" + sec.name + ">" : sec.placeholder;
     if (placeholder.find(sec.value) != std::string::npos || sec.value.find(placeholder) != std::string::npos) {
-      throw Error(ErrorCode::InvalidArgument,
+      throw Error(ErrorKind::InvalidArgument,
                   "secret '" + sec.name + "': the placeholder and the value must not contain each other");
     }
     for (const auto& other : c.secrets) {
       if (secret_env_name(other.name) == secret_env_name(sec.name)) {
-        throw Error(ErrorCode::InvalidArgument, "secrets '" + other.name + "' and '" + sec.name +
+        throw Error(ErrorKind::InvalidArgument, "secrets '" + other.name + "' and '" + sec.name +
                                                     "' map to the same variable " + secret_env_name(sec.name));
       }
     }
@@ -132,7 +132,7 @@ using BioPtr = std::unique_ptr<BIO, BioFree>;
 std::string pem_of(const std::function<int(BIO*)>& write) {
   const Crypto& c = libcrypto();
   BioPtr bio(c.BIO_new(c.BIO_s_mem()));
-  if (!bio || write(bio.get()) != 1) throw Error(ErrorCode::Internal, "encode PEM");
+  if (!bio || write(bio.get()) != 1) throw Error(ErrorKind::Internal, "encode PEM");
   char* data = nullptr;
   long n = c.BIO_ctrl(bio.get(), BIO_CTRL_INFO, 0, &data);  // BIO_get_mem_data, a macro
   return std::string(data, static_cast<size_t>(n));
@@ -142,7 +142,7 @@ void make_ca(const std::string& cert_path, const std::string& key_path) {
   const Crypto& c = libcrypto();
   PkeyPtr key(c.EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256"));  // EVP_EC_gen, a macro
   X509Ptr cert(c.X509_new());
-  if (!key || !cert) throw Error(ErrorCode::Internal, "generate the home's CA key");
+  if (!key || !cert) throw Error(ErrorKind::Internal, "generate the home's CA key");
   c.X509_set_version(cert.get(), 2);
   std::string serial = random_hex(8);
   c.ASN1_INTEGER_set_uint64(c.X509_get_serialNumber(cert.get()), std::stoull(serial, nullptr, 16) >> 1);
@@ -160,12 +160,12 @@ void make_ca(const std::string& cert_path, const std::string& key_path) {
        {std::pair{NID_basic_constraints, "critical,CA:TRUE,pathlen:0"},
         std::pair{NID_key_usage, "critical,keyCertSign,cRLSign"}, std::pair{NID_subject_key_identifier, "hash"}}) {
     X509_EXTENSION* ext = c.X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
-    if (!ext) throw Error(ErrorCode::Internal, "CA certificate extension");
+    if (!ext) throw Error(ErrorKind::Internal, "CA certificate extension");
     c.X509_add_ext(cert.get(), ext, -1);
     c.X509_EXTENSION_free(ext);
   }
   if (c.X509_sign(cert.get(), key.get(), c.EVP_sha256()) == 0) {
-    throw Error(ErrorCode::Internal, "sign the home's CA certificate");
+    throw Error(ErrorKind::Internal, "sign the home's CA certificate");
   }
   write_file_atomic(key_path, pem_of([&](BIO* b) {
                       return c.PEM_write_bio_PrivateKey(b, key.get(), nullptr, nullptr, 0, nullptr, nullptr);
@@ -184,7 +184,7 @@ HomeCa ensure_home_ca(const std::string& home) {
   ::chmod(dir.c_str(), 0700);
   // Two processes may race here: each writes whole files atomically, under a lock.
   UniqueFd lock(::open((dir + "/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  if (!lock || ::flock(lock.get(), LOCK_EX) != 0) throw_errno(ErrorCode::Storage, "lock " + dir);
+  if (!lock || ::flock(lock.get(), LOCK_EX) != 0) throw_errno(ErrorKind::Storage, "lock " + dir);
   if (!path_exists(ca.cert) || !path_exists(ca.key)) make_ca(ca.cert, ca.key);
   return ca;
 }

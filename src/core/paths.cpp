@@ -33,7 +33,7 @@ std::string default_home() {
   if (const char* h = std::getenv("HOME"); h && *h) home = h;
   if (home.empty()) home = passwd_home(::getuid());
   if (home.empty()) {
-    throw Error(ErrorCode::Config, "cannot find the home directory: HOME is unset and uid " +
+    throw Error(ErrorKind::Config, "cannot find the home directory: HOME is unset and uid " +
                                        std::to_string(::getuid()) + " has no /etc/passwd entry; set BOXLITE_HOME");
   }
   return home + "/.boxlite";

@@ -50,10 +50,10 @@ store::BoxRecord read_record_copy(const std::string& box_dir) {
     r.options_json = j.at("options_json").get<std::string>();
     r.timings_json = j.value("timings_json", std::string("{}"));
   } catch (const nlohmann::json::exception& e) {
-    throw Error(ErrorCode::Storage, path + " is not a box's record: " + e.what());
+    throw Error(ErrorKind::Storage, path + " is not a box's record: " + e.what());
   }
   if (box_dir.substr(box_dir.rfind('/') + 1) != r.id) {
-    throw Error(ErrorCode::Storage, path + " records box " + r.id + ", not the box of its directory");
+    throw Error(ErrorKind::Storage, path + " records box " + r.id + ", not the box of its directory");
   }
   r.state = "stopped";
   r.auto_remove = false;

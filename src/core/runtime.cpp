@@ -78,11 +78,11 @@ KernelChoice kernel_from_tree(const std::string& dir) {
     }
   }
   if (k.kernel.empty())
-    throw Error(ErrorCode::Config,
+    throw Error(ErrorKind::Config,
                 "kernel directory " + dir +
                     " has no boot/vmlinuz-*: expected a `dpkg -x` tree of a Debian linux-image package");
   if (!path_exists(k.modules_dir))
-    throw Error(ErrorCode::Config, "kernel directory " + dir + " has no " + k.modules_dir);
+    throw Error(ErrorKind::Config, "kernel directory " + dir + " has no " + k.modules_dir);
   // Without virtio_mmio command-line devices (Debian's build) the kernel finds
   // the devices through ACPI only.
   std::string config_path = dir + "/boot/config-" + k.kernel.substr(k.kernel.rfind("vmlinuz-") + 8);
@@ -101,17 +101,17 @@ KernelChoice resolve_kernel(const std::string& requested) {
   if (want.empty()) {
     std::string k = lib + "/kernel/vmlinux";
     if (!path_exists(k))
-      throw Error(ErrorCode::Config, "guest kernel not found at " + k + ": run ./scripts/setup to build it");
+      throw Error(ErrorKind::Config, "guest kernel not found at " + k + ": run ./scripts/setup to build it");
     return {k, ""};
   }
   if (want == "debian") {
     std::string dir = lib + "/kernel/debian";
     if (!path_exists(dir))
-      throw Error(ErrorCode::Config, "the Debian kernel is not installed at " + dir + ": run ./scripts/setup");
+      throw Error(ErrorKind::Config, "the Debian kernel is not installed at " + dir + ": run ./scripts/setup");
     return kernel_from_tree(dir);
   }
   struct stat st;
-  if (::stat(want.c_str(), &st) != 0) throw Error(ErrorCode::Config, "kernel " + want + " does not exist");
+  if (::stat(want.c_str(), &st) != 0) throw Error(ErrorKind::Config, "kernel " + want + " does not exist");
   if (S_ISDIR(st.st_mode)) return kernel_from_tree(want);
   return {want, ""};
 }
@@ -222,12 +222,12 @@ std::vector<std::pair<const char*, uint64_t>> security_limits(const SecurityOpti
 void check_security(const SecurityOptions& s, const std::string& engine) {
   auto limits = security_limits(s);
   for (const auto& [name, v] : limits) {
-    if (v == 0) throw Error(ErrorCode::InvalidArgument, std::string("security ") + name + " must be > 0");
+    if (v == 0) throw Error(ErrorKind::InvalidArgument, std::string("security ") + name + " must be > 0");
   }
   if (engine == "vm" && !limits.empty()) {
     std::string names;
     for (const auto& [name, v] : limits) names += (names.empty() ? "" : ", ") + std::string(name);
-    throw Error(ErrorCode::Unsupported, "security " + names +
+    throw Error(ErrorKind::Unsupported, "security " + names +
                                             " not supported by the vm engine (it sets no per-box rlimits yet; "
                                             "the jail engine enforces them)");
   }
@@ -249,37 +249,37 @@ void apply_security(engine::ShimSpec& spec, const SecurityOptions& s) {
 
 void validate_box_options(const BoxOptions& o) {
   if (o.image.empty() && o.rootfs_path.empty())
-    throw Error(ErrorCode::InvalidArgument, "Either 'image' or 'rootfs_path' must be provided");
+    throw Error(ErrorKind::InvalidArgument, "Either 'image' or 'rootfs_path' must be provided");
   if (o.cpus && (*o.cpus < 1 || *o.cpus > 255))
-    throw Error(ErrorCode::InvalidArgument, "cpus must be between 1 and 255, got " + std::to_string(*o.cpus));
+    throw Error(ErrorKind::InvalidArgument, "cpus must be between 1 and 255, got " + std::to_string(*o.cpus));
   if (o.memory_mib && (*o.memory_mib < 64 || *o.memory_mib > 1048576)) {
-    throw Error(ErrorCode::InvalidArgument,
+    throw Error(ErrorKind::InvalidArgument,
                 "memory_mib must be between 64 and 1048576 MiB, got " + std::to_string(*o.memory_mib));
   }
   if (!o.engine.empty() && o.engine != "vm" && o.engine != "jail") {
-    throw Error(ErrorCode::InvalidArgument, "unknown engine '" + o.engine + "': expected 'vm' or 'jail'");
+    throw Error(ErrorKind::InvalidArgument, "unknown engine '" + o.engine + "': expected 'vm' or 'jail'");
   }
   if (!o.accel.empty() && o.accel != "auto" && o.accel != "kvm" && o.accel != "tcg") {
-    throw Error(ErrorCode::InvalidArgument, "unknown accel '" + o.accel + "': expected 'auto', 'kvm' or 'tcg'");
+    throw Error(ErrorKind::InvalidArgument, "unknown accel '" + o.accel + "': expected 'auto', 'kvm' or 'tcg'");
   }
   if (!o.working_dir.empty() && o.working_dir[0] != '/') {
-    throw Error(ErrorCode::InvalidArgument, "working_dir must be an absolute path, got '" + o.working_dir + "'");
+    throw Error(ErrorKind::InvalidArgument, "working_dir must be an absolute path, got '" + o.working_dir + "'");
   }
-  if (o.boot_timeout_secs <= 0) throw Error(ErrorCode::InvalidArgument, "boot timeout must be positive");
+  if (o.boot_timeout_secs <= 0) throw Error(ErrorKind::InvalidArgument, "boot timeout must be positive");
   (void)make_net_config(o);
   if (o.auto_remove && o.detach) {
-    throw Error(ErrorCode::InvalidArgument,
+    throw Error(ErrorKind::InvalidArgument,
                 "invalid argument: remove-on-stop is incompatible with detach=true. Detached boxes should use "
                 "auto_delete=0 (or deprecated auto_remove=false) for manual lifecycle control.");
   }
   validate_volumes(o.volumes);
   if (o.disk_size_gb && (*o.disk_size_gb < 1 || *o.disk_size_gb > kMaxDiskSizeGb)) {
-    throw Error(ErrorCode::InvalidArgument, "disk_size_gb must be between 1 and " + std::to_string(kMaxDiskSizeGb) +
+    throw Error(ErrorKind::InvalidArgument, "disk_size_gb must be between 1 and " + std::to_string(kMaxDiskSizeGb) +
                                                 " GiB, got " + std::to_string(*o.disk_size_gb));
   }
   for (const auto& [k, v] : o.env) {
     if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos) {
-      throw Error(ErrorCode::InvalidArgument, "invalid environment variable name '" + k + "'");
+      throw Error(ErrorKind::InvalidArgument, "invalid environment variable name '" + k + "'");
     }
   }
 }
@@ -287,7 +287,7 @@ void validate_box_options(const BoxOptions& o) {
 Runtime::Runtime(RuntimeOptions opts) {
   layout_.root = opts.home_dir.empty() ? core::default_home() : opts.home_dir;
   if (layout_.root.empty() || layout_.root[0] != '/') {
-    throw Error(ErrorCode::InvalidArgument, "home directory must be an absolute path, got '" + layout_.root + "'");
+    throw Error(ErrorKind::InvalidArgument, "home directory must be an absolute path, got '" + layout_.root + "'");
   }
   trace("core: runtime");
   layout_.create();
@@ -295,7 +295,7 @@ Runtime::Runtime(RuntimeOptions opts) {
   if (opts.exclusive) {
     home_lock_ = FileLock::try_acquire(layout_.locks() + "/runtime.lock");
     if (!home_lock_.held()) {
-      throw Error(ErrorCode::InvalidState, "Another BoxliteRuntime is already using directory " + layout_.root +
+      throw Error(ErrorKind::InvalidState, "Another BoxliteRuntime is already using directory " + layout_.root +
                                                " (a process holds " + layout_.locks() + "/runtime.lock)");
     }
   }
@@ -439,7 +439,7 @@ void Runtime::load_home_config(bool registries_from_options) {
   if (!path_exists(path)) return;
   try {
     auto j = nlohmann::json::parse(read_file(path));
-    if (!j.is_object()) throw Error(ErrorCode::Config, "expected a JSON object");
+    if (!j.is_object()) throw Error(ErrorKind::Config, "expected a JSON object");
     for (const auto& [key, value] : j.items()) {
       if (key == "engine" && value.is_string()) {
         config_engine_ = value.get<std::string>();
@@ -449,13 +449,13 @@ void Runtime::load_home_config(bool registries_from_options) {
         // Registries given in code replace the file's (documented in docs/registry.md).
         if (!registries_from_options) registries_ = registry::registries_from_json(value, path);
       } else {
-        throw Error(ErrorCode::Config, "unknown or mistyped key '" + key + "'");
+        throw Error(ErrorKind::Config, "unknown or mistyped key '" + key + "'");
       }
     }
   } catch (const nlohmann::json::exception& e) {
-    throw Error(ErrorCode::Config, "invalid " + path + ": " + e.what());
+    throw Error(ErrorKind::Config, "invalid " + path + ": " + e.what());
   } catch (const Error& e) {
-    throw Error(ErrorCode::Config, "invalid " + path + ": " + e.what());
+    throw Error(ErrorKind::Config, "invalid " + path + ": " + e.what());
   }
   BoxOptions check;
   check.image = "-";
@@ -464,7 +464,7 @@ void Runtime::load_home_config(bool registries_from_options) {
   try {
     validate_box_options(check);
   } catch (const Error& e) {
-    throw Error(ErrorCode::Config, "invalid " + path + ": " + e.what());
+    throw Error(ErrorKind::Config, "invalid " + path + ": " + e.what());
   }
 }
 
@@ -536,7 +536,7 @@ std::string Runtime::resolve_accel(const std::string& requested) {
   }
   if (cached->first) return "kvm";
   if (want == "kvm")
-    throw Error(ErrorCode::UnsupportedEngine, "accel=kvm requested but KVM is not usable: " + cached->second);
+    throw Error(ErrorKind::UnsupportedEngine, "accel=kvm requested but KVM is not usable: " + cached->second);
   warn("KVM is not usable (" + cached->second + "); using QEMU TCG software emulation: the same VM isolation, slower");
   return "tcg";
 }
@@ -551,12 +551,12 @@ void Runtime::prepare_vm(engine::ShimSpec& spec, const BoxOptions& opts, const i
 void Runtime::prepare_vm_machine(engine::ShimSpec& spec, const BoxOptions& opts) {
   spec.qemu = which("qemu-system-x86_64");
   if (spec.qemu.empty()) {
-    throw Error(ErrorCode::Engine,
+    throw Error(ErrorKind::Engine,
                 "qemu-system-x86_64 not found: install it with `apt-get install qemu-system-x86 qemu-utils` (or run "
                 "./scripts/setup)");
   }
   if (which("qemu-img").empty())
-    throw Error(ErrorCode::Engine, "qemu-img not found: install it with `apt-get install qemu-utils`");
+    throw Error(ErrorKind::Engine, "qemu-img not found: install it with `apt-get install qemu-utils`");
   KernelChoice kernel = resolve_kernel(opts.kernel);
   spec.kernel = kernel.kernel;
   spec.acpi = kernel.acpi;
@@ -567,7 +567,7 @@ void Runtime::prepare_vm_machine(engine::ShimSpec& spec, const BoxOptions& opts)
 
 void Runtime::prepare_jail(engine::ShimSpec& spec, const image::LocalImage& img) {
   if (::geteuid() != 0) {
-    throw Error(ErrorCode::UnsupportedEngine,
+    throw Error(ErrorKind::UnsupportedEngine,
                 "the jail engine needs root on this host (user namespaces with a mapped uid range and overlayfs); "
                 "see docs/jail.md for what an unprivileged user needs");
   }
@@ -585,7 +585,7 @@ void validate_name(const std::string& name) {
   bool ok = name.size() <= 128 && std::isalnum(static_cast<unsigned char>(name[0]));
   for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-');
   if (!ok)
-    throw Error(ErrorCode::InvalidArgument,
+    throw Error(ErrorKind::InvalidArgument,
                 "invalid box name '" + name + "': use [a-zA-Z0-9][a-zA-Z0-9_.-]* (at most 128)");
 }
 
@@ -596,7 +596,7 @@ uint64_t disk_size_bytes(const BoxOptions& opts, const std::string& base) {
   struct stat st;
   if (::stat(base.c_str(), &st) == 0 && bytes < static_cast<uint64_t>(st.st_size)) {
     if (opts.disk_size_gb) {
-      throw Error(ErrorCode::InvalidArgument, "disk_size_gb=" + std::to_string(*opts.disk_size_gb) +
+      throw Error(ErrorKind::InvalidArgument, "disk_size_gb=" + std::to_string(*opts.disk_size_gb) +
                                                   " is smaller than the image's root file system (" +
                                                   std::to_string((static_cast<uint64_t>(st.st_size) >> 20) + 1) +
                                                   " MiB)");
@@ -620,7 +620,7 @@ std::shared_ptr<Box> Runtime::track(std::shared_ptr<Box> box) {
 void Runtime::shutdown(std::optional<double> timeout_secs) {
   double secs = timeout_secs.value_or(10);
   if (secs < 0 && secs != -1)
-    throw Error(ErrorCode::InvalidArgument, "shutdown timeout must be >= 0 seconds, or -1 to wait indefinitely");
+    throw Error(ErrorKind::InvalidArgument, "shutdown timeout must be >= 0 seconds, or -1 to wait indefinitely");
   shut_down_ = true;
   int timeout_ms = secs < 0 ? -1 : static_cast<int>(secs * 1000);
   std::vector<std::shared_ptr<Box>> boxes;
@@ -662,14 +662,14 @@ std::shared_ptr<Box> Runtime::create_to_start(const BoxOptions& opts, const std:
 }
 
 std::shared_ptr<Box> Runtime::create_counted(const BoxOptions& opts, const std::string& name, bool start_now) {
-  if (shut_down_) throw Error(ErrorCode::Stopped, "Cannot create box: runtime has been shut down");
+  if (shut_down_) throw Error(ErrorKind::Stopped, "Cannot create box: runtime has been shut down");
   try {
     auto box = create_box(opts, name, start_now);
     ++counters_->boxes_created;
     return box;
   } catch (const Error& e) {
     // A caller's mistake is not a failed box; a box that could not be made is.
-    if (e.code() != ErrorCode::InvalidArgument && e.code() != ErrorCode::AlreadyExists) ++counters_->boxes_failed;
+    if (e.kind() != ErrorKind::InvalidArgument && e.kind() != ErrorKind::AlreadyExists) ++counters_->boxes_failed;
     throw;
   }
 }
@@ -678,15 +678,15 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   validate_box_options(opts);
   validate_name(name);
   if (!name.empty() && store()->find_exact(name))
-    throw Error(ErrorCode::AlreadyExists, "box name '" + name + "' is already in use");
+    throw Error(ErrorKind::AlreadyExists, "box name '" + name + "' is already in use");
   std::string engine = opts.engine.empty() ? default_engine() : opts.engine;
   if (engine != "vm" && engine != "jail") {
-    throw Error(ErrorCode::InvalidArgument,
+    throw Error(ErrorKind::InvalidArgument,
                 "unknown engine '" + engine + "' (from BOXLITE_ENGINE or the home config): expected 'vm' or 'jail'");
   }
   check_security(opts.security, engine);
   if (engine == "jail" && opts.disk_size_gb) {
-    throw Error(ErrorCode::Unsupported,
+    throw Error(ErrorKind::Unsupported,
                 "disk_size_gb is not supported by the jail engine: its root is an overlay on the host's file system, "
                 "with no disk of its own to size (docs/storage.md)");
   }
@@ -703,14 +703,14 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   nlohmann::json timings;
   trace("core: image opened");
   if (img.layers.empty()) {
-    throw Error(ErrorCode::Image, "image " + recorded + " has no layers: there is no file in it to run");
+    throw Error(ErrorKind::Image, "image " + recorded + " has no layers: there is no file in it to run");
   }
 
   engine::ShimSpec spec;
   spec.engine = engine;
   spec.guest_binary = core::libexec_dir() + "/boxlite-guest";
   if (!path_exists(spec.guest_binary)) {
-    throw Error(ErrorCode::Config, "guest agent not found at " + spec.guest_binary + ": build the project first");
+    throw Error(ErrorKind::Config, "guest agent not found at " + spec.guest_binary + ": build the project first");
   }
   if (engine == "vm") {
     prepare_vm(spec, opts, img);
@@ -725,7 +725,7 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   DirGuard guard{spec.box_dir};
   bool spare = engine == "jail" && core::take_spare_box_dir(layout_.spare_box_dirs(), spec.box_dir);
   if (!spare && ::mkdir(spec.box_dir.c_str(), 0700) != 0) {
-    throw_errno(ErrorCode::Storage, "create box directory " + spec.box_dir);
+    throw_errno(ErrorKind::Storage, "create box directory " + spec.box_dir);
   }
   spec.cpus = opts.cpus.value_or(1);
   spec.memory_mib = opts.memory_mib.value_or(1024);
@@ -741,7 +741,7 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
     // Resolved now: a symlink swapped later cannot redirect the share.
     std::error_code ec;
     auto host = std::filesystem::canonical(v.host_path, ec);
-    if (ec) throw Error(ErrorCode::InvalidArgument, "volume host path '" + v.host_path + "': " + ec.message());
+    if (ec) throw Error(ErrorKind::InvalidArgument, "volume host path '" + v.host_path + "': " + ec.message());
     spec.volumes.push_back({host.string(), v.guest_path, v.read_only});
   }
   for (auto& e : secret_env(spec.net)) spec.env.push_back(std::move(e));  // placeholders only
@@ -751,7 +751,7 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
     spec.net.ca_key = ca.key;
   }
   if (spec.net.enabled && !path_exists(spec.net.binary)) {
-    throw Error(ErrorCode::Config, "boxlite-net not found at " + spec.net.binary + ": build the project first");
+    throw Error(ErrorKind::Config, "boxlite-net not found at " + spec.net.binary + ": build the project first");
   }
   if (engine == "vm") {
     double t_disk = now_ms();
@@ -868,8 +868,8 @@ std::shared_ptr<Box> Runtime::box_from_record(const store::BoxRecord& r) {
     spec = engine::spec_from_json(read_file(dir + "/shim.json"));
   } catch (const Error& e) {
     // Removed since its row was read (another process's `rm`): gone, not damaged.
-    if (!path_exists(dir) && !store()->find(r.id)) throw Error(ErrorCode::NotFound, "No such box: " + r.id);
-    throw Error(ErrorCode::Storage, "box " + r.id + ": unreadable " + dir + "/shim.json: " + e.what() +
+    if (!path_exists(dir) && !store()->find(r.id)) throw Error(ErrorKind::NotFound, "No such box: " + r.id);
+    throw Error(ErrorKind::Storage, "box " + r.id + ": unreadable " + dir + "/shim.json: " + e.what() +
                                         " (remove it with `boxlite rm -f " + r.id + "`)");
   }
   std::vector<std::string> argv;
@@ -883,13 +883,13 @@ std::shared_ptr<Box> Runtime::box_from_record(const store::BoxRecord& r) {
 }
 
 std::pair<std::shared_ptr<Box>, bool> Runtime::get_or_create(const BoxOptions& opts, const std::string& name) {
-  if (name.empty()) throw Error(ErrorCode::InvalidArgument, "get_or_create needs a name");
+  if (name.empty()) throw Error(ErrorKind::InvalidArgument, "get_or_create needs a name");
   // By that name exactly: never another box whose ID happens to start with it.
   if (auto box = box_of(store()->find_exact(name))) return {box, false};
   try {
     return {create(opts, name), true};
   } catch (const Error& e) {
-    if (e.code() != ErrorCode::AlreadyExists) throw;
+    if (e.kind() != ErrorKind::AlreadyExists) throw;
     if (auto box = box_of(store()->find_exact(name))) return {box, false};  // another process won the race
     throw;
   }
@@ -902,7 +902,7 @@ std::shared_ptr<Box> Runtime::box_of(std::optional<store::BoxRecord> r) {
   try {
     return box_from_record(*r);
   } catch (const Error& e) {
-    if (e.code() != ErrorCode::Stopped) throw;
+    if (e.kind() != ErrorKind::Stopped) throw;
     // Its shim stopped answering between the check and the connect.
     r->state = "running";
     if (!reconcile(*r)) return nullptr;
@@ -937,11 +937,11 @@ Error Runtime::no_such_box(const std::string& id_or_name) {
   int matches = 0;
   for (const auto& r : store()->list()) matches += r.id.starts_with(id_or_name) ? 1 : 0;
   if (!id_or_name.empty() && matches > 1) {
-    return Error(ErrorCode::InvalidArgument, "box ID prefix '" + id_or_name +
+    return Error(ErrorKind::InvalidArgument, "box ID prefix '" + id_or_name +
                                                  "' is ambiguous: " + std::to_string(matches) +
                                                  " boxes' IDs start with it; give more of the ID, or the box's name");
   }
-  return Error(ErrorCode::NotFound, "No such box: " + id_or_name);
+  return Error(ErrorKind::NotFound, "No such box: " + id_or_name);
 }
 
 BoxInfo Runtime::get_info(const std::string& id_or_name) {
@@ -962,7 +962,7 @@ void Runtime::remove(const std::string& id_or_name, bool force) {
   auto r = store()->find(id_or_name);
   if (!r || !reconcile(*r)) throw no_such_box(id_or_name);
   if (r->state == "running" && !force) {
-    throw Error(ErrorCode::InvalidState, "box " + r->id + " is running: stop it first, or remove it with force");
+    throw Error(ErrorKind::InvalidState, "box " + r->id + " is running: stop it first, or remove it with force");
   }
   release_clones(r->id, force);
   try {
@@ -972,7 +972,7 @@ void Runtime::remove(const std::string& id_or_name, bool force) {
   } catch (const Error& e) {
     // Removed meanwhile by another process or handle (its row went first): what was
     // asked is done.
-    if (e.code() == ErrorCode::NotFound && !store()->find(r->id)) return;
+    if (e.kind() == ErrorKind::NotFound && !store()->find(r->id)) return;
     // A half-made or unreadable box: remove what there is.
   }
   if (core::is_shim_of(r->shim_pid, layout_.box_dir(r->id))) ::kill(r->shim_pid, SIGKILL);
@@ -983,7 +983,7 @@ void Runtime::remove(const std::string& id_or_name, bool force) {
 
 std::shared_ptr<Box> Runtime::attach(const std::string& id) {
   if (auto r = store()->find(id); r && reconcile(*r)) {
-    if (r->state != "running") throw Error(ErrorCode::Stopped, "box " + r->id + " is not running");
+    if (r->state != "running") throw Error(ErrorKind::Stopped, "box " + r->id + " is not running");
     return box_from_record(*r);
   }
   throw no_such_box(id);

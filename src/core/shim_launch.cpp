@@ -23,7 +23,7 @@ struct Pipe {
 };
 Pipe make_pipe() {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno(ErrorCode::Internal, "pipe for the box shim");
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno(ErrorKind::Internal, "pipe for the box shim");
   return {UniqueFd(fds[0]), UniqueFd(fds[1])};
 }
 
@@ -34,12 +34,12 @@ ShimLaunch ShimLaunch::spawn(bool detached) {
   // then an error on send (MSG_NOSIGNAL), not a SIGPIPE in the caller.
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-    throw_errno(ErrorCode::Internal, "socketpair for the box shim");
+    throw_errno(ErrorKind::Internal, "socketpair for the box shim");
   UniqueFd box_dir_w(sv[0]), box_dir_r(sv[1]);
   Pipe ready = make_pipe();
   // The go-ahead too: a shim that died first must not SIGPIPE the caller.
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-    throw_errno(ErrorCode::Internal, "socketpair for the box shim");
+    throw_errno(ErrorKind::Internal, "socketpair for the box shim");
   Pipe go{UniqueFd(sv[1]), UniqueFd(sv[0])};
   Pipe lifeline = detached ? Pipe{} : make_pipe();
   SpawnOptions so;
@@ -187,7 +187,7 @@ FileLock lock_box_directory(const std::string& box_dir) {
   // Removed before or while we waited (another process's `rm`, a `run --rm` that
   // finished): the box is gone, which is what the caller is told, as the reference
   // does, not that a directory could not be locked.
-  auto gone = [&] { return Error(ErrorCode::NotFound, "No such box: " + box_dir.substr(box_dir.rfind('/') + 1)); };
+  auto gone = [&] { return Error(ErrorKind::NotFound, "No such box: " + box_dir.substr(box_dir.rfind('/') + 1)); };
   FileLock lock;
   try {
     lock = FileLock::acquire_directory(box_dir);

@@ -27,16 +27,16 @@ namespace {
 
 RunResult qemu_img(std::vector<std::string> args, const std::string& what) {
   std::string tool = which("qemu-img");
-  if (tool.empty()) throw Error(ErrorCode::Engine, "qemu-img not found: install it with `apt-get install qemu-utils`");
+  if (tool.empty()) throw Error(ErrorKind::Engine, "qemu-img not found: install it with `apt-get install qemu-utils`");
   args.insert(args.begin(), tool);
   RunResult r;
   try {
     r = run_capture(args);
   } catch (const Error& e) {
-    throw Error(ErrorCode::Storage, what + ": cannot run qemu-img: " + e.what());
+    throw Error(ErrorKind::Storage, what + ": cannot run qemu-img: " + e.what());
   }
   if (!r.ok())
-    throw Error(ErrorCode::Storage,
+    throw Error(ErrorKind::Storage,
                 what + ": qemu-img " + describe_status(r.status) + ": " + trim(r.err.empty() ? r.out : r.err));
   return r;
 }
@@ -59,7 +59,7 @@ void create_overlay_on(const std::string& backing, const std::string& backing_fo
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());
-    throw_errno(ErrorCode::Storage, "rename " + tmp + " to " + path, err);
+    throw_errno(ErrorKind::Storage, "rename " + tmp + " to " + path, err);
   }
 }
 
@@ -79,14 +79,14 @@ std::vector<std::string> backing_chain(const std::string& path) {
   try {
     for (const auto& layer : nlohmann::json::parse(r.out)) out.push_back(layer.at("filename").get<std::string>());
   } catch (const nlohmann::json::exception& e) {
-    throw Error(ErrorCode::Storage, "unexpected qemu-img info output for " + path + ": " + e.what());
+    throw Error(ErrorKind::Storage, "unexpected qemu-img info output for " + path + ": " + e.what());
   }
   return out;
 }
 
 void freeze_top(const std::string& box_dir, const std::string& frozen) {
   std::string top = box_dir + "/disk.qcow2";
-  if (::rename(top.c_str(), frozen.c_str()) != 0) throw_errno(ErrorCode::Storage, "freeze " + top + " as " + frozen);
+  if (::rename(top.c_str(), frozen.c_str()) != 0) throw_errno(ErrorKind::Storage, "freeze " + top + " as " + frozen);
   try {
     create_overlay_on(frozen, "qcow2", top);
   } catch (...) {
@@ -99,7 +99,7 @@ void freeze_top(const std::string& box_dir, const std::string& frozen) {
 void freeze_running_top(const std::string& box_dir, const std::string& frozen) {
   std::string top = box_dir + "/disk.qcow2";
   uint64_t vsize = virtual_size(top);
-  if (vsize == 0) throw Error(ErrorCode::Storage, "cannot read the virtual size of " + top);
+  if (vsize == 0) throw Error(ErrorKind::Storage, "cannot read the virtual size of " + top);
   engine::vm::Qmp qmp = engine::vm::Qmp::connect(engine::qmp_socket_path(box_dir));
   // Paused, the guest issues no I/O and QEMU has flushed what it had (vm_stop
   // drains and flushes every drive): the top holds still while it is swapped.
@@ -121,7 +121,7 @@ void freeze_running_top(const std::string& box_dir, const std::string& frozen) {
   // name used once, and takes `disk.qcow2` only after the switch. (QEMU's later
   // read-only reopen of that new top, at the next live freeze, finds its one-time
   // name gone and keeps its read-write fd: harmless, a backing file is never written.)
-  if (::link(top.c_str(), frozen.c_str()) != 0) throw_errno(ErrorCode::Storage, "freeze " + top + " as " + frozen);
+  if (::link(top.c_str(), frozen.c_str()) != 0) throw_errno(ErrorKind::Storage, "freeze " + top + " as " + frozen);
   std::string next = top + "." + random_hex(6);
   try {
     create_overlay_on(frozen, "qcow2", next, vsize);
@@ -134,7 +134,7 @@ void freeze_running_top(const std::string& box_dir, const std::string& frozen) {
     ::unlink(frozen.c_str());
     throw;
   }
-  if (::rename(next.c_str(), top.c_str()) != 0) throw_errno(ErrorCode::Storage, "rename " + next + " to " + top);
+  if (::rename(next.c_str(), top.c_str()) != 0) throw_errno(ErrorKind::Storage, "rename " + next + " to " + top);
   ::chmod(frozen.c_str(), 0400);  // frozen layers never change again
 }
 
@@ -152,17 +152,17 @@ void copy_tree(const std::string& from, const std::string& to) {
     // (overlay whiteouts) and hardlinks; reflinks where the filesystem can.
     r = run_capture({cp, "-a", "--reflink=auto", "--", from, tmp});
   } catch (const Error& e) {
-    throw Error(ErrorCode::Storage, "copy " + from + ": " + e.what());
+    throw Error(ErrorKind::Storage, "copy " + from + ": " + e.what());
   }
   if (!r.ok()) {
     try {
       remove_tree(tmp);
     } catch (...) {
     }
-    throw Error(ErrorCode::Storage,
+    throw Error(ErrorKind::Storage,
                 "copy " + from + " to " + to + ": cp " + describe_status(r.status) + ": " + brief_tool_error(r.err));
   }
-  if (::rename(tmp.c_str(), to.c_str()) != 0) throw_errno(ErrorCode::Storage, "rename " + tmp + " to " + to);
+  if (::rename(tmp.c_str(), to.c_str()) != 0) throw_errno(ErrorKind::Storage, "rename " + tmp + " to " + to);
 }
 
 void rebase(const std::string& path, const std::string& new_base, const std::string& base_format) {
@@ -191,7 +191,7 @@ nlohmann::json load_index(const Box& b) {
   try {
     return nlohmann::json::parse(read_file(index_path(b)));
   } catch (const nlohmann::json::exception& e) {
-    throw Error(ErrorCode::Storage, "unreadable snapshot index " + index_path(b) + ": " + e.what());
+    throw Error(ErrorKind::Storage, "unreadable snapshot index " + index_path(b) + ": " + e.what());
   }
 }
 
@@ -217,7 +217,7 @@ void validate_snapshot_name(const std::string& name) {
   bool ok = !name.empty() && name.size() <= 128 && std::isalnum(static_cast<unsigned char>(name[0]));
   for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-');
   if (!ok)
-    throw Error(ErrorCode::InvalidArgument,
+    throw Error(ErrorKind::InvalidArgument,
                 "invalid snapshot name '" + name + "': use [a-zA-Z0-9][a-zA-Z0-9_.-]* (at most 128)");
 }
 
@@ -249,7 +249,7 @@ SnapshotInfo SnapshotHandle::create(const std::string& name) {
   auto index = load_index(box_);
   for (const auto& s : index) {
     if (s.at("name") == name)
-      throw Error(ErrorCode::AlreadyExists, "snapshot '" + name + "' already exists on box " + box_.id());
+      throw Error(ErrorKind::AlreadyExists, "snapshot '" + name + "' already exists on box " + box_.id());
   }
   make_dirs(snapshots_dir(box_), 0700);
   std::string id = random_hex(8);
@@ -290,7 +290,7 @@ void SnapshotHandle::remove(const std::string& name) {
   FileLock lock = lock_box_dir(box_);
   auto index = load_index(box_);
   auto it = std::find_if(index.begin(), index.end(), [&](const auto& s) { return s.at("name") == name; });
-  if (it == index.end()) throw Error(ErrorCode::NotFound, "snapshot '" + name + "' not found on box " + box_.id());
+  if (it == index.end()) throw Error(ErrorKind::NotFound, "snapshot '" + name + "' not found on box " + box_.id());
   if (is_jail(box_)) {  // a full copy: nothing depends on it
     std::string dir = jail_snapshot(box_, it->at("id").get<std::string>());
     index.erase(it);
@@ -304,7 +304,7 @@ void SnapshotHandle::remove(const std::string& name) {
     return std::find(chain.begin() + 1, chain.end(), file) != chain.end();
   };
   if (depends(box_.dir() + "/disk.qcow2")) {
-    throw Error(ErrorCode::InvalidState, "Cannot remove snapshot: current disk depends on this snapshot ('" + name +
+    throw Error(ErrorKind::InvalidState, "Cannot remove snapshot: current disk depends on this snapshot ('" + name +
                                              "'). Restore a snapshot taken before it first.");
   }
   // Later snapshots and the frozen layers under clones live beside it.
@@ -312,7 +312,7 @@ void SnapshotHandle::remove(const std::string& name) {
     std::string other = snapshots_dir(box_) + "/" + entry;
     if (other == file || !entry.ends_with(".qcow2")) continue;
     if (depends(other)) {
-      throw Error(ErrorCode::InvalidState,
+      throw Error(ErrorKind::InvalidState,
                   "Cannot remove snapshot: " +
                       std::string(entry.rfind(engine::kCloneBackingPrefix, 0) == 0 ? "a clone of this box"
                                                                                    : "a later snapshot") +
@@ -327,10 +327,10 @@ void SnapshotHandle::remove(const std::string& name) {
 void SnapshotHandle::restore(const std::string& name) {
   FileLock lock = lock_box_dir(box_);
   if (box_is_running(box_)) {
-    throw Error(ErrorCode::InvalidState, "Cannot restore snapshot while box is running. Stop the box first.");
+    throw Error(ErrorKind::InvalidState, "Cannot restore snapshot while box is running. Stop the box first.");
   }
   auto s = get(name);
-  if (!s) throw Error(ErrorCode::NotFound, "snapshot '" + name + "' not found on box " + box_.id());
+  if (!s) throw Error(ErrorKind::NotFound, "snapshot '" + name + "' not found on box " + box_.id());
   if (is_jail(box_)) {
     // The copy is made first; only then does the old upper layer go.
     std::string upper = box_.dir() + "/upper", fresh = box_.dir() + "/upper.restore";
@@ -338,7 +338,7 @@ void SnapshotHandle::restore(const std::string& name) {
     disk::copy_tree(jail_snapshot(box_, s->id), fresh);
     if (path_exists(upper)) remove_tree(upper);
     if (::rename(fresh.c_str(), upper.c_str()) != 0)
-      throw_errno(ErrorCode::Storage, "rename " + fresh + " to " + upper);
+      throw_errno(ErrorKind::Storage, "rename " + fresh + " to " + upper);
     return;
   }
   // The new top is made before the old one goes: a failure leaves the box as it was.

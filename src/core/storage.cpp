@@ -61,9 +61,9 @@ void validate_new_name(store::Store& store, const std::string& name) {
   bool ok = name.size() <= 128 && std::isalnum(static_cast<unsigned char>(name[0]));
   for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-');
   if (!ok)
-    throw Error(ErrorCode::InvalidArgument,
+    throw Error(ErrorKind::InvalidArgument,
                 "invalid box name '" + name + "': use [a-zA-Z0-9][a-zA-Z0-9_.-]* (at most 128)");
-  if (store.find_exact(name)) throw Error(ErrorCode::AlreadyExists, "box name '" + name + "' is already in use");
+  if (store.find_exact(name)) throw Error(ErrorKind::AlreadyExists, "box name '" + name + "' is already in use");
 }
 
 std::string clone_of(const store::BoxRecord& r) {
@@ -81,7 +81,7 @@ using EntryPtr = std::unique_ptr<archive_entry, void (*)(archive_entry*)>;
 
 void write_header(archive* a, archive_entry* e, const std::string& what) {
   if (la::archive_write_header(a, e) != ARCHIVE_OK)
-    throw Error(ErrorCode::Storage, "export: " + what + ": " + la::archive_error_string(a));
+    throw Error(ErrorKind::Storage, "export: " + what + ": " + la::archive_error_string(a));
 }
 
 void add_empty_file(archive* a, const std::string& name) {
@@ -95,15 +95,15 @@ void add_empty_file(archive* a, const std::string& name) {
 
 void copy_file_data(archive* a, const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd) throw_errno(ErrorCode::Storage, "open " + path);
+  if (!fd) throw_errno(ErrorKind::Storage, "open " + path);
   std::vector<char> buf(1 << 20);
   for (;;) {
     ssize_t n = ::read(fd.get(), buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw_errno(ErrorCode::Storage, "read " + path);
+    if (n < 0) throw_errno(ErrorKind::Storage, "read " + path);
     if (n == 0) return;
     if (la::archive_write_data(a, buf.data(), static_cast<size_t>(n)) != n) {
-      throw Error(ErrorCode::Storage, "export: " + path + ": " + la::archive_error_string(a));
+      throw Error(ErrorKind::Storage, "export: " + path + ": " + la::archive_error_string(a));
     }
   }
 }
@@ -136,7 +136,7 @@ void copy_file_extents(archive* a, int fd, const std::string& path, const std::v
   std::vector<char> buf(1 << 20);
   auto put = [&](const char* p, size_t n) {
     if (la::archive_write_data(a, p, n) != static_cast<la_ssize_t>(n)) {
-      throw Error(ErrorCode::Storage, "export: " + path + ": " + la::archive_error_string(a));
+      throw Error(ErrorKind::Storage, "export: " + path + ": " + la::archive_error_string(a));
     }
   };
   auto put_zeros = [&](off_t n) {
@@ -151,8 +151,8 @@ void copy_file_extents(archive* a, int fd, const std::string& path, const std::v
       size_t want = static_cast<size_t>(std::min<off_t>(len - done, static_cast<off_t>(buf.size())));
       ssize_t n = ::pread(fd, buf.data(), want, off + done);
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw_errno(ErrorCode::Storage, "read " + path);
-      if (n == 0) throw Error(ErrorCode::Storage, "export: " + path + " shrank while it was read");
+      if (n < 0) throw_errno(ErrorKind::Storage, "read " + path);
+      if (n == 0) throw Error(ErrorKind::Storage, "export: " + path + " shrank while it was read");
       put(buf.data(), static_cast<size_t>(n));
       done += n;
     }
@@ -163,7 +163,7 @@ void copy_file_extents(archive* a, int fd, const std::string& path, const std::v
 
 void add_file_entry(archive* a, const std::string& name, const std::string& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw_errno(ErrorCode::Storage, "stat " + path);
+  if (::stat(path.c_str(), &st) != 0) throw_errno(ErrorKind::Storage, "stat " + path);
   EntryPtr e(la::archive_entry_new(), la::archive_entry_free);
   la::archive_entry_set_pathname(e.get(), name.c_str());
   la::archive_entry_set_filetype(e.get(), AE_IFREG);
@@ -184,7 +184,7 @@ void write_upper_layer(const std::string& upper, const std::string& out, uint32_
   WriteArchive a(la::archive_write_new());
   la::archive_write_set_format_pax_restricted(a.get());
   if (la::archive_write_open_filename(a.get(), out.c_str()) != ARCHIVE_OK) {
-    throw Error(ErrorCode::Storage, "export: open " + out + ": " + la::archive_error_string(a.get()));
+    throw Error(ErrorKind::Storage, "export: open " + out + ": " + la::archive_error_string(a.get()));
   }
   std::unique_ptr<archive_entry_linkresolver, LinkResolverDeleter> links(la::archive_entry_linkresolver_new());
   la::archive_entry_linkresolver_set_strategy(links.get(), la::archive_format(a.get()));
@@ -194,13 +194,13 @@ void write_upper_layer(const std::string& upper, const std::string& out, uint32_
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::recursive_directory_iterator it(upper, ec), end;  // symlinks are not followed
-  if (ec) throw Error(ErrorCode::Storage, "export: read " + upper + ": " + ec.message());
+  if (ec) throw Error(ErrorKind::Storage, "export: read " + upper + ": " + ec.message());
   for (; it != end; it.increment(ec)) {
-    if (ec) throw Error(ErrorCode::Storage, "export: read " + upper + ": " + ec.message());
+    if (ec) throw Error(ErrorKind::Storage, "export: read " + upper + ": " + ec.message());
     std::string path = it->path().string();
     std::string rel = it->path().lexically_relative(upper).string();
     struct stat st {};
-    if (::lstat(path.c_str(), &st) != 0) throw_errno(ErrorCode::Storage, "export: lstat " + path);
+    if (::lstat(path.c_str(), &st) != 0) throw_errno(ErrorKind::Storage, "export: lstat " + path);
     if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0)) {
       std::string parent = it->path().parent_path().lexically_relative(upper).string();
       add_empty_file(a.get(), (parent == "." ? "" : parent + "/") + ".wh." + it->path().filename().string());
@@ -215,7 +215,7 @@ void write_upper_layer(const std::string& upper, const std::string& out, uint32_
     if (S_ISLNK(st.st_mode)) {
       std::string target(static_cast<size_t>(st.st_size) + 1, '\0');
       ssize_t n = ::readlink(path.c_str(), target.data(), target.size());
-      if (n < 0) throw_errno(ErrorCode::Storage, "export: readlink " + path);
+      if (n < 0) throw_errno(ErrorKind::Storage, "export: readlink " + path);
       target.resize(static_cast<size_t>(n));
       la::archive_entry_set_symlink(e.get(), target.c_str());
     }
@@ -229,7 +229,7 @@ void write_upper_layer(const std::string& upper, const std::string& out, uint32_
     }
     if (S_ISREG(st.st_mode) && la::archive_entry_size(e.get()) > 0) {
       UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-      if (!fd) throw_errno(ErrorCode::Storage, "open " + path);
+      if (!fd) throw_errno(ErrorKind::Storage, "open " + path);
       auto extents = data_extents(fd.get(), st.st_size);
       off_t data = 0;
       for (auto [off, len] : extents) data += len;
@@ -249,7 +249,7 @@ void write_upper_layer(const std::string& upper, const std::string& out, uint32_
     }
   }
   if (la::archive_write_close(a.get()) != ARCHIVE_OK)
-    throw Error(ErrorCode::Storage, std::string("export: ") + la::archive_error_string(a.get()));
+    throw Error(ErrorKind::Storage, std::string("export: ") + la::archive_error_string(a.get()));
 }
 
 // An export's upper layer is only ever what write_upper_layer writes: refuse (with
@@ -262,7 +262,7 @@ void check_upper_layer(const std::string& tar_path, const std::string& archive_n
   ReadArchive a(la::archive_read_new());
   la::archive_read_support_format_tar(a.get());
   if (la::archive_read_open_filename(a.get(), tar_path.c_str(), 1 << 20) != ARCHIVE_OK) {
-    throw Error(ErrorCode::InvalidArgument,
+    throw Error(ErrorKind::InvalidArgument,
                 "import: " + archive_name + ": unreadable upper layer: " + la::archive_error_string(a.get()));
   }
   auto bad_path = [](const std::string& p) {
@@ -283,7 +283,7 @@ void check_upper_layer(const std::string& tar_path, const std::string& archive_n
   while ((rc = la::archive_read_next_header(a.get(), &e)) == ARCHIVE_OK) {
     std::string name = la::archive_entry_pathname(e) ? la::archive_entry_pathname(e) : "";
     auto refuse = [&](const std::string& why) {
-      throw Error(ErrorCode::InvalidArgument,
+      throw Error(ErrorKind::InvalidArgument,
                   "import: " + archive_name + ": refused upper layer entry '" + name + "': " + why);
     };
     if (bad_path(name)) refuse("absolute or with '..'");
@@ -298,7 +298,7 @@ void check_upper_layer(const std::string& tar_path, const std::string& archive_n
     if (type == AE_IFLNK) symlinks.push_back(p);
   }
   if (rc != ARCHIVE_EOF)
-    throw Error(ErrorCode::InvalidArgument,
+    throw Error(ErrorKind::InvalidArgument,
                 "import: " + archive_name + ": bad upper layer: " + la::archive_error_string(a.get()));
 }
 
@@ -337,7 +337,7 @@ std::vector<std::string> recorded_argv(const nlohmann::json& options) {
   if (!options.is_object() || !options.contains("argv")) return {"sh"};
   const nlohmann::json& argv = options["argv"];
   if (!argv.is_array() || !std::all_of(argv.begin(), argv.end(), [](const auto& w) { return w.is_string(); })) {
-    throw Error(ErrorCode::InvalidArgument, "the box's recorded options: argv is not a list of strings");
+    throw Error(ErrorKind::InvalidArgument, "the box's recorded options: argv is not a list of strings");
   }
   return argv.get<std::vector<std::string>>();
 }
@@ -348,7 +348,7 @@ std::vector<std::string> recorded_argv(const nlohmann::json& options) {
 nlohmann::json parse_export_manifest(const std::string& text, const std::string& archive) {
   constexpr int kMaxDepth = 32;
   auto refuse = [&archive](const std::string& why) {
-    return Error(ErrorCode::InvalidArgument, "import: " + archive + ": invalid manifest: " + why);
+    return Error(ErrorKind::InvalidArgument, "import: " + archive + ": invalid manifest: " + why);
   };
   nlohmann::json m;
   try {
@@ -392,11 +392,11 @@ nlohmann::json parse_export_manifest(const std::string& text, const std::string&
 // before any tool opens it.
 void check_self_contained_qcow2(const std::string& disk, const std::string& archive) {
   auto refuse = [&](const std::string& why) {
-    return Error(ErrorCode::InvalidArgument,
+    return Error(ErrorKind::InvalidArgument,
                  "import: " + archive + ": the disk is not a self-contained qcow2 image (" + why + ")");
   };
   UniqueFd fd(::open(disk.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd) throw_errno(ErrorCode::Storage, "open " + disk);
+  if (!fd) throw_errno(ErrorKind::Storage, "open " + disk);
   unsigned char h[80] = {};
   ssize_t n = ::pread(fd.get(), h, sizeof h, 0);
   auto be = [&h](size_t off, size_t len) {
@@ -473,12 +473,12 @@ std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& requeste
   FileLock lock = core::lock_box_directory(source.dir());
   if (source.spec().engine == "jail") return clone_jail(source, name, detach);
   auto rec = store()->find(source.id());
-  if (!rec) throw Error(ErrorCode::NotFound, "No such box: " + source.id());
+  if (!rec) throw Error(ErrorKind::NotFound, "No such box: " + source.id());
 
   engine::ShimSpec spec = clone_spec(source);
   spec.disk = spec.box_dir + "/" + kDiskName;
   PathGuard guard{spec.box_dir};
-  if (::mkdir(spec.box_dir.c_str(), 0700) != 0) throw_errno(ErrorCode::Storage, "create box directory " + spec.box_dir);
+  if (::mkdir(spec.box_dir.c_str(), 0700) != 0) throw_errno(ErrorKind::Storage, "create box directory " + spec.box_dir);
   // The source's disk as it is now becomes a frozen layer both disks grow over:
   // O(1) whatever the disk holds, and neither box sees the other's writes. A
   // running source is paused for the swap and resumed (freeze_box_disk).
@@ -506,10 +506,10 @@ std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& requeste
 // layers: fully independent, so the source keeps no clone dependency.
 std::shared_ptr<Box> Runtime::clone_jail(Box& source, const std::string& name, bool detach) {
   auto rec = store()->find(source.id());
-  if (!rec) throw Error(ErrorCode::NotFound, "No such box: " + source.id());
+  if (!rec) throw Error(ErrorKind::NotFound, "No such box: " + source.id());
   engine::ShimSpec spec = clone_spec(source);
   PathGuard guard{spec.box_dir};
-  if (::mkdir(spec.box_dir.c_str(), 0700) != 0) throw_errno(ErrorCode::Storage, "create box directory " + spec.box_dir);
+  if (::mkdir(spec.box_dir.c_str(), 0700) != 0) throw_errno(ErrorKind::Storage, "create box directory " + spec.box_dir);
   copy_jail_upper(source, spec.box_dir + "/upper");  // a running source is frozen meanwhile
   write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600);
   store::BoxRecord r = clone_record(*rec, spec.box_id, name, detach);
@@ -538,7 +538,7 @@ std::vector<store::BoxRecord> clones_of(store::Store& store, const std::string& 
 [[noreturn]] void throw_clone_dependents(const std::vector<store::BoxRecord>& clones) {
   std::string ids;
   for (const auto& c : clones) ids += (ids.empty() ? "" : ", ") + c.id;
-  throw Error(ErrorCode::InvalidState, "Cannot remove box: boxes [" + ids +
+  throw Error(ErrorKind::InvalidState, "Cannot remove box: boxes [" + ids +
                                            "] have clone dependencies on it. Remove them first, or use force=true "
                                            "(which copies the data they share into each clone)");
 }
@@ -557,7 +557,7 @@ void Runtime::release_clones(const std::string& id, bool force) {
   for (const auto& c : clones) {
     // qemu-img must not rewrite a disk QEMU has open.
     if (c.state == "running" && process_alive(c.shim_pid)) {
-      throw Error(ErrorCode::InvalidState, "Cannot remove box: its clone " + c.id + " is running; stop it first");
+      throw Error(ErrorKind::InvalidState, "Cannot remove box: its clone " + c.id + " is running; stop it first");
     }
   }
   for (const auto& c : clones) {
@@ -581,7 +581,7 @@ void Runtime::release_clones(const std::string& id, bool force) {
 std::string Runtime::export_box(Box& box, const std::string& dest_dir) {
   struct stat st {};
   if (dest_dir.empty() || ::stat(dest_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    throw Error(ErrorCode::InvalidArgument, "export destination '" + dest_dir + "' is not an existing directory");
+    throw Error(ErrorKind::InvalidArgument, "export destination '" + dest_dir + "' is not an existing directory");
   }
   FileLock lock = core::lock_box_directory(box.dir());
   if (box.spec().engine == "jail") return export_jail(box, dest_dir);
@@ -629,20 +629,20 @@ std::string Runtime::write_export(Box& box, const std::string& dest, const std::
   // directory is (libarchive would create it 0666 less the umask; it keeps the
   // mode of a file that exists).
   if (UniqueFd made(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)); !made) {
-    throw_errno(ErrorCode::Storage, "export: create " + tmp);
+    throw_errno(ErrorKind::Storage, "export: create " + tmp);
   }
   {
     WriteArchive a(la::archive_write_new());
     la::archive_write_set_format_pax_restricted(a.get());
     if (la::archive_write_open_filename(a.get(), tmp.c_str()) != ARCHIVE_OK) {
-      throw Error(ErrorCode::Storage, "export: open " + tmp + ": " + la::archive_error_string(a.get()));
+      throw Error(ErrorKind::Storage, "export: open " + tmp + ": " + la::archive_error_string(a.get()));
     }
     add_file_entry(a.get(), kManifestName, manifest_file);
     add_file_entry(a.get(), data_name, data_file);
     if (la::archive_write_close(a.get()) != ARCHIVE_OK)
-      throw Error(ErrorCode::Storage, std::string("export: ") + la::archive_error_string(a.get()));
+      throw Error(ErrorKind::Storage, std::string("export: ") + la::archive_error_string(a.get()));
   }
-  if (::rename(tmp.c_str(), dest.c_str()) != 0) throw_errno(ErrorCode::Storage, "rename " + tmp + " to " + dest);
+  if (::rename(tmp.c_str(), dest.c_str()) != 0) throw_errno(ErrorKind::Storage, "rename " + tmp + " to " + dest);
   tmp_guard.committed = true;
   return dest;
 }
@@ -674,13 +674,13 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
   ReadArchive a(la::archive_read_new());
   la::archive_read_support_format_tar(a.get());
   if (la::archive_read_open_filename(a.get(), path.c_str(), 1 << 20) != ARCHIVE_OK) {
-    throw Error(ErrorCode::NotFound, "import: cannot open " + path + ": " + la::archive_error_string(a.get()));
+    throw Error(ErrorKind::NotFound, "import: cannot open " + path + ": " + la::archive_error_string(a.get()));
   }
   engine::ShimSpec spec;
   spec.box_id = make_box_id();
   spec.box_dir = layout_.box_dir(spec.box_id);
   PathGuard guard{spec.box_dir};
-  if (::mkdir(spec.box_dir.c_str(), 0700) != 0) throw_errno(ErrorCode::Storage, "create box directory " + spec.box_dir);
+  if (::mkdir(spec.box_dir.c_str(), 0700) != 0) throw_errno(ErrorKind::Storage, "create box directory " + spec.box_dir);
   std::string disk_path = spec.box_dir + "/" + kDiskName;
   std::string upper_tar = spec.box_dir + "/" + kUpperName;
   nlohmann::json manifest;
@@ -691,46 +691,46 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
   while (la::archive_read_next_header(a.get(), &e) == ARCHIVE_OK) {
     std::string entry = la::archive_entry_pathname(e) ? la::archive_entry_pathname(e) : "";
     if (la::archive_entry_filetype(e) != AE_IFREG)
-      throw Error(ErrorCode::InvalidArgument, "import: " + path + ": unexpected entry '" + entry + "'");
+      throw Error(ErrorKind::InvalidArgument, "import: " + path + ": unexpected entry '" + entry + "'");
     if (entry == kManifestName) {
       if (la::archive_entry_size(e) > (1 << 20))
-        throw Error(ErrorCode::InvalidArgument, "import: " + path + ": manifest too large");
+        throw Error(ErrorKind::InvalidArgument, "import: " + path + ": manifest too large");
       std::string text(static_cast<size_t>(la::archive_entry_size(e)), '\0');
       if (la::archive_read_data(a.get(), text.data(), text.size()) != static_cast<la_ssize_t>(text.size())) {
-        throw Error(ErrorCode::InvalidArgument, "import: " + path + ": truncated manifest");
+        throw Error(ErrorKind::InvalidArgument, "import: " + path + ": truncated manifest");
       }
       manifest = parse_export_manifest(text, path);
     } else if ((entry == kDiskName && !have_disk) || (entry == kUpperName && !have_upper)) {
       const std::string& out = entry == kDiskName ? disk_path : upper_tar;
       UniqueFd fd(::open(out.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-      if (!fd) throw_errno(ErrorCode::Storage, "create " + out);
+      if (!fd) throw_errno(ErrorKind::Storage, "create " + out);
       if (la::archive_read_data_into_fd(a.get(), fd.get()) != ARCHIVE_OK) {
-        throw Error(ErrorCode::Storage, "import: " + path + ": " + la::archive_error_string(a.get()));
+        throw Error(ErrorKind::Storage, "import: " + path + ": " + la::archive_error_string(a.get()));
       }
       (entry == kDiskName ? have_disk : have_upper) = true;
     } else {
-      throw Error(ErrorCode::InvalidArgument,
+      throw Error(ErrorKind::InvalidArgument,
                   "import: " + path + ": unexpected entry '" + entry + "' (not a .boxlite export)");
     }
   }
   if (!manifest.is_object() || have_disk == have_upper) {
-    throw Error(ErrorCode::InvalidArgument,
+    throw Error(ErrorKind::InvalidArgument,
                 "import: " + path + " is not a .boxlite export (it needs a manifest and one disk or upper layer)");
   }
   if (manifest["format"] != kExportFormat) {
-    throw Error(ErrorCode::InvalidArgument,
+    throw Error(ErrorKind::InvalidArgument,
                 "import: " + path + ": unsupported export format " + manifest["format"].dump());
   }
   engine::ShimSpec exported;
   try {
     exported = engine::spec_from_json(manifest.at("spec").dump());
   } catch (const std::exception& ex) {
-    throw Error(ErrorCode::InvalidArgument, "import: " + path + ": invalid box spec: " + ex.what());
+    throw Error(ErrorKind::InvalidArgument, "import: " + path + ": invalid box spec: " + ex.what());
   }
   // The archive records the engine: a jail export makes a jail box, a vm one a vm box.
   if (have_upper) {
     if (exported.engine != "jail")
-      throw Error(ErrorCode::InvalidArgument,
+      throw Error(ErrorKind::InvalidArgument,
                   "import: " + path + ": an upper layer in a " + exported.engine + " export");
     spec.engine = "jail";
     copy_exported_box(spec, exported);
@@ -758,11 +758,11 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
   }
   if (!info_json.is_object() || info_json.value("format", "") != "qcow2" || info_json.contains("backing-filename") ||
       info_json.contains("full-backing-filename") || (qcow2_data && qcow2_data->contains("data-file"))) {
-    throw Error(ErrorCode::InvalidArgument, "import: " + path + ": the disk is not a self-contained qcow2 image");
+    throw Error(ErrorKind::InvalidArgument, "import: " + path + ": the disk is not a self-contained qcow2 image");
   }
 
   if (exported.engine != "vm")
-    throw Error(ErrorCode::InvalidArgument, "import: " + path + ": a disk in a " + exported.engine + " export");
+    throw Error(ErrorKind::InvalidArgument, "import: " + path + ": a disk in a " + exported.engine + " export");
   spec.engine = "vm";
   BoxOptions machine = copy_exported_box(spec, exported);
   spec.disk = disk_path;
@@ -796,7 +796,7 @@ std::shared_ptr<Box> Runtime::import_jail(engine::ShimSpec spec, const nlohmann:
                                           const std::string& name, const std::string& upper_tar, bool detach) {
   std::string ref = manifest.value("image", "");
   if (ref.empty())
-    throw Error(ErrorCode::InvalidArgument, "import: the export does not name the image the jail box was made from");
+    throw Error(ErrorKind::InvalidArgument, "import: the export does not name the image the jail box was made from");
   struct stat st {};
   bool is_layout = ref.rfind("oci:", 0) == 0 || ref[0] == '/' || ::stat(ref.c_str(), &st) == 0;
   std::string recorded = ref;
@@ -805,7 +805,7 @@ std::shared_ptr<Box> Runtime::import_jail(engine::ShimSpec spec, const nlohmann:
   prepare_jail(spec, img);
   nlohmann::json want = manifest.value("image_layers", nlohmann::json::array());
   if (layer_ids(spec) != want) {
-    throw Error(ErrorCode::Image, "import: image " + ref +
+    throw Error(ErrorKind::Image, "import: image " + ref +
                                       " here is not the one the box was made from (its layers differ): " +
                                       "the box's files would land on another root file system");
   }
@@ -813,11 +813,11 @@ std::shared_ptr<Box> Runtime::import_jail(engine::ShimSpec spec, const nlohmann:
   o.uid_offset = o.gid_offset = spec.uid_offset;
   o.max_bytes = image::max_image_bytes();
   std::string upper = spec.box_dir + "/upper";
-  if (::mkdir(upper.c_str(), 0755) != 0) throw_errno(ErrorCode::Storage, "create " + upper);
+  if (::mkdir(upper.c_str(), 0755) != 0) throw_errno(ErrorKind::Storage, "create " + upper);
   try {
     image::extract_layer_for_overlay(upper, upper_tar, o);
   } catch (const Error& e) {
-    throw Error(e.code() == ErrorCode::Image ? ErrorCode::InvalidArgument : e.code(),
+    throw Error(e.kind() == ErrorKind::Image ? ErrorKind::InvalidArgument : e.kind(),
                 "import: the box's upper layer: " + std::string(e.what()));
   }
   ::unlink(upper_tar.c_str());

@@ -105,7 +105,7 @@ ShimSpec spec_from_json(const std::string& text) {
     }
     return s;
   } catch (const nlohmann::json::exception& e) {
-    throw Error(ErrorCode::Config, std::string("invalid shim spec: ") + e.what());
+    throw Error(ErrorKind::Config, std::string("invalid shim spec: ") + e.what());
   }
 }
 

@@ -45,7 +45,7 @@ void ensure_box_pid_namespace() {
   // A namespace made by unshare() has no link until its first process exists.
   if (::stat("/proc/self/ns/pid_for_children", &children) != 0 && errno == ENOENT) return;
   if (::stat("/proc/self/ns/pid", &self) == 0 && self.st_ino != children.st_ino) return;
-  if (::unshare(CLONE_NEWPID) != 0) throw_errno(ErrorCode::Engine, "unshare(CLONE_NEWPID) for the box's processes");
+  if (::unshare(CLONE_NEWPID) != 0) throw_errno(ErrorKind::Engine, "unshare(CLONE_NEWPID) for the box's processes");
 }
 
 }  // namespace
@@ -73,13 +73,13 @@ struct Exec {
 Agent::Agent(UniqueFd channel, std::function<void(const proto::BoxConfig&)> configure, std::function<void()> power_off)
     : channel_(std::move(channel)), configure_(std::move(configure)), power_off_(std::move(power_off)) {
   epoll_ = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
-  if (!epoll_) throw_errno(ErrorCode::Internal, "epoll_create1");
+  if (!epoll_) throw_errno(ErrorKind::Internal, "epoll_create1");
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGCHLD);
-  if (::sigprocmask(SIG_BLOCK, &mask, nullptr) != 0) throw_errno(ErrorCode::Internal, "sigprocmask");
+  if (::sigprocmask(SIG_BLOCK, &mask, nullptr) != 0) throw_errno(ErrorKind::Internal, "sigprocmask");
   sigfd_ = UniqueFd(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
-  if (!sigfd_) throw_errno(ErrorCode::Internal, "signalfd");
+  if (!sigfd_) throw_errno(ErrorKind::Internal, "signalfd");
   ::signal(SIGPIPE, SIG_IGN);
   set_nonblocking(channel_.get());
   watch(channel_.get(), kChannel, 0, EPOLLIN);
@@ -92,14 +92,14 @@ void Agent::watch(int fd, Source src, uint32_t stream, uint32_t events) {
   epoll_event ev{};
   ev.events = events;
   ev.data.u64 = key(src, stream);
-  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) throw_errno(ErrorCode::Internal, "epoll_ctl add");
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) throw_errno(ErrorKind::Internal, "epoll_ctl add");
 }
 
 void Agent::rewatch(int fd, Source src, uint32_t stream, uint32_t events) {
   epoll_event ev{};
   ev.events = events;
   ev.data.u64 = key(src, stream);
-  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, fd, &ev) != 0) throw_errno(ErrorCode::Internal, "epoll_ctl mod");
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, fd, &ev) != 0) throw_errno(ErrorKind::Internal, "epoll_ctl mod");
 }
 
 void Agent::unwatch(int fd) { ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr); }
@@ -116,7 +116,7 @@ void Agent::run() {
     int n = ::epoll_wait(epoll_.get(), events, 64, -1);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw_errno(ErrorCode::Internal, "epoll_wait");
+      throw_errno(ErrorKind::Internal, "epoll_wait");
     }
     for (int i = 0; i < n && running_; ++i) {
       auto src = static_cast<Source>(events[i].data.u64 >> 32);
@@ -153,12 +153,7 @@ void Agent::send(uint32_t stream, FrameType type, std::string_view payload) {
   }
 }
 
-void Agent::send_error(uint32_t stream, int code, const std::string& message) {
-  proto::ErrorReply err;
-  err.set_code(static_cast<uint32_t>(code));
-  err.set_message(message);
-  send_msg(stream, FrameType::Error, err);
-}
+void Agent::send_error(uint32_t stream, const Error& e) { send(stream, FrameType::Error, protocol::error_payload(e)); }
 
 void Agent::on_channel_writable() {
   bool was_high = outbuf_.size() > kChannelHighWater;
@@ -210,7 +205,7 @@ void Agent::on_channel_readable() {
 void Agent::dispatch(const protocol::Frame& f) {
   try {
     if (f.type == FrameType::Hello) return handle_hello(f);
-    if (!hello_done_) throw Error(ErrorCode::Rpc, "expected Hello first");
+    if (!hello_done_) throw Error(ErrorKind::Rpc, "expected Hello first");
     if (f.stream == 0) {
       switch (f.type) {
         case FrameType::Configure: return handle_configure(f);
@@ -221,7 +216,7 @@ void Agent::dispatch(const protocol::Frame& f) {
           running_ = false;
           return;
         default:
-          throw Error(ErrorCode::Rpc, std::string("unexpected ") + protocol::frame_type_name(f.type) + " on stream 0");
+          throw Error(ErrorKind::Rpc, std::string("unexpected ") + protocol::frame_type_name(f.type) + " on stream 0");
       }
     }
     if (f.type == FrameType::Exec) return handle_exec(f);
@@ -234,26 +229,26 @@ void Agent::dispatch(const protocol::Frame& f) {
       case FrameType::Credit: return handle_credit(e, f);
       case FrameType::Signal: return handle_signal(e, f);
       case FrameType::Resize: return handle_resize(e, f);
-      default: throw Error(ErrorCode::Rpc, std::string("unexpected ") + protocol::frame_type_name(f.type));
+      default: throw Error(ErrorKind::Rpc, std::string("unexpected ") + protocol::frame_type_name(f.type));
     }
   } catch (const Error& err) {
-    send_error(f.stream, static_cast<int>(err.code()), err.what());
+    send_error(f.stream, err);
   }
 }
 
 void Agent::handle_hello(const protocol::Frame& f) {
   auto hello = protocol::parse_message<proto::Hello>(f);
   if (hello.version() != protocol::kProtocolVersion) {
-    send_error(0, static_cast<int>(ErrorCode::Rpc),
-               "protocol version mismatch: guest speaks " + std::to_string(protocol::kProtocolVersion) +
-                   ", host speaks " + std::to_string(hello.version()));
+    send_error(0, Error(ErrorKind::Rpc, "protocol version mismatch: guest speaks " +
+                                            std::to_string(protocol::kProtocolVersion) + ", host speaks " +
+                                            std::to_string(hello.version())));
     return;
   }
   hello_done_ = true;
 }
 
 void Agent::handle_configure(const protocol::Frame& f) {
-  if (configured_) throw Error(ErrorCode::InvalidState, "box is already configured");
+  if (configured_) throw Error(ErrorKind::InvalidState, "box is already configured");
   config_ = protocol::parse_message<proto::BoxConfig>(f);
   // A jail's root shows the host's through "/.." until the first process detached it.
   if (first_.waiting_socket) await_first_process_isolated(first_.waiting());
@@ -283,10 +278,10 @@ void Agent::start_holder_init() {
     return;
   }
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno(ErrorCode::Engine, "pipe for the box's init");
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno(ErrorKind::Engine, "pipe for the box's init");
   UniqueFd report_r(fds[0]), report_w(fds[1]);
   pid_t pid = ::fork();
-  if (pid < 0) throw_errno(ErrorCode::Engine, "fork the box's init");
+  if (pid < 0) throw_errno(ErrorKind::Engine, "fork the box's init");
   if (pid == 0) {
     if (int err = put_box_proc_in_place(first.swap); err != 0) {
       (void)!::write(report_w.get(), &err, sizeof err);
@@ -303,15 +298,15 @@ void Agent::start_holder_init() {
   }
   if (n == static_cast<ssize_t>(sizeof err)) {
     ::waitpid(pid, nullptr, 0);
-    throw_errno(ErrorCode::Engine, "mount the box's /proc", err);
+    throw_errno(ErrorKind::Engine, "mount the box's /proc", err);
   }
 }
 
 void Agent::handle_exec(const protocol::Frame& f) {
-  if (!configured_) throw Error(ErrorCode::InvalidState, "box is not configured yet");
-  if (main_exited_) throw Error(ErrorCode::InvalidState, "the box's main command has already exited");
+  if (!configured_) throw Error(ErrorKind::InvalidState, "box is not configured yet");
+  if (main_exited_) throw Error(ErrorKind::InvalidState, "the box's main command has already exited");
   if (f.stream == protocol::kMainStream || execs_.count(f.stream)) {
-    throw Error(ErrorCode::Rpc, "stream " + std::to_string(f.stream) + " is already in use");
+    throw Error(ErrorKind::Rpc, "stream " + std::to_string(f.stream) + " is already in use");
   }
   start_exec(f.stream, protocol::parse_message<proto::ExecRequest>(f), /*main=*/false);
 }
@@ -361,7 +356,7 @@ void Agent::start_exec(uint32_t stream, const proto::ExecRequest& req, bool main
   if (e->in) watch(e->in.get(), kStdin, stream, 0);
   if (req.timeout_secs() > 0) {
     e->timer = UniqueFd(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
-    if (!e->timer) throw_errno(ErrorCode::Internal, "timerfd_create");
+    if (!e->timer) throw_errno(ErrorKind::Internal, "timerfd_create");
     itimerspec its{};
     // Clamped before the conversion (a double past long long's range is undefined
     // behaviour there): a century is as good as no deadline.
@@ -437,7 +432,7 @@ void Agent::handle_stdin(Exec& e, const protocol::Frame& f) {
     return;
   }
   if (e.stdin_buf.size() + f.payload.size() > 2 * size_t{kInitialWindow}) {
-    throw Error(ErrorCode::Rpc, "stdin sent beyond the granted window on stream " + std::to_string(e.stream));
+    throw Error(ErrorKind::Rpc, "stdin sent beyond the granted window on stream " + std::to_string(e.stream));
   }
   e.stdin_buf += f.payload;
   on_stdin_writable(e);
@@ -498,7 +493,7 @@ void Agent::on_stdin_writable(Exec& e) {
 void Agent::handle_signal(Exec& e, const protocol::Frame& f) {
   auto s = protocol::parse_message<proto::Signal>(f);
   if (s.signo() <= 0 || s.signo() >= NSIG)
-    throw Error(ErrorCode::InvalidArgument, "invalid signal " + std::to_string(s.signo()));
+    throw Error(ErrorKind::InvalidArgument, "invalid signal " + std::to_string(s.signo()));
   if (e.reaped && s.signo() != SIGKILL) return;
   // SIGKILL takes the whole process group, so nothing the exec started survives.
   ::kill(s.signo() == SIGKILL ? -e.pid : e.pid, s.signo());

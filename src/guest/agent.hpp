@@ -46,7 +46,7 @@ class Agent {
   void send_msg(uint32_t stream, protocol::FrameType type, const Msg& m) {
     send(stream, type, m.SerializeAsString());
   }
-  void send_error(uint32_t stream, int code, const std::string& message);
+  void send_error(uint32_t stream, const Error& e);
   void update_channel_interest();
 
   void handle_hello(const protocol::Frame& f);

@@ -33,16 +33,16 @@ void make_root_mount_point(const std::string& path) {
   struct stat st;
   if (::lstat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) return;
-    if (::unlink(path.c_str()) != 0) throw_errno(ErrorCode::Engine, "remove the image's " + path);
+    if (::unlink(path.c_str()) != 0) throw_errno(ErrorKind::Engine, "remove the image's " + path);
   }
-  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorCode::Engine, "mkdir " + path);
+  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorKind::Engine, "mkdir " + path);
 }
 
 void mount_or_throw(const char* src, const std::string& target, const char* type, unsigned long flags,
                     const char* data = nullptr) {
   ::mkdir(target.c_str(), 0755);
   if (::mount(src, target.c_str(), type, flags, data) != 0) {
-    throw_errno(ErrorCode::Engine, std::string("mount ") + type + " on " + target);
+    throw_errno(ErrorKind::Engine, std::string("mount ") + type + " on " + target);
   }
 }
 
@@ -75,14 +75,14 @@ void load_modules() {
   for (const auto& line : split(list, '\n')) {
     if (line.empty()) continue;
     UniqueFd fd(::open(line.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd) throw_errno(ErrorCode::Engine, "open module " + line);
+    if (!fd) throw_errno(ErrorKind::Engine, "open module " + line);
     // /modules/<n>-<name>.ko
     std::string name = line.substr(line.find('-') + 1);
     name = name.substr(0, name.find(".ko"));
     for (auto& ch : name) ch = ch == '-' ? '_' : ch;
     std::string params = module_params(cmdline, name);
     if (::syscall(SYS_finit_module, fd.get(), params.c_str(), 0) != 0 && errno != EEXIST) {
-      throw_errno(ErrorCode::Engine, "load module " + line);
+      throw_errno(ErrorKind::Engine, "load module " + line);
     }
   }
 }
@@ -93,7 +93,7 @@ struct DirCloser {
 
 std::string find_disk_by_serial(const std::string& serial) {
   std::unique_ptr<DIR, DirCloser> dir(::opendir("/sys/block"));
-  if (!dir) throw_errno(ErrorCode::Engine, "open /sys/block");
+  if (!dir) throw_errno(ErrorKind::Engine, "open /sys/block");
   std::string seen;
   while (auto* e = ::readdir(dir.get())) {
     std::string name = e->d_name;
@@ -107,7 +107,7 @@ std::string find_disk_by_serial(const std::string& serial) {
     if (s == serial) return "/dev/" + name;
     seen += " " + name + "(" + s + ")";
   }
-  throw Error(ErrorCode::Engine,
+  throw Error(ErrorKind::Engine,
               "root disk with serial '" + serial + "' not found; disks:" + (seen.empty() ? " none" : seen));
 }
 
@@ -122,13 +122,13 @@ void grow_root_fs(const std::string& disk, const std::string& root) {
   UniqueFd dev(::open(disk.c_str(), O_RDONLY | O_CLOEXEC));
   uint64_t bytes = 0;
   if (!dev || ::ioctl(dev.get(), kBlkGetSize64, &bytes) != 0)
-    throw_errno(ErrorCode::Engine, "size of the root disk " + disk);
+    throw_errno(ErrorKind::Engine, "size of the root disk " + disk);
   UniqueFd dir(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   struct statvfs vfs;
-  if (!dir || ::fstatvfs(dir.get(), &vfs) != 0) throw_errno(ErrorCode::Engine, "statvfs " + root);
+  if (!dir || ::fstatvfs(dir.get(), &vfs) != 0) throw_errno(ErrorKind::Engine, "statvfs " + root);
   uint64_t blocks = bytes / vfs.f_bsize;
   if (::ioctl(dir.get(), kExt4ResizeFs, &blocks) != 0) {
-    throw_errno(ErrorCode::Engine, "grow the root file system to " + std::to_string(bytes >> 20) + " MiB");
+    throw_errno(ErrorKind::Engine, "grow the root file system to " + std::to_string(bytes >> 20) + " MiB");
   }
 }
 
@@ -138,14 +138,14 @@ void grow_root_fs(const std::string& disk, const std::string& root) {
 void mount_volumes(const proto::BoxConfig& cfg, const std::string& root) {
   if (cfg.volumes().empty()) return;
   UniqueFd root_fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!root_fd) throw_errno(ErrorCode::Engine, "open " + root);
+  if (!root_fd) throw_errno(ErrorKind::Engine, "open " + root);
   for (const auto& v : cfg.volumes()) {
-    UniqueFd target = make_dirs_in_root(root_fd.get(), v.guest_path(), ErrorCode::Engine);
+    UniqueFd target = make_dirs_in_root(root_fd.get(), v.guest_path(), ErrorKind::Engine);
     std::string at = "/proc/self/fd/" + std::to_string(target.get());
     unsigned long flags = MS_NOSUID | MS_NODEV | (v.read_only() ? MS_RDONLY : 0);
     if (::mount(v.tag().c_str(), at.c_str(), "9p", flags, "trans=virtio,version=9p2000.L,msize=512000,access=client") !=
         0) {
-      throw_errno(ErrorCode::Engine, "mount volume " + v.tag() + " at " + v.guest_path());
+      throw_errno(ErrorKind::Engine, "mount volume " + v.tag() + " at " + v.guest_path());
     }
   }
 }
@@ -186,7 +186,7 @@ std::string find_virtio_port(const std::string& name) {
     if (!e) break;
     if (e->d_name[0] != '.') devices += std::string(" ") + e->d_name;
   }
-  throw Error(ErrorCode::Engine, "virtio-serial port '" + name +
+  throw Error(ErrorKind::Engine, "virtio-serial port '" + name +
                                      "' not found under /sys/class/virtio-ports (virtio devices:" +
                                      (devices.empty() ? std::string(" none") : devices) + ")");
 }
@@ -204,19 +204,19 @@ void setup_vm_root(const proto::BoxConfig& cfg) {
                  "newinstance,ptmxmode=0666,mode=0620,gid=5");
   // /dev/ptmx must reach this devpts instance.
   ::unlink((root + "/dev/ptmx").c_str());
-  if (::symlink("pts/ptmx", (root + "/dev/ptmx").c_str()) != 0) throw_errno(ErrorCode::Engine, "symlink /dev/ptmx");
+  if (::symlink("pts/ptmx", (root + "/dev/ptmx").c_str()) != 0) throw_errno(ErrorKind::Engine, "symlink /dev/ptmx");
   mount_or_throw("shm", root + "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
   mount_or_throw("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
   mount_volumes(cfg, root);
-  if (::chdir(root.c_str()) != 0) throw_errno(ErrorCode::Engine, "chdir " + root);
-  if (::mount(".", "/", nullptr, MS_MOVE, nullptr) != 0) throw_errno(ErrorCode::Engine, "move " + root + " to /");
-  if (::chroot(".") != 0) throw_errno(ErrorCode::Engine, "chroot " + root);
-  if (::chdir("/") != 0) throw_errno(ErrorCode::Engine, "chdir /");
+  if (::chdir(root.c_str()) != 0) throw_errno(ErrorKind::Engine, "chdir " + root);
+  if (::mount(".", "/", nullptr, MS_MOVE, nullptr) != 0) throw_errno(ErrorKind::Engine, "move " + root + " to /");
+  if (::chroot(".") != 0) throw_errno(ErrorKind::Engine, "chroot " + root);
+  if (::chdir("/") != 0) throw_errno(ErrorKind::Engine, "chdir /");
 }
 
 void apply_box_identity(const proto::BoxConfig& cfg) {
   if (!cfg.hostname().empty() && ::sethostname(cfg.hostname().data(), cfg.hostname().size()) != 0) {
-    throw_errno(ErrorCode::Engine, "sethostname " + cfg.hostname());
+    throw_errno(ErrorKind::Engine, "sethostname " + cfg.hostname());
   }
   if (cfg.clock_unix_ns() > 0) {
     timespec ts{static_cast<time_t>(cfg.clock_unix_ns() / 1000000000),

@@ -1,4 +1,5 @@
 #include "guest/copy.hpp"
+#include "protocol/frame.hpp"
 
 #include <archive.h>
 #include <sys/prctl.h>
@@ -20,7 +21,7 @@ bool flag(const std::string& v) { return v == "1"; }
 
 void expect_args(const std::string& name, const std::vector<std::string>& args, size_t n) {
   if (args.size() != n) {
-    throw Error(ErrorCode::InvalidArgument,
+    throw Error(ErrorKind::InvalidArgument,
                 "builtin " + name + " takes " + std::to_string(n) + " arguments, got " + std::to_string(args.size()));
   }
 }
@@ -42,13 +43,13 @@ void copy_in(const std::vector<std::string>& args) {
   o.include_parent = flag(args[1]);
   o.overwrite = flag(args[2]);
   std::unique_ptr<archive, ArchiveReadDeleter> reader(archive_read_new());
-  if (!reader) throw Error(ErrorCode::Internal, "libarchive: out of memory");
+  if (!reader) throw Error(ErrorKind::Internal, "libarchive: out of memory");
   // Plain tar only: the host writes it (image/copy_archive.cpp), uncompressed.
   archive_read_support_format_tar(reader.get());
   archive_read_support_format_empty(reader.get());
   if (archive_read_open_fd(reader.get(), 0, kReadBlock) != ARCHIVE_OK) {
     const char* msg = archive_error_string(reader.get());
-    throw Error(ErrorCode::Storage, std::string("read the copy archive: ") + (msg ? msg : "unknown libarchive error"));
+    throw Error(ErrorKind::Storage, std::string("read the copy archive: ") + (msg ? msg : "unknown libarchive error"));
   }
   image::extract_copy_archive(reader.get(), args[0], o);
   // Read the stream to its end (the archive's trailing blocks): exiting first would
@@ -75,16 +76,17 @@ int run_builtin(const std::string& name, const std::vector<std::string>& args) {
       // export): what the box wrote reaches the disk first.
       ::sync();
     } else {
-      throw Error(ErrorCode::InvalidArgument, "unknown builtin '" + name + "'");
+      throw Error(ErrorKind::InvalidArgument, "unknown builtin '" + name + "'");
     }
     return 0;
   } catch (const Error& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    int code = static_cast<int>(e.code());
-    return code == 0 ? static_cast<int>(ErrorCode::Internal) : code;
+    std::string report = encode_error(e);
+    std::fwrite(report.data(), 1, report.size(), stderr);
+    return protocol::kBuiltinFailed;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    return static_cast<int>(ErrorCode::Internal);
+    std::string report = encode_error(Error(ErrorKind::Internal, e.what()));
+    std::fwrite(report.data(), 1, report.size(), stderr);
+    return protocol::kBuiltinFailed;
   }
 }
 

@@ -17,7 +17,7 @@ namespace boxlite::guest {
 bool is_builtin(const std::string& name);
 
 // Runs a builtin in the exec's child. Returns its exit status: 0, or on failure
-// the boxlite::ErrorCode of the error, whose message goes to stderr.
+// protocol::kBuiltinFailed, with the error encoded (encode_error) on stderr.
 int run_builtin(const std::string& name, const std::vector<std::string>& args);
 
 }  // namespace boxlite::guest

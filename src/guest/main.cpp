@@ -28,7 +28,7 @@ int run_vm() {
     guest::init_vm_phase1();
     std::string port = guest::find_virtio_port(kPortName);
     UniqueFd channel(::open(port.c_str(), O_RDWR | O_CLOEXEC));
-    if (!channel) throw_errno(ErrorCode::Engine, "open " + port);
+    if (!channel) throw_errno(ErrorKind::Engine, "open " + port);
     guest::Agent agent(
         std::move(channel),
         [](const proto::BoxConfig& cfg) {

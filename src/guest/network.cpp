@@ -24,8 +24,8 @@ namespace {
 void ensure_etc_directory() {
   struct stat st;
   if (::stat("/etc", &st) == 0 && S_ISDIR(st.st_mode)) return;
-  if (::lstat("/etc", &st) == 0 && ::unlink("/etc") != 0) throw_errno(ErrorCode::Network, "remove the image's /etc");
-  if (::mkdir("/etc", 0755) != 0 && errno != EEXIST) throw_errno(ErrorCode::Network, "mkdir /etc");
+  if (::lstat("/etc", &st) == 0 && ::unlink("/etc") != 0) throw_errno(ErrorKind::Network, "remove the image's /etc");
+  if (::mkdir("/etc", 0755) != 0 && errno != EEXIST) throw_errno(ErrorKind::Network, "mkdir /etc");
 }
 
 // Replaces the file (never writing through a symlink the image put there).
@@ -34,11 +34,11 @@ void replace_file(const std::string& path, const std::string& text) {
   std::string tmp = path + ".boxlite-tmp";
   ::unlink(tmp.c_str());
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (!fd) throw_errno(ErrorCode::Network, "create " + tmp);
+  if (!fd) throw_errno(ErrorKind::Network, "create " + tmp);
   if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
-    throw_errno(ErrorCode::Network, "write " + tmp);
+    throw_errno(ErrorKind::Network, "write " + tmp);
   ::fchmod(fd.get(), 0644);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) throw_errno(ErrorCode::Network, "replace " + path);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) throw_errno(ErrorKind::Network, "replace " + path);
 }
 
 // The secrets proxy's CA joins whatever trust stores the image has (Debian/Ubuntu,
@@ -56,10 +56,10 @@ void trust_ca(const std::string& pem) {
     } catch (const Error&) {
     }
     UniqueFd fd(::open(path, O_WRONLY | O_APPEND | O_CLOEXEC));
-    if (!fd) throw_errno(ErrorCode::Network, std::string("open ") + path);
+    if (!fd) throw_errno(ErrorKind::Network, std::string("open ") + path);
     std::string text = "\n" + pem;
     if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
-      throw_errno(ErrorCode::Network, std::string("append to ") + path);
+      throw_errno(ErrorKind::Network, std::string("append to ") + path);
   }
   if (any) return;
   ::mkdir("/etc/ssl", 0755);
@@ -71,7 +71,7 @@ void trust_ca(const std::string& pem) {
 
 void configure_network(const proto::BoxConfig& cfg, bool vm) {
   if (vm) {
-    if (int err = bring_interface_up("lo"); err != 0) throw_errno(ErrorCode::Network, "bring lo up", err);
+    if (int err = bring_interface_up("lo"); err != 0) throw_errno(ErrorKind::Network, "bring lo up", err);
   }
   if (!cfg.has_network()) return;
   const auto& n = cfg.network();

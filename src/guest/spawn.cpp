@@ -31,13 +31,21 @@ namespace {
 
 constexpr int kBuiltinPipeBytes = 1 << 20;
 
-[[noreturn]] void spawn_failed(const std::string& why) { throw Error(ErrorCode::Execution, "spawn_failed: " + why); }
+// A command that cannot start: an Execution error with why, as a kind the host
+// maps (never by its text). The message keeps the reference's "spawn_failed: ".
+[[noreturn]] void spawn_failed(SpawnFailure why, const std::string& what) {
+  throw Error(ErrorKind::Execution, "spawn_failed: " + what, why);
+}
+// Our own failure before the command ran (a pipe, a pty, a fork).
+[[noreturn]] void setup_failed(std::string_view what, int err = errno) {
+  spawn_failed(SpawnFailure::Setup, errno_text(what, err));
+}
 
 struct Pipe {
   UniqueFd read, write;
   static Pipe make() {
     int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno(ErrorCode::Execution, "spawn_failed: pipe");
+    if (::pipe2(fds, O_CLOEXEC) != 0) setup_failed("pipe");
     return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
   }
 };
@@ -48,13 +56,12 @@ struct Pty {
 
 Pty open_pty(unsigned rows, unsigned cols) {
   UniqueFd master(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
-  if (!master) throw_errno(ErrorCode::Execution, "spawn_failed: open /dev/ptmx");
-  if (::grantpt(master.get()) != 0 || ::unlockpt(master.get()) != 0)
-    throw_errno(ErrorCode::Execution, "spawn_failed: unlockpt");
+  if (!master) setup_failed("open /dev/ptmx");
+  if (::grantpt(master.get()) != 0 || ::unlockpt(master.get()) != 0) setup_failed("unlockpt");
   char name[128];
-  if (::ptsname_r(master.get(), name, sizeof name) != 0) throw_errno(ErrorCode::Execution, "spawn_failed: ptsname");
+  if (::ptsname_r(master.get(), name, sizeof name) != 0) setup_failed("ptsname");
   UniqueFd slave(::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC));
-  if (!slave) throw_errno(ErrorCode::Execution, std::string("spawn_failed: open ") + name);
+  if (!slave) setup_failed(std::string("open ") + name);
   winsize ws{};
   ws.ws_row = static_cast<unsigned short>(rows ? rows : 24);
   ws.ws_col = static_cast<unsigned short>(cols ? cols : 80);
@@ -241,8 +248,7 @@ void send_plan(const WaitingFirstProcess& first, const PlanHeader& hdr, const in
   do {
     n = send_with_fds(first.socket, &hdr, sizeof hdr, fds, nfds);
   } while (n < 0 && errno == EINTR);
-  if (n != static_cast<ssize_t>(sizeof hdr))
-    throw_errno(ErrorCode::Execution, "spawn_failed: hand the box's first process its plan");
+  if (n != static_cast<ssize_t>(sizeof hdr)) setup_failed("hand the box's first process its plan");
   send_all(first.socket, body.data(), body.size());
 }
 
@@ -361,13 +367,28 @@ std::string failed_step(int stage, const ChildPlan& plan) {
   }
 }
 
+// How a child's failed stage is reported: the exec's own failure by its errno
+// (no such file, as a script's missing interpreter, is NotFound), the ids and
+// the directory as what they are, the rest as our setup.
+SpawnFailure failure_of_stage(int stage, int err) {
+  switch (stage) {
+    case 4:
+    case 5:
+    case 6: return SpawnFailure::UnknownUser;
+    case 7: return SpawnFailure::BadWorkingDir;
+    case 8: return err == ENOENT || err == ENOTDIR ? SpawnFailure::NotFound : SpawnFailure::NotExecutable;
+    default: return SpawnFailure::Setup;
+  }
+}
+
 // A jail maps only box ids 0-65535 (engine::jail::kUidCount, in a host header the
 // guest does not include); a VM's agent maps every id. An id beyond would fail the
 // child's setgroups, setgid or setuid with a bare "Invalid argument".
 void require_mapped_ids(const Identity& id) {
   auto refuse = [](const char* what, unsigned long value) {
-    spawn_failed(std::string(what) + " " + std::to_string(value) +
-                 ": the jail engine maps only user and group ids 0-65535 (use --engine vm for larger ids)");
+    spawn_failed(SpawnFailure::UnknownUser,
+                 std::string(what) + " " + std::to_string(value) +
+                     ": the jail engine maps only user and group ids 0-65535 (use --engine vm for larger ids)");
   };
   if (!ids_mapped(id.uid, static_cast<gid_t>(-1))) refuse("user", id.uid);
   if (!ids_mapped(static_cast<uid_t>(-1), id.gid)) refuse("group", id.gid);
@@ -460,12 +481,12 @@ void await_first_process_isolated(const WaitingFirstProcess& first) {
   while ((n = ::recv(first.socket, isolated, sizeof isolated, MSG_WAITALL)) < 0 && errno == EINTR) {
   }
   if (n != static_cast<ssize_t>(sizeof isolated)) {
-    throw_errno(ErrorCode::Engine, "hear from the box's first process", n < 0 ? errno : EPIPE);
+    throw_errno(ErrorKind::Engine, "hear from the box's first process", n < 0 ? errno : EPIPE);
   }
   if (isolated[0] != 0) {
     std::string step = stage_name(isolated[0]);
     if (step.ends_with(" for")) step.resize(step.size() - 4);
-    throw_errno(ErrorCode::Engine, "the box's first process could not " + step, isolated[1]);
+    throw_errno(ErrorKind::Engine, "the box's first process could not " + step, isolated[1]);
   }
 }
 
@@ -496,30 +517,31 @@ void start_holder_in(const WaitingFirstProcess& first) {
   }
   if (n == static_cast<ssize_t>(sizeof msg)) {
     ::waitpid(first.pid, nullptr, 0);
-    throw_errno(ErrorCode::Engine, std::string(stage_name(msg[0])) + " the box's holder init", msg[1]);
+    throw_errno(ErrorKind::Engine, std::string(stage_name(msg[0])) + " the box's holder init", msg[1]);
   }
 }
 
 Spawned spawn_process(const SpawnRequest& req) {
   if (!req.builtin.empty()) {
-    if (!is_builtin(req.builtin)) spawn_failed("unknown builtin '" + req.builtin + "'");
+    if (!is_builtin(req.builtin)) spawn_failed(SpawnFailure::NotFound, "unknown builtin '" + req.builtin + "'");
     // The first process execs what it is handed; a builtin runs the agent's code.
-    if (req.first_process) spawn_failed("a builtin cannot be the box's first process");
+    if (req.first_process) spawn_failed(SpawnFailure::Setup, "a builtin cannot be the box's first process");
   } else if (req.argv.empty() || req.argv[0].empty()) {
-    spawn_failed("empty command");
+    spawn_failed(SpawnFailure::NotFound, "empty command");
   }
   ChildPlan plan;
   try {
     plan.id = resolve_identity(req.user);
   } catch (const Error& e) {
-    spawn_failed(e.what());
+    spawn_failed(SpawnFailure::UnknownUser, e.what());
   }
   require_mapped_ids(plan.id);
   plan.cwd = working_directory(req.cwd);
   // Before the command is looked up there: a missing directory is the error, not the command.
   struct stat st;
   if (::stat(plan.cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    spawn_failed("working directory '" + plan.cwd + "' does not exist or is not a directory");
+    spawn_failed(SpawnFailure::BadWorkingDir,
+                 "working directory '" + plan.cwd + "' does not exist or is not a directory");
   }
   std::vector<std::string> env = req.env;
   if (!env_lookup(env, "PATH")) env.emplace_back("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
@@ -536,15 +558,18 @@ Spawned spawn_process(const SpawnRequest& req) {
     plan.path = req.argv[0];
     struct stat target;
     if (::stat(path_in_dir(plan.cwd, plan.path).c_str(), &target) != 0) {
-      spawn_failed("executable file not found: " + req.argv[0] + " (" + std::strerror(errno) + ")");
+      spawn_failed(SpawnFailure::NotFound,
+                   "executable file not found: " + req.argv[0] + " (" + std::strerror(errno) + ")");
     }
-    if (S_ISDIR(target.st_mode)) spawn_failed("cannot execute " + req.argv[0] + ": is a directory");
+    if (S_ISDIR(target.st_mode))
+      spawn_failed(SpawnFailure::NotExecutable, "cannot execute " + req.argv[0] + ": is a directory");
     if (!S_ISREG(target.st_mode) || (target.st_mode & 0111) == 0) {
-      spawn_failed("cannot execute " + req.argv[0] + ": permission denied");
+      spawn_failed(SpawnFailure::NotExecutable, "cannot execute " + req.argv[0] + ": permission denied");
     }
   } else {
     plan.path = find_in_path(req.argv[0], path_kv->substr(5), plan.cwd);
-    if (plan.path.empty()) spawn_failed("executable file '" + req.argv[0] + "' not found in $PATH");
+    if (plan.path.empty())
+      spawn_failed(SpawnFailure::NotFound, "executable file '" + req.argv[0] + "' not found in $PATH");
   }
   plan.cpus = req.cpus;
   plan.proc_swap = req.proc_swap;
@@ -582,7 +607,7 @@ Spawned spawn_process(const SpawnRequest& req) {
       }
     }
   }
-  if (plan.in < 0) throw_errno(ErrorCode::Execution, "spawn_failed: open /dev/null");
+  if (plan.in < 0) setup_failed("open /dev/null");
   Pipe report = Pipe::make();
   plan.report = report.write.get();
 
@@ -591,7 +616,7 @@ Spawned spawn_process(const SpawnRequest& req) {
   // reset every disposition of its own.
   if (!first) plan.changed_signals = &changed_dispositions();
   pid_t pid = first ? hand_to_first_process(*req.first_process, plan, argv_store, env) : start_child(plan);
-  if (pid < 0) throw_errno(ErrorCode::Execution, "spawn_failed: fork");
+  if (pid < 0) setup_failed("fork");
   report.write.reset();
   int msg[2];
   ssize_t n;
@@ -601,7 +626,7 @@ Spawned spawn_process(const SpawnRequest& req) {
   if (n == static_cast<ssize_t>(sizeof msg)) {
     int status;
     ::waitpid(pid, &status, 0);
-    spawn_failed(errno_text(failed_step(msg[0], plan), msg[1]));
+    spawn_failed(failure_of_stage(msg[0], msg[1]), errno_text(failed_step(msg[0], plan), msg[1]));
   }
   out.pid = pid;
   // A builtin's fork shares nothing; the first process is PID 1 of the box.

@@ -37,7 +37,7 @@ std::vector<std::vector<std::string>> read_db(const std::string& path, bool name
   if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return rows;
   if (st.st_size > kMaxDbBytes) {
     if (!names_needed) return rows;
-    throw Error(ErrorCode::InvalidArgument, "the box's " + path + " is " + std::to_string(st.st_size) +
+    throw Error(ErrorKind::InvalidArgument, "the box's " + path + " is " + std::to_string(st.st_size) +
                                                 " bytes, over the " + std::to_string(kMaxDbBytes >> 20) +
                                                 " MiB a user database may have");
   }
@@ -81,7 +81,7 @@ Identity resolve_identity(const std::string& spec, const std::string& passwd_pat
   }
   if (!found) {
     if (!numeric_user) {
-      throw Error(ErrorCode::InvalidArgument, "unable to find user " + user + ": no matching entries in passwd file");
+      throw Error(ErrorKind::InvalidArgument, "unable to find user " + user + ": no matching entries in passwd file");
     }
     id.uid = static_cast<uid_t>(*numeric_user);
     id.gid = id.uid;
@@ -101,7 +101,7 @@ Identity resolve_identity(const std::string& spec, const std::string& passwd_pat
     }
     if (!gfound) {
       if (!numeric_group) {
-        throw Error(ErrorCode::InvalidArgument,
+        throw Error(ErrorKind::InvalidArgument,
                     "unable to find group " + group + ": no matching entries in group file");
       }
       id.gid = static_cast<gid_t>(*numeric_group);

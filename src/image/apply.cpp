@@ -36,7 +36,7 @@ constexpr const char* kOverlayOpaqueXattr = "trusted.overlay.opaque";
 // Highest id a box sees (its user namespace maps 0..65535).
 constexpr uint32_t kMaxBoxId = 65535;
 
-[[noreturn]] void fail(const std::string& msg) { throw Error(ErrorCode::Image, msg); }
+[[noreturn]] void fail(const std::string& msg) { throw Error(ErrorKind::Image, msg); }
 
 // Paths may not be convertible to the current locale; the UTF-8 form is then used.
 std::string path_of(archive_entry* e) {
@@ -121,7 +121,7 @@ void pwrite_all(int fd, const char* p, size_t len, off_t off) {
     ssize_t n = ::pwrite(fd, p, len, off);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw_errno(ErrorCode::Image, "write");
+      throw_errno(ErrorKind::Image, "write");
     }
     p += n;
     off += n;
@@ -183,12 +183,12 @@ class LayerApplier {
   // (AlreadyExists, ...) stand; the rest are I/O or input failures (Storage).
   [[noreturn]] void rethrow(const Error& err, const std::string& msg) const {
     if (!copy_) fail(msg);
-    throw Error(err.code() == ErrorCode::Image ? ErrorCode::Storage : err.code(), msg);
+    throw Error(err.kind() == ErrorKind::Image ? ErrorKind::Storage : err.kind(), msg);
   }
 
   [[noreturn]] void archive_fail(const std::string& what) const {
     std::string text = label_ + ": " + what + ": " + archive_error_text(reader_);
-    if (copy_) throw Error(ErrorCode::Storage, text);
+    if (copy_) throw Error(ErrorKind::Storage, text);
     fail(text);
   }
 
@@ -274,14 +274,14 @@ class LayerApplier {
     struct stat st;
     if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       if (errno == ENOENT) return;
-      throw_errno(ErrorCode::Image, "stat " + shorten_name(name));
+      throw_errno(ErrorKind::Image, "stat " + shorten_name(name));
     }
     bool is_dir = S_ISDIR(st.st_mode);
     if (is_dir && !entry_is_dir)
-      throw Error(ErrorCode::AlreadyExists, "cannot overwrite a directory with a non-directory");
+      throw Error(ErrorKind::AlreadyExists, "cannot overwrite a directory with a non-directory");
     if (!is_dir && entry_is_dir)
-      throw Error(ErrorCode::AlreadyExists, "cannot overwrite a non-directory with a directory");
-    if (!is_dir && !copy_->overwrite) throw Error(ErrorCode::AlreadyExists, "already exists (overwrite is off)");
+      throw Error(ErrorKind::AlreadyExists, "cannot overwrite a non-directory with a directory");
+    if (!is_dir && !copy_->overwrite) throw Error(ErrorKind::AlreadyExists, "already exists (overwrite is off)");
   }
 
   // The tar's owner, shifted and range-checked in overlay mode; in copy mode
@@ -326,7 +326,7 @@ class LayerApplier {
   void apply_owner(int dir_fd, const std::string& name, const EntryMeta& m) {
     if (!as_root_) return;  // unprivileged: files stay ours (rootless builds)
     if (::fchownat(dir_fd, name.c_str(), m.uid, m.gid, AT_SYMLINK_NOFOLLOW) != 0)
-      throw_errno(ErrorCode::Image, "chown");
+      throw_errno(ErrorKind::Image, "chown");
   }
 
   void write_file(const Components& path, archive_entry* e) {
@@ -344,12 +344,12 @@ class LayerApplier {
     // hardlink shared with another path.
     detail::remove_at(parent.get(), name);
     UniqueFd fd(::openat(parent.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (!fd) throw_errno(ErrorCode::Image, "create file");
+    if (!fd) throw_errno(ErrorKind::Image, "create file");
     copy_data(fd.get(), size);
     // chown before chmod: chown clears setuid/setgid bits.
-    if (as_root_ && ::fchown(fd.get(), m.uid, m.gid) != 0) throw_errno(ErrorCode::Image, "chown");
-    if (::fchmod(fd.get(), m.mode) != 0) throw_errno(ErrorCode::Image, "chmod");
-    if (::futimens(fd.get(), m.times) != 0) throw_errno(ErrorCode::Image, "set times");
+    if (as_root_ && ::fchown(fd.get(), m.uid, m.gid) != 0) throw_errno(ErrorKind::Image, "chown");
+    if (::fchmod(fd.get(), m.mode) != 0) throw_errno(ErrorKind::Image, "chmod");
+    if (::futimens(fd.get(), m.times) != 0) throw_errno(ErrorKind::Image, "set times");
     mark_written(path);
     ++stats_.files;
     stats_.bytes += static_cast<uint64_t>(size);
@@ -369,7 +369,7 @@ class LayerApplier {
       if (off < 0 || off + static_cast<int64_t>(len) > size) fail("data beyond the entry's declared size");
       write_leaving_holes(fd, static_cast<const char*>(buf), len, off);
     }
-    if (::ftruncate(fd, size) != 0) throw_errno(ErrorCode::Image, "truncate");
+    if (::ftruncate(fd, size) != 0) throw_errno(ErrorKind::Image, "truncate");
   }
 
   void make_dir(const Components& path, const EntryMeta& m) {
@@ -388,7 +388,7 @@ class LayerApplier {
     }
     // Created 0700 and given its mode at the end, so an unprivileged unpack can
     // still fill a directory the image marks read-only.
-    if (!exists && ::mkdirat(parent.get(), name.c_str(), 0700) != 0) throw_errno(ErrorCode::Image, "mkdir");
+    if (!exists && ::mkdirat(parent.get(), name.c_str(), 0700) != 0) throw_errno(ErrorKind::Image, "mkdir");
     if (over_whiteout) set_opaque_at(parent.get(), name);
     apply_owner(parent.get(), name, m);
     record_dir(path, m);
@@ -415,10 +415,10 @@ class LayerApplier {
     check_replace(parent.get(), name, false);
     detail::remove_at(parent.get(), name);
     // The target is stored verbatim: it is only ever interpreted inside the box.
-    if (::symlinkat(target, parent.get(), name.c_str()) != 0) throw_errno(ErrorCode::Image, "symlink");
+    if (::symlinkat(target, parent.get(), name.c_str()) != 0) throw_errno(ErrorKind::Image, "symlink");
     apply_owner(parent.get(), name, m);
     if (::utimensat(parent.get(), name.c_str(), m.times, AT_SYMLINK_NOFOLLOW) != 0)
-      throw_errno(ErrorCode::Image, "set times");
+      throw_errno(ErrorKind::Image, "set times");
     mark_written(path);
     ++stats_.symlinks;
   }
@@ -453,7 +453,7 @@ class LayerApplier {
     }
     // flags 0: a symlink target is linked itself, never followed.
     if (::linkat(tparent.get(), target.back().c_str(), parent.get(), name.c_str(), 0) != 0) {
-      throw_errno(ErrorCode::Image, "link to '" + shorten_name(raw_target) + "'");
+      throw_errno(ErrorKind::Image, "link to '" + shorten_name(raw_target) + "'");
     }
     mark_written(path);
     ++stats_.hardlinks;
@@ -496,13 +496,13 @@ class LayerApplier {
       if (S_ISDIR(st.st_mode)) set_opaque_at(parent.get(), hidden);
       return;
     }
-    if (errno != ENOENT) throw_errno(ErrorCode::Image, "stat " + hidden);
+    if (errno != ENOENT) throw_errno(ErrorKind::Image, "stat " + hidden);
     if (::mknodat(parent.get(), hidden.c_str(), S_IFCHR, ::makedev(0, 0)) != 0) {
-      throw_errno(ErrorCode::Image, "create whiteout " + hidden);
+      throw_errno(ErrorKind::Image, "create whiteout " + hidden);
     }
     apply_owner(parent.get(), hidden, m);
     if (::utimensat(parent.get(), hidden.c_str(), m.times, AT_SYMLINK_NOFOLLOW) != 0) {
-      throw_errno(ErrorCode::Image, "set times of whiteout " + hidden);
+      throw_errno(ErrorKind::Image, "set times of whiteout " + hidden);
     }
     Components target = dir;
     target.push_back(hidden);
@@ -513,20 +513,20 @@ class LayerApplier {
     if (dir.empty()) return set_opaque_fd(root_.get(), "the layer root");
     UniqueFd fd = open_dir(dir, dir.size());
     UniqueFd rd(::openat(fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!rd) throw_errno(ErrorCode::Image, "open directory " + detail::join_path(dir, dir.size()));
+    if (!rd) throw_errno(ErrorKind::Image, "open directory " + detail::join_path(dir, dir.size()));
     set_opaque_fd(rd.get(), detail::join_path(dir, dir.size()));
   }
 
   // name in dir_fd must be a directory (checked: never follows a symlink).
   void set_opaque_at(int dir_fd, const std::string& name) {
     UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!fd) throw_errno(ErrorCode::Image, "open directory " + name);
+    if (!fd) throw_errno(ErrorKind::Image, "open directory " + name);
     set_opaque_fd(fd.get(), name);
   }
 
   void set_opaque_fd(int fd, const std::string& what) {
     if (::fsetxattr(fd, kOverlayOpaqueXattr, "y", 1, 0) != 0) {
-      throw_errno(ErrorCode::Image, std::string("set ") + kOverlayOpaqueXattr + " on " + what);
+      throw_errno(ErrorKind::Image, std::string("set ") + kOverlayOpaqueXattr + " on " + what);
     }
   }
 
@@ -542,10 +542,10 @@ class LayerApplier {
       const std::string& name = path[i - 1];
       struct stat st;
       if (::fstatat(parent.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISCHR(st.st_mode)) {
-        if (::unlinkat(parent.get(), name.c_str(), 0) != 0) throw_errno(ErrorCode::Image, "remove whiteout " + key);
-        if (::mkdirat(parent.get(), name.c_str(), 0755) != 0) throw_errno(ErrorCode::Image, "mkdir " + key);
+        if (::unlinkat(parent.get(), name.c_str(), 0) != 0) throw_errno(ErrorKind::Image, "remove whiteout " + key);
+        if (::mkdirat(parent.get(), name.c_str(), 0755) != 0) throw_errno(ErrorKind::Image, "mkdir " + key);
         if (::fchownat(parent.get(), name.c_str(), o.uid, o.gid, AT_SYMLINK_NOFOLLOW) != 0) {
-          throw_errno(ErrorCode::Image, "chown " + key);
+          throw_errno(ErrorKind::Image, "chown " + key);
         }
         set_opaque_at(parent.get(), name);
       }
@@ -576,9 +576,9 @@ class LayerApplier {
       const Components& path = it->path;
       const EntryMeta& m = it->meta;
       if (path.empty()) {
-        if (as_root_ && ::fchown(root_.get(), m.uid, m.gid) != 0) throw_errno(ErrorCode::Image, "chown root directory");
-        if (::fchmod(root_.get(), m.mode) != 0) throw_errno(ErrorCode::Image, "chmod root directory");
-        if (::futimens(root_.get(), m.times) != 0) throw_errno(ErrorCode::Image, "set times of root directory");
+        if (as_root_ && ::fchown(root_.get(), m.uid, m.gid) != 0) throw_errno(ErrorKind::Image, "chown root directory");
+        if (::fchmod(root_.get(), m.mode) != 0) throw_errno(ErrorKind::Image, "chmod root directory");
+        if (::futimens(root_.get(), m.times) != 0) throw_errno(ErrorKind::Image, "set times of root directory");
         continue;
       }
       UniqueFd parent;
@@ -596,18 +596,18 @@ class LayerApplier {
       // directory for a symlink at any moment, and chmod by name would follow it.
       UniqueFd dir(::openat(parent.get(), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (dir) {
-        if (::fchmod(dir.get(), m.mode) != 0) throw_errno(ErrorCode::Image, "chmod directory " + what);
-        if (::futimens(dir.get(), m.times) != 0) throw_errno(ErrorCode::Image, "set times of directory " + what);
+        if (::fchmod(dir.get(), m.mode) != 0) throw_errno(ErrorKind::Image, "chmod directory " + what);
+        if (::futimens(dir.get(), m.times) != 0) throw_errno(ErrorKind::Image, "set times of directory " + what);
         continue;
       }
       if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) continue;  // replaced meanwhile
-      if (errno != EACCES) throw_errno(ErrorCode::Image, "open directory " + what);
+      if (errno != EACCES) throw_errno(ErrorKind::Image, "open directory " + what);
       // Unreadable to an unprivileged unpacker (an earlier layer's mode): by name.
       // fchmodat follows symlinks, but the fstatat above saw a directory, and an
       // unprivileged image build has no concurrent writer.
-      if (::fchmodat(parent.get(), name, m.mode, 0) != 0) throw_errno(ErrorCode::Image, "chmod directory " + what);
+      if (::fchmodat(parent.get(), name, m.mode, 0) != 0) throw_errno(ErrorKind::Image, "chmod directory " + what);
       if (::utimensat(parent.get(), name, m.times, AT_SYMLINK_NOFOLLOW) != 0) {
-        throw_errno(ErrorCode::Image, "set times of directory " + what);
+        throw_errno(ErrorKind::Image, "set times of directory " + what);
       }
     }
   }

@@ -234,27 +234,27 @@ class Archiver {
     if ((o.follow_symlinks ? ::stat(src.c_str(), &st) : ::lstat(src.c_str(), &st)) != 0) {
       int err = errno;
       if (err == ENOENT || err == ENOTDIR) {
-        if (err == ENOTDIR && copy_wants_dir(src)) throw Error(ErrorCode::InvalidArgument, src + ": not a directory");
-        throw Error(ErrorCode::NotFound, src + ": no such file or directory");
+        if (err == ENOTDIR && copy_wants_dir(src)) throw Error(ErrorKind::InvalidArgument, src + ": not a directory");
+        throw Error(ErrorKind::NotFound, src + ": no such file or directory");
       }
-      throw_errno(ErrorCode::Storage, src, err);
+      throw_errno(ErrorKind::Storage, src, err);
     }
     int nofollow = o.follow_symlinks ? 0 : O_NOFOLLOW;
     if (S_ISDIR(st.st_mode)) {
       UniqueFd fd(::open(src.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | nofollow));
-      if (!fd) throw_errno(ErrorCode::Storage, "open " + src);
+      if (!fd) throw_errno(ErrorKind::Storage, "open " + src);
       directory(fd.get(), name, 0);
     } else if (S_ISREG(st.st_mode)) {
-      if (copy_wants_dir(src)) throw Error(ErrorCode::InvalidArgument, src + ": not a directory");
+      if (copy_wants_dir(src)) throw Error(ErrorKind::InvalidArgument, src + ": not a directory");
       UniqueFd fd(::open(src.c_str(), O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC | nofollow));
-      if (!fd) throw_errno(ErrorCode::Storage, "open " + src);
-      if (!file(fd.get(), name)) throw Error(ErrorCode::Storage, src + " changed while it was being copied");
+      if (!fd) throw_errno(ErrorKind::Storage, "open " + src);
+      if (!file(fd.get(), name)) throw Error(ErrorKind::Storage, src + " changed while it was being copied");
     } else if (S_ISLNK(st.st_mode)) {
       std::string target;
-      if (read_link(AT_FDCWD, src, target) < 0) throw_errno(ErrorCode::Storage, "readlink " + src);
+      if (read_link(AT_FDCWD, src, target) < 0) throw_errno(ErrorKind::Storage, "readlink " + src);
       symlink(st, name, target);
     } else {
-      throw Error(ErrorCode::InvalidArgument, src + ": cannot copy a device, fifo or socket");
+      throw Error(ErrorKind::InvalidArgument, src + ": cannot copy a device, fifo or socket");
     }
   }
 
@@ -280,7 +280,7 @@ class Archiver {
     ssize_t n = ::readlinkat(dir_fd, name.c_str(), out.data(), out.size());
     if (n < 0) return n;
     if (static_cast<size_t>(n) == out.size())
-      throw Error(ErrorCode::Storage, "symlink " + name + ": target over 4096 bytes");
+      throw Error(ErrorKind::Storage, "symlink " + name + ": target over 4096 bytes");
     out.resize(static_cast<size_t>(n));
     return n;
   }
@@ -288,9 +288,9 @@ class Archiver {
   // dir_fd: the directory itself, opened O_RDONLY.
   void directory(int dir_fd, const std::string& path, int depth) {
     if (depth > kMaxDepth)
-      throw Error(ErrorCode::Storage, path + ": deeper than " + std::to_string(kMaxDepth) + " levels");
+      throw Error(ErrorKind::Storage, path + ": deeper than " + std::to_string(kMaxDepth) + " levels");
     struct stat st;
-    if (::fstat(dir_fd, &st) != 0) throw_errno(ErrorCode::Storage, "stat " + path);
+    if (::fstat(dir_fd, &st) != 0) throw_errno(ErrorKind::Storage, "stat " + path);
     w_.header(base_header(st, path, '5'));
     ++stats_.dirs;
     if (is_kernel_fs(dir_fd)) return;
@@ -306,13 +306,13 @@ class Archiver {
     struct stat st;
     if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       if (vanished(errno)) return;
-      throw_errno(ErrorCode::Storage, "stat " + path);
+      throw_errno(ErrorKind::Storage, "stat " + path);
     }
     if (S_ISDIR(st.st_mode)) {
       UniqueFd sub(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (!sub) {
         if (vanished(errno)) return;
-        throw_errno(ErrorCode::Storage, "open " + path);
+        throw_errno(ErrorKind::Storage, "open " + path);
       }
       directory(sub.get(), path, depth + 1);
     } else if (S_ISREG(st.st_mode)) {
@@ -329,14 +329,14 @@ class Archiver {
       UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC));
       if (!fd) {
         if (vanished(errno)) return;
-        throw_errno(ErrorCode::Storage, "open " + path);
+        throw_errno(ErrorKind::Storage, "open " + path);
       }
       file(fd.get(), path);
     } else if (S_ISLNK(st.st_mode)) {
       std::string target;
       if (read_link(dir_fd, name, target) < 0) {
         if (vanished(errno) || errno == EINVAL) return;  // gone, or no longer a link
-        throw_errno(ErrorCode::Storage, "readlink " + path);
+        throw_errno(ErrorKind::Storage, "readlink " + path);
       }
       symlink(st, path, target);
     } else {
@@ -347,7 +347,7 @@ class Archiver {
   // false when fd is no longer a regular file (swapped after the stat).
   bool file(int fd, const std::string& path) {
     struct stat st;
-    if (::fstat(fd, &st) != 0) throw_errno(ErrorCode::Storage, "stat " + path);
+    if (::fstat(fd, &st) != 0) throw_errno(ErrorKind::Storage, "stat " + path);
     if (!S_ISREG(st.st_mode)) return false;
     Header h = base_header(st, path, '0');
     h.size = static_cast<uint64_t>(st.st_size);
@@ -357,7 +357,7 @@ class Archiver {
       ssize_t n = ::read(fd, buf_.data(), std::min<uint64_t>(left, buf_.size()));
       if (n < 0) {
         if (errno == EINTR) continue;
-        throw_errno(ErrorCode::Storage, "read " + path);
+        throw_errno(ErrorKind::Storage, "read " + path);
       }
       if (n == 0) {  // shrank: the header promised `size` bytes
         std::fill(buf_.begin(), buf_.end(), '\0');
@@ -436,26 +436,26 @@ Dest resolve_dest(const std::string& dest) {
   d.parent = UniqueFd(::open(parent.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!d.parent) {
     if (errno == ENOENT || errno == ENOTDIR)
-      throw Error(ErrorCode::NotFound, "the directory " + parent + " does not exist");
-    throw_errno(ErrorCode::Storage, "open " + parent);
+      throw Error(ErrorKind::NotFound, "the directory " + parent + " does not exist");
+    throw_errno(ErrorKind::Storage, "open " + parent);
   }
   if (d.name.empty()) {
     d.kind = DestKind::Dir;
     d.dir = UniqueFd(::openat(d.parent.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!d.dir) throw_errno(ErrorCode::Storage, "open " + parent);
+    if (!d.dir) throw_errno(ErrorKind::Storage, "open " + parent);
     return d;
   }
   struct stat st;
   if (::fstatat(d.parent.get(), d.name.c_str(), &st, 0) == 0 && S_ISDIR(st.st_mode)) {
     d.kind = DestKind::Dir;
     d.dir = UniqueFd(::openat(d.parent.get(), d.name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!d.dir) throw_errno(ErrorCode::Storage, "open " + dest);
+    if (!d.dir) throw_errno(ErrorKind::Storage, "open " + dest);
   } else if (::fstatat(d.parent.get(), d.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
     d.kind = DestKind::NonDir;  // a file, or a symlink to one (replaced, never written through)
   } else if (errno == ENOENT) {
     d.kind = DestKind::Missing;
   } else {
-    throw_errno(ErrorCode::Storage, "stat " + dest);
+    throw_errno(ErrorKind::Storage, "stat " + dest);
   }
   return d;
 }
@@ -466,15 +466,15 @@ UniqueFd make_top_dir(int dir_fd, const std::string& name, const std::string& wh
   struct stat st;
   if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
     if (!S_ISDIR(st.st_mode)) {
-      throw Error(ErrorCode::AlreadyExists, "cannot overwrite the non-directory " + what + " with a directory");
+      throw Error(ErrorKind::AlreadyExists, "cannot overwrite the non-directory " + what + " with a directory");
     }
   } else if (errno != ENOENT) {
-    throw_errno(ErrorCode::Storage, "stat " + what);
+    throw_errno(ErrorKind::Storage, "stat " + what);
   } else if (::mkdirat(dir_fd, name.c_str(), 0700) != 0) {
-    throw_errno(ErrorCode::Storage, "mkdir " + what);
+    throw_errno(ErrorKind::Storage, "mkdir " + what);
   }
   UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd) throw_errno(ErrorCode::Storage, "open " + what);
+  if (!fd) throw_errno(ErrorKind::Storage, "open " + what);
   return fd;
 }
 
@@ -495,10 +495,10 @@ bool copy_wants_contents(const std::string& path) {
 
 CopyWriteStats write_copy_archive(const std::string& src, const CopyWriteOptions& opts,
                                   const std::function<void(std::string_view)>& sink) {
-  if (src.empty()) throw Error(ErrorCode::InvalidArgument, "copy: the source path is empty");
+  if (src.empty()) throw Error(ErrorKind::InvalidArgument, "copy: the source path is empty");
   std::string name = opts.top_name.empty() ? copy_top_name(src) : opts.top_name;
   if (name.find('/') != std::string::npos || name == "." || name == "..") {
-    throw Error(ErrorCode::InvalidArgument, "copy: invalid archive name '" + name + "'");
+    throw Error(ErrorKind::InvalidArgument, "copy: invalid archive name '" + name + "'");
   }
   PaxWriter w(sink);
   Archiver a(w);
@@ -509,27 +509,27 @@ CopyWriteStats write_copy_archive(const std::string& src, const CopyWriteOptions
 
 UnpackStats extract_copy_archive(struct archive* reader, const std::string& dest, const CopyExtractOptions& opts) {
   std::string label = "copy to " + dest;
-  if (dest.empty()) throw Error(ErrorCode::InvalidArgument, "copy: the destination path is empty");
+  if (dest.empty()) throw Error(ErrorKind::InvalidArgument, "copy: the destination path is empty");
   archive_entry* first = nullptr;
   int r = la::archive_read_next_header(reader, &first);
-  if (r == ARCHIVE_EOF) throw Error(ErrorCode::Storage, label + ": the copy archive is empty");
+  if (r == ARCHIVE_EOF) throw Error(ErrorKind::Storage, label + ": the copy archive is empty");
   if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
-    throw Error(ErrorCode::Storage, label + ": read the copy archive: " + detail::archive_error_text(reader));
+    throw Error(ErrorKind::Storage, label + ": read the copy archive: " + detail::archive_error_text(reader));
   }
   std::string raw = detail::entry_path(first);
   detail::Components top = detail::clean_path(raw);
   if (top.size() != 1)
-    throw Error(ErrorCode::Storage,
+    throw Error(ErrorKind::Storage,
                 label + ": the archive's first entry '" + detail::shorten(raw) + "' is not one name");
   if (detail::entry_hardlink(first))
-    throw Error(ErrorCode::Storage, label + ": the archive's first entry is a hardlink");
+    throw Error(ErrorKind::Storage, label + ": the archive's first entry is a hardlink");
   if (!opts.expected_top.empty() && top[0] != opts.expected_top) {
-    throw Error(ErrorCode::Storage, label + ": the archive holds '" + detail::shorten(top[0]) + "' where '" +
+    throw Error(ErrorKind::Storage, label + ": the archive holds '" + detail::shorten(top[0]) + "' where '" +
                                         detail::shorten(opts.expected_top) + "' was asked for");
   }
   auto type = la::archive_entry_filetype(first);
   if (type != AE_IFDIR && type != AE_IFREG && type != AE_IFLNK) {
-    throw Error(ErrorCode::Storage, label + ": the archive's first entry has unsupported type " + std::to_string(type));
+    throw Error(ErrorKind::Storage, label + ": the archive's first entry has unsupported type " + std::to_string(type));
   }
 
   Dest d = resolve_dest(dest);
@@ -541,7 +541,7 @@ UnpackStats extract_copy_archive(struct archive* reader, const std::string& dest
   if (type == AE_IFDIR) {
     switch (d.kind) {
       case DestKind::NonDir:
-        throw Error(ErrorCode::InvalidArgument, "cannot copy a directory onto the non-directory " + dest);
+        throw Error(ErrorKind::InvalidArgument, "cannot copy a directory onto the non-directory " + dest);
       case DestKind::Missing:
         root = make_top_dir(d.parent.get(), d.name, dest);
         mode.top_meta = true;
@@ -566,13 +566,13 @@ UnpackStats extract_copy_archive(struct archive* reader, const std::string& dest
         mode.root_display = dest;
         break;
       case DestKind::NonDir:
-        if (d.dir_syntax) throw Error(ErrorCode::InvalidArgument, dest + " is not a directory");
+        if (d.dir_syntax) throw Error(ErrorKind::InvalidArgument, dest + " is not a directory");
         root = std::move(d.parent);
         mode.single_name = d.name;
         mode.root_display = d.parent_path;
         break;
       case DestKind::Missing:
-        if (d.dir_syntax) throw Error(ErrorCode::NotFound, "the directory " + dest + " does not exist");
+        if (d.dir_syntax) throw Error(ErrorKind::NotFound, "the directory " + dest + " does not exist");
         root = std::move(d.parent);
         mode.single_name = d.name;
         mode.root_display = d.parent_path;

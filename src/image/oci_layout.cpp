@@ -32,7 +32,7 @@ constexpr off_t kMaxJsonBlob = 16 << 20;
 constexpr int kMaxIndexDepth = 8;
 constexpr const char* kRefNameKey = "org.opencontainers.image.ref.name";
 
-[[noreturn]] void fail(const std::string& msg) { throw Error(ErrorCode::Image, msg); }
+[[noreturn]] void fail(const std::string& msg) { throw Error(ErrorKind::Image, msg); }
 
 struct Descriptor {
   std::string media_type, digest, ref_name, os, arch;
@@ -95,13 +95,13 @@ UniqueFd open_in_layout(const Layout& layout, const std::string& rel, const std:
       fail(what + " in " + dir + " is reached through a symlink, which this system cannot confine to the layout");
     if (err == EXDEV || err == ELOOP)
       fail(what + " in " + dir + " is a symlink that leads out of the layout (or a loop)");
-    throw_errno(ErrorCode::Image, "open " + what + " in " + dir, err);
+    throw_errno(ErrorKind::Image, "open " + what + " in " + dir, err);
   }
-  if (::fstat(fd.get(), &st) != 0) throw_errno(ErrorCode::Image, "stat " + what + " in " + dir);
+  if (::fstat(fd.get(), &st) != 0) throw_errno(ErrorKind::Image, "stat " + what + " in " + dir);
   if (!S_ISREG(st.st_mode)) fail(what + " in " + dir + " is not a regular file");
   int flags = ::fcntl(fd.get(), F_GETFL);
   if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
-    throw_errno(ErrorCode::Image, "open " + what + " in " + dir);
+    throw_errno(ErrorKind::Image, "open " + what + " in " + dir);
   }
   return fd;
 }
@@ -111,7 +111,7 @@ std::string read_small_fd(int fd, const struct stat& st, const std::string& what
     fail(what + " is " + std::to_string(st.st_size) + " bytes, over the " + std::to_string(kMaxJsonBlob) +
          "-byte limit");
   }
-  return read_up_to(fd, static_cast<size_t>(st.st_size), what, ErrorCode::Image);
+  return read_up_to(fd, static_cast<size_t>(st.st_size), what, ErrorKind::Image);
 }
 
 // oci-layout and index.json: in the layout, as its blobs are; one that is not
@@ -360,7 +360,7 @@ LocalImage open_oci_layout(const LayoutRef& ref) {
   }
   if (!S_ISDIR(st.st_mode)) fail("OCI image layout directory not found: " + dir + " (not a directory)");
   auto pinned = std::make_shared<const UniqueFd>(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!*pinned) throw_errno(ErrorCode::Image, "open OCI image layout directory " + dir);
+  if (!*pinned) throw_errno(ErrorKind::Image, "open OCI image layout directory " + dir);
   Layout layout{dir, pinned};
   check_layout_marker(layout);
   std::string index_path = dir + "/index.json";

@@ -49,7 +49,7 @@ LayoutRef parse_layout_ref(const std::string& s);
 // Reads oci-layout, index.json (following nested indexes, choosing linux/amd64 by
 // platform), manifest and config; verifies the sha256 of every index, manifest and
 // config blob. Layer blobs are checked for presence and size only (see verify_blob).
-// Errors: boxlite::Error(ErrorCode::Image, ...) naming the path and what is wrong.
+// Errors: boxlite::Error(ErrorKind::Image, ...) naming the path and what is wrong.
 LocalImage open_oci_layout(const LayoutRef& ref);
 
 // The layer's blob, opened read-only within its layout: a symlink on the way may

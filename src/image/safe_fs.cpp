@@ -25,14 +25,14 @@ constexpr int kMaxRemoveDepth = 256;
 
 UniqueFd dup_fd(int fd) {
   UniqueFd out(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
-  if (!out) throw_errno(ErrorCode::Image, "dup directory fd");
+  if (!out) throw_errno(ErrorKind::Image, "dup directory fd");
   return out;
 }
 
 std::string read_link_at(int dir_fd, const std::string& name) {
   std::string buf(4096, '\0');
   ssize_t n = ::readlinkat(dir_fd, name.c_str(), buf.data(), buf.size());
-  if (n < 0) throw_errno(ErrorCode::Image, "readlink " + name);
+  if (n < 0) throw_errno(ErrorKind::Image, "readlink " + name);
   buf.resize(static_cast<size_t>(n));
   return buf;
 }
@@ -57,7 +57,7 @@ UniqueFd reopen_from_root(int root_fd, const std::vector<std::string>& names) {
   UniqueFd cur = dup_fd(root_fd);
   for (const auto& n : names) {
     UniqueFd next(::openat(cur.get(), n.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!next) throw_errno(ErrorCode::Image, "reopen directory " + n + " (changed during the walk)");
+    if (!next) throw_errno(ErrorKind::Image, "reopen directory " + n + " (changed during the walk)");
     cur = std::move(next);
   }
   return cur;
@@ -85,20 +85,20 @@ UniqueFd walk_in_root(int root_fd, const Components& path, size_t count, bool cr
     }
     struct stat st;
     if (::fstatat(cur.get(), c.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      if (errno != ENOENT) throw_errno(ErrorCode::Image, "stat " + c);
+      if (errno != ENOENT) throw_errno(ErrorKind::Image, "stat " + c);
       if (!create) return UniqueFd();
       if (::mkdirat(cur.get(), c.c_str(), 0755) == 0) {
         if (owner && ::fchownat(cur.get(), c.c_str(), owner->uid, owner->gid, AT_SYMLINK_NOFOLLOW) != 0) {
-          throw_errno(ErrorCode::Image, "chown " + c);
+          throw_errno(ErrorKind::Image, "chown " + c);
         }
       } else if (errno != EEXIST) {
-        throw_errno(ErrorCode::Image, "mkdir " + c);
+        throw_errno(ErrorKind::Image, "mkdir " + c);
       }
       todo.push_front(std::move(c));  // look again: now a directory
       continue;
     }
     if (S_ISLNK(st.st_mode)) {
-      if (++links > kMaxSymlinks) throw Error(ErrorCode::Image, "too many levels of symbolic links at '" + c + "'");
+      if (++links > kMaxSymlinks) throw Error(ErrorKind::Image, "too many levels of symbolic links at '" + c + "'");
       std::string target = read_link_at(cur.get(), c);
       if (target.starts_with('/')) {
         cur = dup_fd(root_fd);
@@ -108,9 +108,9 @@ UniqueFd walk_in_root(int root_fd, const Components& path, size_t count, bool cr
       todo.insert(todo.begin(), parts.begin(), parts.end());
       continue;
     }
-    if (!S_ISDIR(st.st_mode)) throw Error(ErrorCode::Image, "'" + c + "' is not a directory");
+    if (!S_ISDIR(st.st_mode)) throw Error(ErrorKind::Image, "'" + c + "' is not a directory");
     UniqueFd next(::openat(cur.get(), c.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!next) throw_errno(ErrorCode::Image, "open directory " + c);
+    if (!next) throw_errno(ErrorKind::Image, "open directory " + c);
     cur = std::move(next);
     names.push_back(std::move(c));
   }
@@ -121,21 +121,21 @@ void remove_at_depth(int dir_fd, const std::string& name, int depth) {
   struct stat st;
   if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno == ENOENT) return;
-    throw_errno(ErrorCode::Image, "stat " + name);
+    throw_errno(ErrorKind::Image, "stat " + name);
   }
   if (S_ISDIR(st.st_mode)) {
     if (depth >= kMaxRemoveDepth) {
-      throw Error(ErrorCode::Image,
+      throw Error(ErrorKind::Image,
                   "directory tree deeper than " + std::to_string(kMaxRemoveDepth) + " levels at '" + name + "'");
     }
     UniqueFd sub(::openat(dir_fd, name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!sub) throw_errno(ErrorCode::Image, "open directory " + name);
+    if (!sub) throw_errno(ErrorKind::Image, "open directory " + name);
     for (const auto& child : list_dir(sub.get())) remove_at_depth(sub.get(), child, depth + 1);
     if (::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT)
-      throw_errno(ErrorCode::Image, "rmdir " + name);
+      throw_errno(ErrorKind::Image, "rmdir " + name);
     return;
   }
-  if (::unlinkat(dir_fd, name.c_str(), 0) != 0 && errno != ENOENT) throw_errno(ErrorCode::Image, "unlink " + name);
+  if (::unlinkat(dir_fd, name.c_str(), 0) != 0 && errno != ENOENT) throw_errno(ErrorKind::Image, "unlink " + name);
 }
 
 struct DirCloser {
@@ -179,11 +179,11 @@ void remove_at(int dir_fd, const std::string& name) { remove_at_depth(dir_fd, na
 
 std::vector<std::string> list_dir(int dir_fd) {
   int fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) throw_errno(ErrorCode::Image, "open directory for listing");
+  if (fd < 0) throw_errno(ErrorKind::Image, "open directory for listing");
   std::unique_ptr<DIR, DirCloser> d(::fdopendir(fd));
   if (!d) {
     ::close(fd);
-    throw_errno(ErrorCode::Image, "fdopendir");
+    throw_errno(ErrorKind::Image, "fdopendir");
   }
   std::vector<std::string> names;
   for (;;) {
@@ -193,7 +193,7 @@ std::vector<std::string> list_dir(int dir_fd) {
     std::string_view n = e->d_name;
     if (n != "." && n != "..") names.emplace_back(n);
   }
-  if (errno != 0) throw_errno(ErrorCode::Image, "readdir");
+  if (errno != 0) throw_errno(ErrorKind::Image, "readdir");
   return names;
 }
 

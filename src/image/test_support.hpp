@@ -23,7 +23,7 @@ class ScratchDir {
   ScratchDir() {
     const char* t = ::getenv("TMPDIR");
     std::string tmpl = std::string(t && *t ? t : "/tmp") + "/boxlite-test-XXXXXX";
-    if (!::mkdtemp(tmpl.data())) throw_errno(ErrorCode::Internal, "mkdtemp");
+    if (!::mkdtemp(tmpl.data())) throw_errno(ErrorKind::Internal, "mkdtemp");
     path_ = tmpl;
   }
   ScratchDir(const ScratchDir&) = delete;
@@ -57,7 +57,7 @@ class TarWriter {
     archive_write_set_format_pax_restricted(a_);
     if (c == Compression::Gzip) archive_write_add_filter_gzip(a_);
     if (c == Compression::Zstd && archive_write_add_filter_zstd(a_) != ARCHIVE_OK) {
-      throw Error(ErrorCode::Unsupported, "libarchive without zstd");
+      throw Error(ErrorKind::Unsupported, "libarchive without zstd");
     }
     if (archive_write_open_filename(a_, path.c_str()) != ARCHIVE_OK) check(ARCHIVE_FATAL, path);
   }
@@ -126,7 +126,7 @@ class TarWriter {
   void check(int r, const std::string& what) {
     if (r < ARCHIVE_WARN) {
       const char* m = archive_error_string(a_);
-      throw Error(ErrorCode::Internal, "test tar " + what + ": " + (m ? m : "?"));
+      throw Error(ErrorKind::Internal, "test tar " + what + ": " + (m ? m : "?"));
     }
   }
   archive* a_;

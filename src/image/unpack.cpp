@@ -47,14 +47,14 @@ bool is_gzip(archive* reader, int fd) {
 void verify_gzip(int fd, const std::string& label, bool image_blob) {
   std::string redo = image_blob ? ": re-pull the image" : "";
   z_stream z{};
-  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) throw Error(ErrorCode::Internal, "zlib init failed");
+  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) throw Error(ErrorKind::Internal, "zlib init failed");
   std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&z, inflateEnd);
   std::vector<unsigned char> in(1 << 16), out(1 << 16);
   off_t pos = 0;
   bool member_done = false;
   for (;;) {
     ssize_t n = ::pread(fd, in.data(), in.size(), pos);
-    if (n < 0) throw_errno(ErrorCode::Image, label + ": read");
+    if (n < 0) throw_errno(ErrorKind::Image, label + ": read");
     if (n == 0) break;
     pos += n;
     z.next_in = in.data();
@@ -75,13 +75,13 @@ void verify_gzip(int fd, const std::string& label, bool image_blob) {
       if (r == Z_STREAM_END) {
         member_done = true;
       } else if (r != Z_OK && !(r == Z_BUF_ERROR && z.avail_in == 0)) {
-        throw Error(ErrorCode::Image,
+        throw Error(ErrorKind::Image,
                     label + ": corrupt gzip stream (" + (z.msg ? z.msg : "inflate error") + redo + ")");
       }
     }
   }
   if (!member_done) {
-    throw Error(ErrorCode::Image, label + ": truncated gzip stream (the " + (image_blob ? "layer blob" : "file") +
+    throw Error(ErrorKind::Image, label + ": truncated gzip stream (the " + (image_blob ? "layer blob" : "file") +
                                       " ends early" + redo + ")");
   }
 }
@@ -115,14 +115,14 @@ la_ssize_t read_through_hash(archive*, void* data, const void** out) {
 UnpackStats unpack_fd(const std::string& root_dir, int layer_fd, const std::string& layer_path,
                       std::optional<OverlayOptions> overlay, uint64_t max_bytes, const std::string& digest) {
   UniqueFd root(::open(root_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!root) throw_errno(ErrorCode::Image, "open unpack root " + root_dir);
+  if (!root) throw_errno(ErrorKind::Image, "open unpack root " + root_dir);
   if (overlay && !detail::list_dir(root.get()).empty()) {
-    throw Error(ErrorCode::InvalidArgument, "overlay layer directory " + root_dir + " is not empty");
+    throw Error(ErrorKind::InvalidArgument, "overlay layer directory " + root_dir + " is not empty");
   }
   Sha256 hash;
   HashingReader source{layer_fd, digest.empty() ? nullptr : &hash};
   std::unique_ptr<archive, ArchiveReadDeleter> reader(la::archive_read_new());
-  if (!reader) throw Error(ErrorCode::Image, "libarchive: out of memory");
+  if (!reader) throw Error(ErrorKind::Image, "libarchive: out of memory");
   // Only the compressions OCI/Docker layers use; filter_all would also enable
   // decoders that run external programs (lrzip, lzop, grzip) on hostile input.
   la::archive_read_support_filter_gzip(reader.get());
@@ -141,14 +141,14 @@ UnpackStats unpack_fd(const std::string& root_dir, int layer_fd, const std::stri
       while (read_through_hash(nullptr, &source, &ignored) > 0) {
       }
     }
-    if (source.err != 0) throw_errno(ErrorCode::Image, label + ": read", source.err);
+    if (source.err != 0) throw_errno(ErrorKind::Image, label + ": read", source.err);
     if (source.hash && hash.finish() != digest)
-      throw Error(ErrorCode::Image, "corrupt blob " + digest + " at " + layer_path + ": digest mismatch");
+      throw Error(ErrorKind::Image, "corrupt blob " + digest + " at " + layer_path + ": digest mismatch");
   };
   UnpackStats stats;
   try {
     if (la::archive_read_open(reader.get(), &source, nullptr, read_through_hash, nullptr) != ARCHIVE_OK)
-      throw Error(ErrorCode::Image, label + ": open: " + detail::archive_error_text(reader.get()));
+      throw Error(ErrorKind::Image, label + ": open: " + detail::archive_error_text(reader.get()));
     stats = detail::apply_archive(std::move(root), reader.get(), label,
                                   detail::ApplyMode{overlay, std::nullopt, max_bytes});
   } catch (const Error&) {
@@ -170,7 +170,7 @@ UnpackStats unpack_fd(const std::string& root_dir, int layer_fd, const std::stri
 UnpackStats unpack(const std::string& root_dir, const std::string& layer_path, std::optional<OverlayOptions> overlay,
                    uint64_t max_bytes) {
   UniqueFd layer_fd(::open(layer_path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!layer_fd) throw_errno(ErrorCode::Image, "open layer " + layer_path);
+  if (!layer_fd) throw_errno(ErrorKind::Image, "open layer " + layer_path);
   return unpack_fd(root_dir, layer_fd.get(), layer_path, overlay, max_bytes, "");
 }
 
@@ -185,14 +185,14 @@ UnpackStats unpack_blob(const std::string& root_dir, const Layer& layer, std::op
 
 void check_overlay_offsets(const std::string& what, const OverlayOptions& opts) {
   if (::geteuid() != 0) {
-    throw Error(ErrorCode::Unsupported, "cannot extract layer " + what + " owned by uid " +
+    throw Error(ErrorKind::Unsupported, "cannot extract layer " + what + " owned by uid " +
                                             std::to_string(opts.uid_offset) +
                                             "+: the jail engine needs root to prepare shifted layers");
   }
   // uid_t -1 means "unchanged" to chown: the shifted range must stay below it.
   constexpr uint32_t kMaxOffset = std::numeric_limits<uint32_t>::max() - kMaxBoxId - 1;
   if (opts.uid_offset > kMaxOffset || opts.gid_offset > kMaxOffset) {
-    throw Error(ErrorCode::InvalidArgument, "id offsets " + std::to_string(opts.uid_offset) + "/" +
+    throw Error(ErrorKind::InvalidArgument, "id offsets " + std::to_string(opts.uid_offset) + "/" +
                                                 std::to_string(opts.gid_offset) + " leave no room for 65536 ids");
   }
 }
@@ -221,7 +221,7 @@ uint64_t max_image_bytes() {
   errno = 0;
   unsigned long long n = std::strtoull(v, &end, 10);
   if (errno != 0 || *end != '\0' || n == 0 || v[0] == '-') {
-    throw Error(ErrorCode::Config,
+    throw Error(ErrorKind::Config,
                 std::string("BOXLITE_MAX_IMAGE_BYTES must be a positive number of bytes, got '") + v + "'");
   }
   return n;

@@ -40,7 +40,7 @@ struct UnpackStats {
 //  - an entry replacing an existing entry of another type removes it first; a
 //    directory over a directory merges (and takes the new metadata);
 //  - entries over 64 GiB or paths/link targets over 4096 bytes are refused.
-// Errors: boxlite::Error(ErrorCode::Image) naming the layer and the entry. On error
+// Errors: boxlite::Error(ErrorKind::Image) naming the layer and the entry. On error
 // root_dir is left half-applied; callers unpack into a scratch directory.
 // max_bytes caps the apparent size of the regular files this layer writes (a
 // sparse-file bomb declares terabytes in a few bytes of tar) plus kEntryCost for

@@ -47,7 +47,7 @@ NetConfig config_from_json(const std::string& text) {
     c.upstream_ca = j.value("upstream_ca", "");
     return c;
   } catch (const nlohmann::json::exception& e) {
-    throw Error(ErrorCode::Config, std::string("invalid network config: ") + e.what());
+    throw Error(ErrorKind::Config, std::string("invalid network config: ") + e.what());
   }
 }
 
@@ -84,23 +84,23 @@ bool valid_allow_entry(const std::string& raw) {
 
 void validate_config(const NetConfig& c) {
   if (!c.enabled && (!c.allow_net.empty() || !c.ports.empty())) {
-    throw Error(ErrorCode::InvalidArgument, std::string("network mode is 'disabled' but ") +
+    throw Error(ErrorKind::InvalidArgument, std::string("network mode is 'disabled' but ") +
                                                 (c.ports.empty() ? "allow_net" : "ports") +
                                                 " were given: a box without a network cannot use them");
   }
   for (const auto& a : c.allow_net) {
     if (!valid_allow_entry(a)) {
-      throw Error(ErrorCode::InvalidArgument,
+      throw Error(ErrorKind::InvalidArgument,
                   "invalid allow_net entry '" + a + "': expected a host name such as 'example.com' or '*.example.com'");
     }
   }
   for (const auto& s : c.secrets) {
     if (s.placeholder.empty() || s.value.empty()) {
-      throw Error(ErrorCode::InvalidArgument, "secret '" + s.name + "' needs a non-empty value and placeholder");
+      throw Error(ErrorKind::InvalidArgument, "secret '" + s.name + "' needs a non-empty value and placeholder");
     }
     for (const auto& h : s.hosts) {
       if (!valid_allow_entry(h)) {
-        throw Error(ErrorCode::InvalidArgument, "invalid host '" + h + "' for secret '" + s.name +
+        throw Error(ErrorKind::InvalidArgument, "invalid host '" + h + "' for secret '" + s.name +
                                                     "': expected 'api.example.com' or '*.example.com'");
       }
     }
@@ -109,16 +109,16 @@ void validate_config(const NetConfig& c) {
   for (const auto& p : c.ports) {
     in_addr a{};
     if (::inet_pton(AF_INET, p.host_ip.c_str(), &a) != 1) {
-      throw Error(ErrorCode::InvalidArgument, "invalid host_ip '" + p.host_ip + "' for port " +
+      throw Error(ErrorKind::InvalidArgument, "invalid host_ip '" + p.host_ip + "' for port " +
                                                   std::to_string(p.guest_port) + ": expected an IPv4 address");
     }
     if (p.guest_port == 0 || p.host_port == 0) {
-      throw Error(ErrorCode::InvalidArgument, "port numbers must be between 1 and 65535 (guest " +
+      throw Error(ErrorKind::InvalidArgument, "port numbers must be between 1 and 65535 (guest " +
                                                   std::to_string(p.guest_port) + ", host " +
                                                   std::to_string(p.host_port) + ")");
     }
     if (!seen.insert({p.host_ip, p.host_port, p.udp}).second) {
-      throw Error(ErrorCode::InvalidArgument,
+      throw Error(ErrorKind::InvalidArgument,
                   "host port " + std::to_string(p.host_port) + "/" + (p.udp ? "udp" : "tcp") + " is published twice");
     }
   }

@@ -41,11 +41,11 @@ int main(int argc, char** argv) {
       } else if (k == "--ready-fd") {
         o.ready_fd = std::stoi(v);
       } else {
-        throw Error(ErrorCode::InvalidArgument, "unknown option " + k);
+        throw Error(ErrorKind::InvalidArgument, "unknown option " + k);
       }
     }
     if (spec_path.empty() || o.link_fd < 0)
-      throw Error(ErrorCode::InvalidArgument,
+      throw Error(ErrorKind::InvalidArgument,
                   "usage: boxlite-net --spec FILE --link stream|tap --link-fd N --ready-fd N");
     auto spec = nlohmann::json::parse(read_file(spec_path));
     o.config = net::config_from_json(spec.at("net").dump());

@@ -75,7 +75,7 @@ sockaddr_in upstream_resolver(const std::string& configured) {
   sa.sin_family = AF_INET;
   sa.sin_port = htons(static_cast<uint16_t>(std::stoi(port)));
   if (::inet_pton(AF_INET, host.c_str(), &sa.sin_addr) != 1) {
-    throw Error(ErrorCode::Config, "invalid DNS resolver '" + configured + "': expected ip[:port]");
+    throw Error(ErrorKind::Config, "invalid DNS resolver '" + configured + "': expected ip[:port]");
   }
   return sa;
 }
@@ -90,9 +90,9 @@ class Netd {
     for (const auto& p : o.config.ports) forwarded_.insert({p.guest_port, p.udp});
     if (!o.config.secrets.empty()) proxy_ = std::make_unique<SecretsProxy>(o.config);
     dns_ = UniqueFd(::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (!dns_) throw_errno(ErrorCode::Network, "create the DNS forwarding socket");
+    if (!dns_) throw_errno(ErrorKind::Network, "create the DNS forwarding socket");
     if (::connect(dns_.get(), reinterpret_cast<sockaddr*>(&resolver_), sizeof resolver_) != 0) {
-      throw_errno(ErrorCode::Network, "connect to DNS resolver " + ipv4_to_string(ntohl(resolver_.sin_addr.s_addr)));
+      throw_errno(ErrorKind::Network, "connect to DNS resolver " + ipv4_to_string(ntohl(resolver_.sin_addr.s_addr)));
     }
     if (o.link == LinkKind::Stream) {
       listen_fd_ = o.link_fd;
@@ -282,7 +282,7 @@ void Netd::start_slirp() {
   callbacks_.unregister_poll_fd = &Netd::cb_unregister;
   callbacks_.notify = &Netd::cb_notify;
   slirp_ = slirp_new(&cfg, &callbacks_, this);
-  if (!slirp_) throw Error(ErrorCode::Network, "libslirp could not create the box's network");
+  if (!slirp_) throw Error(ErrorKind::Network, "libslirp could not create the box's network");
   publish_ports();
 }
 
@@ -297,7 +297,7 @@ void Netd::publish_ports() {
       int err = errno;
       std::string proto = p.udp ? "udp" : "tcp";
       throw Error(
-          ErrorCode::Network,
+          ErrorKind::Network,
           "cannot publish host port " + p.host_ip + ":" + std::to_string(p.host_port) + "/" + proto + " (guest port " +
               std::to_string(p.guest_port) + "): " +
               (err == EADDRINUSE || err == 0 ? std::string("the host port is already in use") : std::strerror(err)));
@@ -552,7 +552,7 @@ void Netd::run() {
       timeout = static_cast<uint32_t>(std::min<int64_t>(timeout, wait));
     }
     int n = ::poll(pfds_.data(), pfds_.size(), static_cast<int>(timeout));
-    if (n < 0 && errno != EINTR) throw_errno(ErrorCode::Network, "poll");
+    if (n < 0 && errno != EINTR) throw_errno(ErrorKind::Network, "poll");
     slirp_pollfds_poll(slirp_, n < 0, &Netd::cb_get_revents, this);
     if (n > 0) {
       short link_ev = pfds_[0].revents, dns_ev = pfds_[1].revents;

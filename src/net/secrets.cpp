@@ -224,17 +224,17 @@ SecretsProxy::SecretsProxy(const NetConfig& cfg) : impl_(std::make_shared<Impl>(
     std::string pem = read_file(path);
     std::unique_ptr<BIO, Deleter<BIO, BIO_free_all>> bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
     auto* obj = reader(bio.get(), nullptr, nullptr, nullptr);
-    if (!obj) throw Error(ErrorCode::Config, "cannot read " + path + ": " + ssl_error());
+    if (!obj) throw Error(ErrorKind::Config, "cannot read " + path + ": " + ssl_error());
     return obj;
   };
   impl_->ca_cert.reset(load(cfg.ca_cert, PEM_read_bio_X509));
   impl_->ca_key.reset(load(cfg.ca_key, PEM_read_bio_PrivateKey));
   impl_->leaf_key.reset(EVP_EC_gen("P-256"));
-  if (!impl_->leaf_key) throw Error(ErrorCode::Internal, "generate the proxy's key: " + ssl_error());
+  if (!impl_->leaf_key) throw Error(ErrorKind::Internal, "generate the proxy's key: " + ssl_error());
 
   impl_->server_ctx.reset(SSL_CTX_new(TLS_server_method()));
   impl_->client_ctx.reset(SSL_CTX_new(TLS_client_method()));
-  if (!impl_->server_ctx || !impl_->client_ctx) throw Error(ErrorCode::Internal, "TLS context: " + ssl_error());
+  if (!impl_->server_ctx || !impl_->client_ctx) throw Error(ErrorKind::Internal, "TLS context: " + ssl_error());
   SSL_CTX_set_min_proto_version(impl_->server_ctx.get(), TLS1_2_VERSION);
   SSL_CTX_set_min_proto_version(impl_->client_ctx.get(), TLS1_2_VERSION);
   // The certificate is chosen once the box has said which name it wants.
@@ -253,7 +253,7 @@ SecretsProxy::SecretsProxy(const NetConfig& cfg) : impl_(std::make_shared<Impl>(
   SSL_CTX_set_default_verify_paths(impl_->client_ctx.get());
   if (!cfg.upstream_ca.empty() &&
       SSL_CTX_load_verify_locations(impl_->client_ctx.get(), cfg.upstream_ca.c_str(), nullptr) != 1) {
-    throw Error(ErrorCode::Config, "cannot load upstream CA bundle " + cfg.upstream_ca + ": " + ssl_error());
+    throw Error(ErrorKind::Config, "cannot load upstream CA bundle " + cfg.upstream_ca + ": " + ssl_error());
   }
 }
 

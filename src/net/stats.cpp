@@ -25,10 +25,10 @@ std::optional<NetMetrics> read_net_metrics(const std::string& box_dir) {
 
 StatsFile::StatsFile(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  if (!fd) throw_errno(ErrorCode::Network, "create " + path);
-  if (::ftruncate(fd.get(), kSize) != 0) throw_errno(ErrorCode::Network, "size " + path);
+  if (!fd) throw_errno(ErrorKind::Network, "create " + path);
+  if (::ftruncate(fd.get(), kSize) != 0) throw_errno(ErrorKind::Network, "size " + path);
   void* m = ::mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-  if (m == MAP_FAILED) throw_errno(ErrorCode::Network, "map " + path);
+  if (m == MAP_FAILED) throw_errno(ErrorKind::Network, "map " + path);
   counters_ = static_cast<uint64_t*>(m);
   __atomic_store_n(&counters_[0], kMagic, __ATOMIC_RELEASE);
 }

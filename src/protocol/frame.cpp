@@ -51,7 +51,7 @@ void append_frame(std::string& out, uint32_t stream, FrameType type, std::string
                        std::to_string(payload.size()) + " bytes, at most " + std::to_string(kMaxPayload) +
                        " go in one frame";
     if (type == FrameType::Exec) what += " (shorten the command's arguments and environment)";
-    throw Error(ErrorCode::InvalidArgument, what);
+    throw Error(ErrorKind::InvalidArgument, what);
   }
   put_u32(out, static_cast<uint32_t>(payload.size()));
   put_u32(out, stream);
@@ -67,7 +67,7 @@ std::string encode_frame(uint32_t stream, FrameType type, std::string_view paylo
 }
 
 void throw_malformed(const Frame& f) {
-  throw Error(ErrorCode::Rpc,
+  throw Error(ErrorKind::Rpc,
               std::string("malformed ") + frame_type_name(f.type) + " frame on stream " + std::to_string(f.stream));
 }
 
@@ -84,12 +84,12 @@ std::optional<Frame> FrameDecoder::next() {
   const char* h = buf_.data() + pos_;
   uint32_t len = get_u32(h);
   if (len > kMaxPayload) {
-    throw Error(ErrorCode::Rpc, "protocol violation: frame of " + std::to_string(len) + " bytes exceeds the " +
+    throw Error(ErrorKind::Rpc, "protocol violation: frame of " + std::to_string(len) + " bytes exceeds the " +
                                     std::to_string(kMaxPayload) + "-byte limit");
   }
   auto type = static_cast<uint8_t>(h[8]);
   if (!is_known_frame_type(type)) {
-    throw Error(ErrorCode::Rpc, "protocol violation: unknown frame type " + std::to_string(type));
+    throw Error(ErrorKind::Rpc, "protocol violation: unknown frame type " + std::to_string(type));
   }
   if (buf_.size() - pos_ < kHeaderSize + len) return std::nullopt;
   Frame f;
@@ -102,6 +102,21 @@ std::optional<Frame> FrameDecoder::next() {
     pos_ = 0;
   }
   return f;
+}
+
+std::string error_payload(const Error& e) {
+  proto::ErrorReply r;
+  r.set_kind(std::string(error_kind_name(e.kind())));
+  r.set_message(e.what());
+  if (e.spawn_failure() != SpawnFailure::None) r.set_spawn_failure(std::string(spawn_failure_name(e.spawn_failure())));
+  return r.SerializeAsString();
+}
+
+Error error_from_frame(const Frame& f, std::string_view sender) {
+  proto::ErrorReply r;
+  if (!r.ParseFromString(f.payload))
+    return Error(ErrorKind::Rpc, std::string(sender) + " sent a malformed error reply");
+  return decode_error(r.kind(), r.spawn_failure(), r.message(), sender);
 }
 
 }  // namespace boxlite::protocol

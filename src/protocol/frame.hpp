@@ -9,12 +9,16 @@
 #include <string_view>
 
 #include "boxlite.pb.h"
+#include "common/error.hpp"
 
 namespace boxlite::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 2;
+inline constexpr uint32_t kProtocolVersion = 3;
 // The guest stream of the box's main command; the shim numbers execs from 2.
 inline constexpr uint32_t kMainStream = 1;
+// The exit status of a guest builtin (ExecRequest.builtin) that failed; its
+// stderr is then the error, encoded by encode_error (common/error.hpp).
+inline constexpr int kBuiltinFailed = 1;
 inline constexpr size_t kHeaderSize = 9;
 inline constexpr size_t kMaxPayload = 1u << 20;
 // Largest DATA payload either side sends; data is chunked to this.
@@ -64,6 +68,11 @@ std::string encode_message(uint32_t stream, FrameType type, const Msg& msg) {
 template <typename Msg>
 Msg parse_message(const Frame& f);
 void throw_malformed(const Frame& f);
+
+// An Error frame's payload, and the error an Error frame carries (`sender` names
+// who sent it in the message of a malformed or unknown one).
+std::string error_payload(const Error& e);
+Error error_from_frame(const Frame& f, std::string_view sender);
 
 // Incremental decoder: feed bytes as they arrive, take whole frames out.
 // A frame over kMaxPayload or of unknown type is a protocol violation (throws Rpc):

@@ -9,7 +9,7 @@ namespace boxlite::registry {
 
 namespace {
 
-[[noreturn]] void config_error(const std::string& msg) { throw Error(ErrorCode::Config, msg); }
+[[noreturn]] void config_error(const std::string& msg) { throw Error(ErrorKind::Config, msg); }
 
 std::optional<std::string> optional_string(const nlohmann::json& obj, const char* key, const std::string& where) {
   auto it = obj.find(key);

@@ -41,10 +41,10 @@ constexpr uint64_t kNamespaceFlags[] = {CLONE_NEWUSER, CLONE_NEWNS,  CLONE_NEWPI
 
 void load_syscall_filter() {
   std::unique_ptr<void, void (*)(scmp_filter_ctx)> ctx(seccomp_init(SCMP_ACT_ALLOW), seccomp_release);
-  if (!ctx) throw Error(ErrorCode::Internal, "boxlite-pull: seccomp_init failed");
+  if (!ctx) throw Error(ErrorKind::Internal, "boxlite-pull: seccomp_init failed");
   auto deny = [&](int nr, uint32_t action, unsigned args, const scmp_arg_cmp* cmp) {
     int rc = seccomp_rule_add_array(ctx.get(), action, nr, args, cmp);
-    if (rc < 0) throw_errno(ErrorCode::Internal, "boxlite-pull: seccomp rule for syscall " + std::to_string(nr), -rc);
+    if (rc < 0) throw_errno(ErrorKind::Internal, "boxlite-pull: seccomp rule for syscall " + std::to_string(nr), -rc);
   };
   for (const char* name : kDeniedSyscalls) {
 #ifdef __SANITIZE_ADDRESS__
@@ -63,7 +63,7 @@ void load_syscall_filter() {
   // threads fall back to clone, whose flags are checked above.
   deny(SCMP_SYS(clone3), SCMP_ACT_ERRNO(ENOSYS), 0, nullptr);
   int rc = seccomp_load(ctx.get());
-  if (rc < 0) throw_errno(ErrorCode::Internal, "boxlite-pull: seccomp_load", -rc);
+  if (rc < 0) throw_errno(ErrorKind::Internal, "boxlite-pull: seccomp_load", -rc);
 }
 
 }  // namespace

@@ -151,7 +151,7 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
 
 }  // namespace
 
-bool is_transient(const Error& e) { return e.code() == ErrorCode::Network; }
+bool is_transient(const Error& e) { return e.kind() == ErrorKind::Network; }
 
 std::string Challenge::param(const std::string& key) const {
   for (const auto& [k, v] : params) {
@@ -189,7 +189,7 @@ Challenge parse_challenge(const std::string& header) {
 struct Session::Handle {
   CURL* curl = nullptr;
   Handle() : curl(libcurl().easy_init()) {
-    if (!curl) throw Error(ErrorCode::Internal, "curl_easy_init failed");
+    if (!curl) throw Error(ErrorKind::Internal, "curl_easy_init failed");
   }
   ~Handle() { libcurl().easy_cleanup(curl); }
   Handle(const Handle&) = delete;
@@ -282,22 +282,22 @@ HttpResponse Session::perform(const std::string& url, const std::vector<std::str
   give_back(std::move(h));
   if (www_authenticate) *www_authenticate = t.www_authenticate;
   if (rc != CURLE_OK) {
-    if (t.aborted_by_sink) throw Error(ErrorCode::Image, "download from " + url + " aborted");
+    if (t.aborted_by_sink) throw Error(ErrorKind::Image, "download from " + url + " aborted");
     if (t.too_big)
-      throw Error(ErrorCode::Image, "response from " + url + " is over " + std::to_string(max_body) + " bytes");
+      throw Error(ErrorKind::Image, "response from " + url + " is over " + std::to_string(max_body) + " bytes");
     std::string why = errbuf[0] ? errbuf : libcurl().easy_strerror(rc);
     if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE) {
-      throw Error(ErrorCode::Image, "TLS certificate verification failed for registry " + reg_.host + ": " + why +
+      throw Error(ErrorKind::Image, "TLS certificate verification failed for registry " + reg_.host + ": " + why +
                                         " (for a registry with a self-signed certificate set skip_verify)");
     }
     if (rc == CURLE_SSL_CONNECT_ERROR) {
-      throw Error(ErrorCode::Image, "TLS handshake with registry " + reg_.host + " failed: " + why +
+      throw Error(ErrorKind::Image, "TLS handshake with registry " + reg_.host + " failed: " + why +
                                         " (for a plain http registry set transport=http)");
     }
-    throw Error(ErrorCode::Network, "cannot reach registry " + reg_.host + " (" + url + "): " + why);
+    throw Error(ErrorKind::Network, "cannot reach registry " + reg_.host + " (" + url + "): " + why);
   }
   if (resp.status >= 500 || resp.status == 429) {
-    throw Error(ErrorCode::Network, "registry " + reg_.host + " answered " + std::to_string(resp.status) + " for " +
+    throw Error(ErrorKind::Network, "registry " + reg_.host + " answered " + std::to_string(resp.status) + " for " +
                                         url + ": " + error_detail(resp.body));
   }
   return resp;
@@ -307,7 +307,7 @@ void Session::authenticate(const std::string& header) {
   Challenge ch = parse_challenge(header);
   if (ch.scheme == "basic") {
     if (!reg_.username) {
-      throw Error(ErrorCode::Image,
+      throw Error(ErrorKind::Image,
                   "registry " + reg_.host +
                       " answered 401 Unauthorized: it needs credentials (set username and password for it)");
     }
@@ -317,10 +317,10 @@ void Session::authenticate(const std::string& header) {
     return;
   }
   if (ch.scheme != "bearer")
-    throw Error(ErrorCode::Image, "registry " + reg_.host + " asks for unsupported authentication: " + header);
+    throw Error(ErrorKind::Image, "registry " + reg_.host + " asks for unsupported authentication: " + header);
   std::string realm = ch.param("realm");
   if (realm.rfind("https://", 0) != 0 && realm.rfind("http://", 0) != 0) {
-    throw Error(ErrorCode::Image,
+    throw Error(ErrorKind::Image,
                 "registry " + reg_.host + " sent a bearer challenge without a usable realm: " + header);
   }
   std::string scope = ch.param("scope");
@@ -329,12 +329,12 @@ void Session::authenticate(const std::string& header) {
   if (auto svc = ch.param("service"); !svc.empty()) token_url += "&service=" + url_escape(svc);
   HttpResponse r = perform(token_url, {"Accept: application/json"}, nullptr, 1u << 20, true, nullptr);
   if (r.status == 401 || r.status == 403) {
-    throw Error(ErrorCode::Image, "registry " + reg_.host + ": 401 Unauthorized: the token service " + realm +
+    throw Error(ErrorKind::Image, "registry " + reg_.host + ": 401 Unauthorized: the token service " + realm +
                                       " refused " + (reg_.username ? "the credentials" : "anonymous access") + " for " +
                                       scope);
   }
   if (r.status != 200) {
-    throw Error(ErrorCode::Image,
+    throw Error(ErrorKind::Image,
                 "registry " + reg_.host + ": token service " + realm + " answered " + std::to_string(r.status));
   }
   std::string token;
@@ -343,10 +343,10 @@ void Session::authenticate(const std::string& header) {
     token = j.value("token", std::string());
     if (token.empty()) token = j.value("access_token", std::string());
   } catch (const nlohmann::json::exception& e) {
-    throw Error(ErrorCode::Image, "registry " + reg_.host + ": invalid token response from " + realm + ": " + e.what());
+    throw Error(ErrorKind::Image, "registry " + reg_.host + ": invalid token response from " + realm + ": " + e.what());
   }
   if (token.empty())
-    throw Error(ErrorCode::Image, "registry " + reg_.host + ": token response from " + realm + " has no token");
+    throw Error(ErrorKind::Image, "registry " + reg_.host + ": token response from " + realm + " has no token");
   std::lock_guard lk(mu_);
   auth_ = "Bearer " + token;
   auth_from_challenge_ = true;
@@ -370,7 +370,7 @@ HttpResponse Session::get(const std::string& path, const std::vector<std::string
                             ? (reg_.username ? "the registry refused the credentials for user '" + *reg_.username + "'"
                                              : "the registry refused the anonymous token")
                             : "no WWW-Authenticate challenge";
-      throw Error(ErrorCode::Image, "pulling " + reg_.host + "/" + repo_ + ": 401 Unauthorized: " + why + " (" +
+      throw Error(ErrorKind::Image, "pulling " + reg_.host + "/" + repo_ + ": 401 Unauthorized: " + why + " (" +
                                         error_detail(r.body) + ")");
     }
     authenticate(challenge);

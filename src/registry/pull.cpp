@@ -40,7 +40,7 @@ bool is_layer_type(const std::string& mt) {
          mt.starts_with("application/vnd.docker.image.rootfs.foreign.diff.tar");
 }
 
-[[noreturn]] void image_error(const std::string& msg) { throw Error(ErrorCode::Image, msg); }
+[[noreturn]] void image_error(const std::string& msg) { throw Error(ErrorKind::Image, msg); }
 
 // Runs f, retrying transient (Network) failures with exponential backoff.
 template <typename F>
@@ -170,8 +170,8 @@ class BlobDownloader {
     try {
       download_with_retries(d);
     } catch (const Error& e) {
-      if (e.code() == ErrorCode::Network && std::string(e.what()).find("failed verification") != std::string::npos) {
-        throw Error(ErrorCode::Image, e.what());
+      if (e.kind() == ErrorKind::Network && std::string(e.what()).find("failed verification") != std::string::npos) {
+        throw Error(ErrorKind::Image, e.what());
       }
       throw;
     }
@@ -214,14 +214,14 @@ class BlobDownloader {
       if (r.status != 200)
         image_error("blob " + d.digest + " from " + s_.host() + ": answered " + std::to_string(r.status));
       if (p.downloaded != d.size) {
-        throw Error(ErrorCode::Network, "blob " + d.digest + " from " + s_.host() + " ended after " +
+        throw Error(ErrorKind::Network, "blob " + d.digest + " from " + s_.host() + " ended after " +
                                             std::to_string(p.downloaded) + " of " + std::to_string(d.size) + " bytes");
       }
       std::string actual = h.finish();
       if (actual != d.digest) {
         // A corrupted transfer is worth another try; a registry that keeps serving
         // wrong bytes fails after the last one, with this message.
-        throw Error(ErrorCode::Network,
+        throw Error(ErrorKind::Network,
                     "blob " + d.digest + " from " + s_.host() + " failed verification: content hashes to " + actual);
       }
       in.commit(actual);
@@ -315,7 +315,7 @@ PullResult pull(ImageStore& store, const std::string& text, const PullOptions& o
   for (const auto& r : opts.registries) validate(r);
   auto list = candidates(text, opts.registries);
   std::string failures;
-  ErrorCode code = ErrorCode::Image;
+  ErrorKind code = ErrorKind::Image;
   for (const auto& c : list) {
     try {
       bool configured = std::any_of(opts.registries.begin(), opts.registries.end(),
@@ -323,12 +323,12 @@ PullResult pull(ImageStore& store, const std::string& text, const PullOptions& o
       try {
         return pull_one(store, c, registry_for(c, opts.registries), configured, opts);
       } catch (const json::exception& e) {  // a field of the wrong JSON type in a manifest
-        throw Error(ErrorCode::Image, "invalid manifest for " + c.str() + ": " + e.what());
+        throw Error(ErrorKind::Image, "invalid manifest for " + c.str() + ": " + e.what());
       }
     } catch (const Error& e) {
       if (list.size() == 1) throw;
       failures += std::string(failures.empty() ? "" : "; ") + c.str() + ": " + e.what();
-      code = e.code();
+      code = e.kind();
     }
   }
   throw Error(code, "cannot pull '" + text + "' from any search registry: " + failures);

@@ -65,11 +65,11 @@ std::optional<std::string> LineReader::next() {
       buf_.erase(0, nl + 1);
       return line;
     }
-    if (buf_.size() > kMaxLine) throw Error(ErrorCode::Internal, "boxlite-pull sent a line longer than 8 MiB");
+    if (buf_.size() > kMaxLine) throw Error(ErrorKind::Internal, "boxlite-pull sent a line longer than 8 MiB");
     char chunk[16384];
     ssize_t n = ::read(fd_, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw_errno(ErrorCode::Internal, "read from boxlite-pull");
+    if (n < 0) throw_errno(ErrorKind::Internal, "read from boxlite-pull");
     if (n == 0) return std::nullopt;
     buf_.append(chunk, static_cast<size_t>(n));
   }
@@ -88,7 +88,7 @@ PullResult pull_in_helper(const std::string& helper, const std::string& images_d
 
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
-    throw_errno(ErrorCode::Internal, "socketpair for boxlite-pull");
+    throw_errno(ErrorKind::Internal, "socketpair for boxlite-pull");
   }
   UniqueFd ours(pair[0]), theirs(pair[1]);
   SpawnOptions so;
@@ -98,7 +98,7 @@ PullResult pull_in_helper(const std::string& helper, const std::string& images_d
   try {
     child = spawn(so);
   } catch (const Error& e) {
-    throw Error(ErrorCode::Internal, std::string("cannot start the image pull helper: ") + e.what() +
+    throw Error(ErrorKind::Internal, std::string("cannot start the image pull helper: ") + e.what() +
                                          " (is boxlite installed whole? set BOXLITE_LIBEXEC_DIR to its directory)");
   }
   theirs.reset();
@@ -111,7 +111,7 @@ PullResult pull_in_helper(const std::string& helper, const std::string& images_d
   LineReader lines(ours.get());
   while (auto line = lines.next()) {
     json msg = json::parse(*line, nullptr, false);
-    if (!msg.is_object()) throw Error(ErrorCode::Internal, "boxlite-pull sent something that is not a JSON object");
+    if (!msg.is_object()) throw Error(ErrorKind::Internal, "boxlite-pull sent something that is not a JSON object");
     try {
       if (msg.contains("progress")) {
         if (opts.progress) opts.progress(wire::progress_from(msg["progress"]));
@@ -124,17 +124,16 @@ PullResult pull_in_helper(const std::string& helper, const std::string& images_d
         child.wait();
         return r;
       } else if (msg.contains("error")) {
-        const json& e = msg["error"];
-        ErrorCode code = error_code_from(e.at("code").get<int>());
+        Error e = decode_error(msg["error"].get<std::string>(), "boxlite-pull");
         child.wait();
-        throw Error(code, e.at("message").get<std::string>());
+        throw e;
       }
     } catch (const json::exception& e) {
-      throw Error(ErrorCode::Internal, std::string("boxlite-pull sent a malformed message: ") + e.what());
+      throw Error(ErrorKind::Internal, std::string("boxlite-pull sent a malformed message: ") + e.what());
     }
   }
   int status = child.wait();
-  throw Error(ErrorCode::Internal,
+  throw Error(ErrorKind::Internal,
               "the image pull helper " + helper + " ended without an answer (" + describe_status(status) + ")");
 }
 

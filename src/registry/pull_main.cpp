@@ -23,9 +23,9 @@ using nlohmann::json;
 
 // The caller may be gone already: then there is no one to tell.
 template <typename Reply>
-void report_error(const Reply& reply, ErrorCode code, const char* message) noexcept {
+void report_error(const Reply& reply, const Error& e) noexcept {
   try {
-    reply({{"error", {{"code", static_cast<int>(code)}, {"message", message}}}});
+    reply({{"error", encode_error(e)}});
   } catch (...) {
   }
 }
@@ -68,9 +68,9 @@ int serve(int sock, const std::string& images_dir) {
     reply({{"result", wire::result_json(pull(store, req.at("reference").get<std::string>(), o))}});
     return 0;
   } catch (const Error& e) {
-    report_error(reply, e.code(), e.what());
+    report_error(reply, e);
   } catch (const std::exception& e) {
-    report_error(reply, ErrorCode::Internal, e.what());
+    report_error(reply, Error(ErrorKind::Internal, e.what()));
   }
   return 1;
 }

@@ -10,7 +10,7 @@ namespace boxlite::registry {
 namespace {
 
 [[noreturn]] void bad(const std::string& text, const std::string& why) {
-  throw Error(ErrorCode::InvalidArgument, "invalid image reference '" + text + "': " + why);
+  throw Error(ErrorKind::InvalidArgument, "invalid image reference '" + text + "': " + why);
 }
 
 bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }

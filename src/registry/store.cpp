@@ -31,10 +31,10 @@ json read_index(const std::string& dir) {
   try {
     json j = json::parse(read_file(path));
     if (!j.is_object() || !j.contains("manifests") || !j["manifests"].is_array())
-      throw Error(ErrorCode::Storage, "no manifests array");
+      throw Error(ErrorKind::Storage, "no manifests array");
     return j;
   } catch (const json::exception& e) {
-    throw Error(ErrorCode::Storage, "corrupt image store index " + path + ": " + e.what());
+    throw Error(ErrorKind::Storage, "corrupt image store index " + path + ": " + e.what());
   }
 }
 
@@ -84,15 +84,15 @@ ImageStore::ImageStore(std::string images_dir) : dir_(std::move(images_dir) + "/
 UniqueFd ImageStore::lock() const {
   std::string path = dir_ + "/index.lock";
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  if (!fd) throw_errno(ErrorCode::Storage, "open image store lock " + path);
+  if (!fd) throw_errno(ErrorKind::Storage, "open image store lock " + path);
   while (::flock(fd.get(), LOCK_EX) != 0) {
-    if (errno != EINTR) throw_errno(ErrorCode::Storage, "lock " + path);
+    if (errno != EINTR) throw_errno(ErrorKind::Storage, "lock " + path);
   }
   return fd;
 }
 
 std::string ImageStore::blob_path(const std::string& digest) const {
-  if (!is_sha256_digest(digest)) throw Error(ErrorCode::Image, "invalid blob digest '" + digest.substr(0, 80) + "'");
+  if (!is_sha256_digest(digest)) throw Error(ErrorKind::Image, "invalid blob digest '" + digest.substr(0, 80) + "'");
   return dir_ + "/blobs/sha256/" + digest.substr(7);
 }
 
@@ -101,7 +101,7 @@ bool ImageStore::has_blob(const std::string& digest) const { return path_exists(
 ImageStore::Ingest::Ingest(const ImageStore& store, std::string digest) : store_(store), digest_(std::move(digest)) {
   path_ = store_.dir_ + "/ingest/" + digest_.substr(7, 16) + "-" + random_hex(8);
   fd_ = UniqueFd(::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (!fd_) throw_errno(ErrorCode::Storage, "create " + path_);
+  if (!fd_) throw_errno(ErrorKind::Storage, "create " + path_);
 }
 
 ImageStore::Ingest::~Ingest() {
@@ -110,16 +110,16 @@ ImageStore::Ingest::~Ingest() {
 
 void ImageStore::Ingest::restart() {
   if (::ftruncate(fd_.get(), 0) != 0 || ::lseek(fd_.get(), 0, SEEK_SET) != 0)
-    throw_errno(ErrorCode::Storage, "truncate " + path_);
+    throw_errno(ErrorKind::Storage, "truncate " + path_);
 }
 
 void ImageStore::Ingest::commit(const std::string& actual_digest) {
   if (actual_digest != digest_) {
-    throw Error(ErrorCode::Image, "blob " + digest_ + " failed verification: its content hashes to " + actual_digest);
+    throw Error(ErrorKind::Image, "blob " + digest_ + " failed verification: its content hashes to " + actual_digest);
   }
-  if (::fsync(fd_.get()) != 0) throw_errno(ErrorCode::Storage, "fsync " + path_);
+  if (::fsync(fd_.get()) != 0) throw_errno(ErrorKind::Storage, "fsync " + path_);
   std::string dest = store_.blob_path(digest_);
-  if (::rename(path_.c_str(), dest.c_str()) != 0) throw_errno(ErrorCode::Storage, "rename " + path_ + " to " + dest);
+  if (::rename(path_.c_str(), dest.c_str()) != 0) throw_errno(ErrorKind::Storage, "rename " + path_ + " to " + dest);
   committed_ = true;
 }
 
@@ -209,9 +209,9 @@ namespace {
 
 UniqueFd flock_file(const std::string& path, int how) {
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  if (!fd) throw_errno(ErrorCode::Storage, "open lock " + path);
+  if (!fd) throw_errno(ErrorKind::Storage, "open lock " + path);
   while (::flock(fd.get(), how) != 0) {
-    if (errno != EINTR) throw_errno(ErrorCode::Storage, "lock " + path);
+    if (errno != EINTR) throw_errno(ErrorKind::Storage, "lock " + path);
   }
   return fd;
 }
@@ -234,7 +234,7 @@ uint64_t ImageStore::collect_garbage() {
   uint64_t freed = 0;
   std::string blobs = dir_ + "/blobs/sha256";
   std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(blobs.c_str()), ::closedir);
-  if (!d) throw_errno(ErrorCode::Storage, "open " + blobs);
+  if (!d) throw_errno(ErrorKind::Storage, "open " + blobs);
   std::vector<std::string> dead;
   while (auto* e = ::readdir(d.get())) {
     std::string name = e->d_name;

@@ -28,7 +28,7 @@ namespace {
 constexpr uint64_t kMiB = 1 << 20;
 constexpr uint64_t kFsBlock = 4096;
 
-[[noreturn]] void storage_fail(const std::string& msg) { throw Error(ErrorCode::Storage, msg); }
+[[noreturn]] void storage_fail(const std::string& msg) { throw Error(ErrorKind::Storage, msg); }
 
 // An unprivileged builder cannot empty directories the image made read-only
 // (e.g. 0555); give their owner (us) write access back, then remove.
@@ -52,7 +52,7 @@ class TempDir {
  public:
   TempDir(const std::string& parent, const std::string& prefix) {
     std::string tmpl = parent + "/" + prefix + "-XXXXXX";
-    if (!::mkdtemp(tmpl.data())) throw_errno(ErrorCode::Storage, "create temp dir in " + parent);
+    if (!::mkdtemp(tmpl.data())) throw_errno(ErrorKind::Storage, "create temp dir in " + parent);
     path_ = tmpl;
   }
   TempDir(const TempDir&) = delete;
@@ -94,9 +94,9 @@ class PendingFile {
 class FileLock {
  public:
   explicit FileLock(const std::string& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
-    if (!fd_) throw_errno(ErrorCode::Storage, "open lock file " + path);
+    if (!fd_) throw_errno(ErrorKind::Storage, "open lock file " + path);
     while (::flock(fd_.get(), LOCK_EX) != 0) {
-      if (errno != EINTR) throw_errno(ErrorCode::Storage, "lock " + path);
+      if (errno != EINTR) throw_errno(ErrorKind::Storage, "lock " + path);
     }
   }
 
@@ -133,7 +133,7 @@ RunResult run_tool(const std::vector<std::string>& argv) {
 std::string digest_hex(const std::string& d, const std::string& what, const image::LocalImage& img) {
   bool ok =
       d.starts_with("sha256:") && d.size() == 71 && d.find_first_not_of("0123456789abcdef", 7) == std::string::npos;
-  if (!ok) throw Error(ErrorCode::Image, "malformed " + what + " digest '" + d + "' for image " + img.layout_dir);
+  if (!ok) throw Error(ErrorKind::Image, "malformed " + what + " digest '" + d + "' for image " + img.layout_dir);
   return d.substr(7);
 }
 
@@ -163,8 +163,8 @@ uint64_t ext4_size_for(uint64_t content) {
 
 void make_sparse_file(const std::string& path, uint64_t size) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (!fd) throw_errno(ErrorCode::Storage, "create " + path);
-  if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) throw_errno(ErrorCode::Storage, "size " + path);
+  if (!fd) throw_errno(ErrorKind::Storage, "create " + path);
+  if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) throw_errno(ErrorKind::Storage, "size " + path);
 }
 
 void run_mkfs(const std::string& tree, const std::string& file, uint64_t size, const std::string& digest) {
@@ -287,7 +287,7 @@ void build_base(const std::string& home, const image::LocalImage& img, const std
                 const std::string& final_path) {
   TempDir tree(home + "/tmp", "unpack-" + hex.substr(0, 12));
   // mkdtemp makes 0700; mkfs copies the mode to the guest's "/".
-  if (::chmod(tree.path().c_str(), 0755) != 0) throw_errno(ErrorCode::Storage, "chmod " + tree.path());
+  if (::chmod(tree.path().c_str(), 0755) != 0) throw_errno(ErrorKind::Storage, "chmod " + tree.path());
   uint64_t budget = image::max_image_bytes();  // one budget for all layers together
   std::vector<std::pair<std::string, struct stat>> verified;
   for (const auto& layer : img.layers) {
@@ -305,7 +305,7 @@ void build_base(const std::string& home, const image::LocalImage& img, const std
   // The json first: whoever sees the .ext4 also finds its metadata.
   write_file_atomic(dir + "/" + hex + ".json", metadata_json(img, size));
   if (::rename(out.path().c_str(), final_path.c_str()) != 0) {
-    throw_errno(ErrorCode::Storage, "rename " + out.path() + " to " + final_path);
+    throw_errno(ErrorKind::Storage, "rename " + out.path() + " to " + final_path);
   }
   out.commit();
 }
@@ -322,7 +322,7 @@ uint64_t build_overlay_layer(const std::string& home, const image::Layer& layer,
                              const std::string& dir, const std::string& hex, const std::string& final_path,
                              uint64_t budget) {
   if (::geteuid() != 0) {  // before reading a possibly large blob for nothing
-    throw Error(ErrorCode::Unsupported, "cannot prepare layer " + layer.digest + " owned by uid " +
+    throw Error(ErrorKind::Unsupported, "cannot prepare layer " + layer.digest + " owned by uid " +
                                             std::to_string(offset) +
                                             "+: the jail engine needs root to prepare shifted layers");
   }
@@ -332,17 +332,17 @@ uint64_t build_overlay_layer(const std::string& home, const image::Layer& layer,
   uint64_t used =
       image::extract_layer_blob_for_overlay(tmp.path(), layer, {offset, offset, budget}, &blob_st).budget_used();
   UniqueFd root(::open(tmp.path().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!root) throw_errno(ErrorCode::Storage, "open " + tmp.path());
+  if (!root) throw_errno(ErrorKind::Storage, "open " + tmp.path());
   // Whatever the tar said about "./": the box's root-owned, world-searchable layer root.
-  if (::fchown(root.get(), offset, offset) != 0) throw_errno(ErrorCode::Storage, "chown " + tmp.path());
-  if (::fchmod(root.get(), 0755) != 0) throw_errno(ErrorCode::Storage, "chmod " + tmp.path());
+  if (::fchown(root.get(), offset, offset) != 0) throw_errno(ErrorKind::Storage, "chown " + tmp.path());
+  if (::fchmod(root.get(), 0755) != 0) throw_errno(ErrorKind::Storage, "chmod " + tmp.path());
   // Durable before it is published: a crash must not leave a half-written layer that
   // looks complete.
-  if (::syncfs(root.get()) != 0) throw_errno(ErrorCode::Storage, "sync " + tmp.path());
+  if (::syncfs(root.get()) != 0) throw_errno(ErrorKind::Storage, "sync " + tmp.path());
   // Recorded before the layer appears: whoever finds it finds its size too.
   record_verified_blob(home, hex, blob_st, used);
   if (::rename(tmp.path().c_str(), final_path.c_str()) != 0) {
-    throw_errno(ErrorCode::Storage, "rename " + tmp.path() + " to " + final_path);
+    throw_errno(ErrorKind::Storage, "rename " + tmp.path() + " to " + final_path);
   }
   tmp.release();
   return used;
@@ -353,12 +353,12 @@ uint64_t build_overlay_layer(const std::string& home, const image::Layer& layer,
 std::vector<std::string> ensure_overlay_layers(const std::string& home, const image::LocalImage& img,
                                                uint32_t uid_offset) {
   if (uid_offset > std::numeric_limits<uint32_t>::max() - kBoxIds) {
-    throw Error(ErrorCode::InvalidArgument,
+    throw Error(ErrorKind::InvalidArgument,
                 "uid offset " + std::to_string(uid_offset) + " leaves no room for 65536 ids");
   }
   // Before anything is unpacked: one overlay mount takes so many (jail.cpp).
   if (img.layers.size() > kMaxOverlayLayers) {
-    throw Error(ErrorCode::Image, "image " + img.layout_dir + " has " + std::to_string(img.layers.size()) +
+    throw Error(ErrorKind::Image, "image " + img.layout_dir + " has " + std::to_string(img.layers.size()) +
                                       " layers; the jail engine mounts at most " + std::to_string(kMaxOverlayLayers));
   }
   std::string dir = home + "/images/layers";
@@ -368,7 +368,7 @@ std::vector<std::string> ensure_overlay_layers(const std::string& home, const im
   auto charge = [&](uint64_t bytes, const image::Layer& layer) {
     used += bytes;
     if (used > max) {
-      throw Error(ErrorCode::Image, "image " + img.layout_dir + ": its layers up to " + layer.digest + " take " +
+      throw Error(ErrorKind::Image, "image " + img.layout_dir + ": its layers up to " + layer.digest + " take " +
                                         std::to_string(used) + " bytes unpacked, over the " + std::to_string(max) +
                                         "-byte image size limit (BOXLITE_MAX_IMAGE_BYTES)");
     }
@@ -436,7 +436,7 @@ std::string ensure_base_ext4(const std::string& home, const image::LocalImage& i
 
 void create_overlay(const std::string& base, const std::string& overlay, uint64_t size_bytes) {
   struct stat st;
-  if (::stat(base.c_str(), &st) != 0) throw_errno(ErrorCode::Storage, "overlay base image " + base);
+  if (::stat(base.c_str(), &st) != 0) throw_errno(ErrorKind::Storage, "overlay base image " + base);
   // qemu-img resolves a relative backing path against the overlay's directory.
   std::string abs_base = std::filesystem::absolute(base).lexically_normal().string();
   PendingFile tmp(overlay + ".tmp-" + random_hex(4));
@@ -446,7 +446,7 @@ void create_overlay(const std::string& base, const std::string& overlay, uint64_
   RunResult r = run_tool(argv);
   if (!r.ok()) storage_fail("qemu-img create " + overlay + " (backing " + abs_base + ") failed: " + tool_failure(r));
   if (::rename(tmp.path().c_str(), overlay.c_str()) != 0)
-    throw_errno(ErrorCode::Storage, "rename " + tmp.path() + " to " + overlay);
+    throw_errno(ErrorKind::Storage, "rename " + tmp.path() + " to " + overlay);
   tmp.commit();
 }
 

@@ -51,7 +51,7 @@ std::vector<std::string> ensure_overlay_layers(const std::string& home, const im
 
 // qemu-img create -f qcow2 -F raw -b BASE OVERLAY [size_bytes if > base size].
 // The backing path is stored absolute. The overlay appears atomically (temp name +
-// rename). Errors: ErrorCode::Storage carrying qemu-img's stderr.
+// rename). Errors: ErrorKind::Storage carrying qemu-img's stderr.
 void create_overlay(const std::string& base, const std::string& overlay, uint64_t size_bytes = 0);
 
 }  // namespace boxlite::rootfs

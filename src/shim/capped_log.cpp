@@ -13,7 +13,7 @@ namespace {
 
 UniqueFd open_log(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!fd) throw_errno(ErrorCode::Storage, "open " + path);
+  if (!fd) throw_errno(ErrorKind::Storage, "open " + path);
   return fd;
 }
 
@@ -21,7 +21,7 @@ UniqueFd open_log(const std::string& path) {
 
 LogPipe make_log_pipe() {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno(ErrorCode::Engine, "pipe for an engine log");
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno(ErrorKind::Engine, "pipe for an engine log");
   // Room for a kernel's whole boot log while the shim is busy elsewhere.
   ::fcntl(fds[1], F_SETPIPE_SZ, 1 << 20);
   return {UniqueFd(fds[0]), UniqueFd(fds[1])};

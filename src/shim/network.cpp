@@ -32,7 +32,7 @@ Child spawn_netd(const engine::ShimSpec& spec, const char* link_kind, int link_f
                         "--link-fd", lfd.c_str(), "--ready-fd",      rfd.c_str(), nullptr};
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
-  if (pid < 0) throw_errno(ErrorCode::Network, "fork for boxlite-net");
+  if (pid < 0) throw_errno(ErrorKind::Network, "fork for boxlite-net");
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);
@@ -61,7 +61,7 @@ Child spawn_netd(const engine::ShimSpec& spec, const char* link_kind, int link_f
 
 NetProcess start_netd(const engine::ShimSpec& spec, const char* link_kind, int link_fd) {
   int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) throw_errno(ErrorCode::Network, "pipe");
+  if (::pipe2(p, O_CLOEXEC) != 0) throw_errno(ErrorKind::Network, "pipe");
   UniqueFd ready_r(p[0]), ready_w(p[1]);
   NetProcess net;
   // What the guest's traffic makes boxlite-net say goes through the shim's cap.
@@ -79,17 +79,17 @@ void disable_ipv6(const char* ifname) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
   if (!fd) {
     if (errno == ENOENT) return;
-    throw_errno(ErrorCode::Network, "open " + path);
+    throw_errno(ErrorKind::Network, "open " + path);
   }
-  if (::write(fd.get(), "1", 1) != 1) throw_errno(ErrorCode::Network, "turn off IPv6 on " + std::string(ifname));
+  if (::write(fd.get(), "1", 1) != 1) throw_errno(ErrorKind::Network, "turn off IPv6 on " + std::string(ifname));
 }
 
 // Runs fn in the network namespace `theirs`, then returns to ours.
 template <typename Fn>
 void in_netns(int theirs, Fn fn) {
   UniqueFd ours(::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC));
-  if (!ours) throw_errno(ErrorCode::Network, "open the shim's network namespace");
-  if (::setns(theirs, CLONE_NEWNET) != 0) throw_errno(ErrorCode::Network, "enter the box's network namespace");
+  if (!ours) throw_errno(ErrorKind::Network, "open the shim's network namespace");
+  if (::setns(theirs, CLONE_NEWNET) != 0) throw_errno(ErrorKind::Network, "enter the box's network namespace");
   try {
     fn();
   } catch (...) {
@@ -112,7 +112,7 @@ void wait_ready(NetProcess& net, const engine::ShimSpec& spec, double deadline_m
     pollfd pfd{net.ready.get(), POLLIN, 0};
     int n = ::poll(&pfd, 1, wait);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw Error(ErrorCode::Network, "the box's network (boxlite-net) did not start in time");
+    if (n <= 0) throw Error(ErrorKind::Network, "the box's network (boxlite-net) did not start in time");
     char buf[512];
     ssize_t r = ::read(net.ready.get(), buf, sizeof buf);
     if (r < 0 && errno == EINTR) continue;
@@ -126,7 +126,7 @@ void wait_ready(NetProcess& net, const engine::ShimSpec& spec, double deadline_m
   net.child.wait();
   std::string why = trim(said);
   if (why.empty()) why = "boxlite-net exited without a reason (see " + spec.box_dir + "/net.log)";
-  throw Error(ErrorCode::Network, why);
+  throw Error(ErrorKind::Network, why);
 }
 
 NetProcess start_vm_network(const engine::ShimSpec& spec) {
@@ -142,11 +142,11 @@ UniqueFd make_jail_tap(int box_netns) {
   UniqueFd tap;
   in_netns(box_netns, [&] {
     tap = UniqueFd(::open("/dev/net/tun", O_RDWR | O_CLOEXEC));
-    if (!tap) throw_errno(ErrorCode::Network, "open /dev/net/tun");
+    if (!tap) throw_errno(ErrorKind::Network, "open /dev/net/tun");
     ifreq ifr{};
     std::strncpy(ifr.ifr_name, net::kGuestInterface, IFNAMSIZ - 1);
     ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
-    if (::ioctl(tap.get(), TUNSETIFF, &ifr) != 0) throw_errno(ErrorCode::Network, "create the box's TAP device");
+    if (::ioctl(tap.get(), TUNSETIFF, &ifr) != 0) throw_errno(ErrorKind::Network, "create the box's TAP device");
     // Closing the last fd of a non-persistent TAP unregisters it there and then
     // (15-25 ms of RCU waits, which the box's stop would wait for). A persistent one
     // goes with the box's network namespace instead, which the kernel dismantles in
@@ -154,7 +154,7 @@ UniqueFd make_jail_tap(int box_netns) {
     // boxlite-net, holds it
     // (the box has no /dev/net/tun and no CAP_NET_ADMIN).
     if (::ioctl(tap.get(), TUNSETPERSIST, 1) != 0)
-      throw_errno(ErrorCode::Network, "make the box's TAP device persistent");
+      throw_errno(ErrorKind::Network, "make the box's TAP device persistent");
     // Left on, IPv6 would send its own frames (DAD, router solicitations) as the
     // link comes up, which only start boxlite-net early for nothing.
     disable_ipv6(net::kGuestInterface);

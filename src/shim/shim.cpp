@@ -72,7 +72,7 @@ Child spawn_engine(const std::vector<std::string>& argv, int stdout_fd, int stde
   args.push_back(nullptr);
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
-  if (pid < 0) throw_errno(ErrorCode::Engine, "fork for " + argv[0]);
+  if (pid < 0) throw_errno(ErrorKind::Engine, "fork for " + argv[0]);
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);
@@ -140,7 +140,7 @@ void Shim::boot_failed(const std::string& stage, const std::string& why) {
     msg += "\n--- console tail (" + engine::console_log_path(spec_.box_dir) + ") ---\n" +
            (console.empty() ? "(empty)" : console);
   }
-  throw Error(ErrorCode::Engine, msg);
+  throw Error(ErrorKind::Engine, msg);
 }
 
 Frame Shim::read_guest_frame_blocking(double deadline_ms, const std::string& stage) {
@@ -190,7 +190,7 @@ void Shim::start_jail() {
     warnings_ = std::move(j.warnings);
     etc_files_bound_ = j.etc_files_bound;
   } catch (const Error& e) {
-    throw Error(e.code(), "box " + spec_.box_id + " failed to start: " + e.what());
+    throw Error(e.kind(), "box " + spec_.box_id + " failed to start: " + e.what());
   }
 }
 
@@ -200,7 +200,7 @@ void Shim::start_vm(double deadline) {
       net_ = start_vm_network(spec_);
       net_log_ = CappedLog(std::move(net_.log), spec_.box_dir + "/net.log", kEngineLogBytes);
     } catch (const Error& e) {
-      throw Error(e.code(), "box " + spec_.box_id + " failed to start: " + e.what());
+      throw Error(e.kind(), "box " + spec_.box_id + " failed to start: " + e.what());
     }
   }
   agent_listen_ = unix_listen(engine::agent_socket_path(spec_.box_dir), 1);
@@ -331,7 +331,7 @@ void Shim::boot() {
   } else if (spec_.engine == "jail") {
     start_jail();
   } else {
-    throw Error(ErrorCode::Unsupported, "engine '" + spec_.engine + "' is not supported by this shim");
+    throw Error(ErrorKind::Unsupported, "engine '" + spec_.engine + "' is not supported by this shim");
   }
   double t_engine = now_ms();
   trace("shim: engine started");
@@ -363,12 +363,12 @@ void Shim::boot() {
     reply = read_guest_frame_blocking(deadline, "configure the box (phase 2)");
   }
   if (reply.type == FrameType::Error) {
-    auto err = protocol::parse_message<proto::ErrorReply>(reply);
-    if (err.code() == static_cast<uint32_t>(ErrorCode::Execution)) {
+    Error err = protocol::error_from_frame(reply, "the guest");
+    if (err.kind() == ErrorKind::Execution) {
       if (engine_.valid()) engine_.kill_now();
-      throw Error(ErrorCode::Execution, "box " + spec_.box_id + ": cannot start its main command: " + err.message());
+      throw with_context(err, "box " + spec_.box_id + ": cannot start its main command");
     }
-    boot_failed("configure the box (phase 2)", err.message());
+    boot_failed("configure the box (phase 2)", err.what());
   }
   if (reply.type != FrameType::Configured) {
     boot_failed("configure the box (phase 2)", std::string("unexpected ") + protocol::frame_type_name(reply.type));
@@ -383,7 +383,7 @@ void Shim::boot() {
       trace("shim: net ready");
     } catch (const Error& e) {
       if (engine_.valid()) engine_.kill_now();
-      throw Error(e.code(), "box " + spec_.box_id + " failed to start: " + e.what());
+      throw Error(e.kind(), "box " + spec_.box_id + " failed to start: " + e.what());
     }
   }
 }
@@ -584,8 +584,8 @@ void Shim::on_guest_frame(Frame& f) {
   if (f.stream == 0) {
     // What the guest says goes to shim.log only a few times: it may say it forever.
     if (f.type == FrameType::Error && ++guest_errors_logged_ <= kMaxGuestErrorsLogged) {
-      auto e = protocol::parse_message<proto::ErrorReply>(f);
-      std::fprintf(stderr, "boxlite-shim: guest error: %.512s%s\n", e.message().c_str(),
+      Error e = protocol::error_from_frame(f, "the guest");
+      std::fprintf(stderr, "boxlite-shim: guest error: %.512s%s\n", e.what(),
                    guest_errors_logged_ == kMaxGuestErrorsLogged ? " (further guest errors are not logged)" : "");
     }
     return;  // Pong and anything else on the control stream
@@ -593,13 +593,13 @@ void Shim::on_guest_frame(Frame& f) {
   if (f.stream == protocol::kMainStream && main_.present) return on_main_frame(f);
   auto r = routes_.find(f.stream);
   if (r == routes_.end())
-    throw Error(ErrorCode::Rpc, "guest sent " + std::string(protocol::frame_type_name(f.type)) + " on unknown stream " +
+    throw Error(ErrorKind::Rpc, "guest sent " + std::string(protocol::frame_type_name(f.type)) + " on unknown stream " +
                                     std::to_string(f.stream));
   Route& route = r->second;
   if (f.type == FrameType::Stdout || f.type == FrameType::Stderr) {
     uint64_t& credit = f.type == FrameType::Stdout ? route.out_credit : route.err_credit;
     if (f.payload.size() > credit)
-      throw Error(ErrorCode::Rpc, "guest sent output beyond its credit on stream " + std::to_string(f.stream));
+      throw Error(ErrorKind::Rpc, "guest sent output beyond its credit on stream " + std::to_string(f.stream));
     credit -= f.payload.size();
   }
   bool closes = f.type == FrameType::Exit || f.type == FrameType::Error;
@@ -639,10 +639,7 @@ void Shim::on_client_readable(Client& c) {
       on_client_frame(c, *f);
     }
   } catch (const Error& e) {
-    proto::ErrorReply err;
-    err.set_code(static_cast<uint32_t>(e.code()));
-    err.set_message(e.what());
-    send_client(c, 0, FrameType::Error, err.SerializeAsString());
+    send_client(c, 0, FrameType::Error, protocol::error_payload(e));
     flush_client(c);
     drop_client(id);
   }
@@ -650,10 +647,10 @@ void Shim::on_client_readable(Client& c) {
 
 void Shim::on_client_frame(Client& c, Frame& f) {
   if (!c.hello) {
-    if (f.type != FrameType::Hello) throw Error(ErrorCode::Rpc, "expected Hello first");
+    if (f.type != FrameType::Hello) throw Error(ErrorKind::Rpc, "expected Hello first");
     auto h = protocol::parse_message<proto::Hello>(f);
     if (h.version() != protocol::kProtocolVersion) {
-      throw Error(ErrorCode::Rpc, "protocol version mismatch: client speaks " + std::to_string(h.version()) +
+      throw Error(ErrorKind::Rpc, "protocol version mismatch: client speaks " + std::to_string(h.version()) +
                                       ", shim speaks " + std::to_string(protocol::kProtocolVersion));
     }
     c.hello = true;
@@ -669,25 +666,23 @@ void Shim::on_client_frame(Client& c, Frame& f) {
       case FrameType::Shutdown: begin_stop("stop requested"); return;
       case FrameType::Metrics: send_client(c, 0, FrameType::Metrics, stats().SerializeAsString()); return;
       default:
-        throw Error(ErrorCode::Rpc, std::string("unexpected ") + protocol::frame_type_name(f.type) + " on stream 0");
+        throw Error(ErrorKind::Rpc, std::string("unexpected ") + protocol::frame_type_name(f.type) + " on stream 0");
     }
   }
   if (f.type == FrameType::Attach) return attach_main(c, f);
   if (f.type == FrameType::Exec) {
     if (c.streams.count(f.stream))
-      throw Error(ErrorCode::Rpc, "stream " + std::to_string(f.stream) + " already in use");
+      throw Error(ErrorKind::Rpc, "stream " + std::to_string(f.stream) + " already in use");
     if (main_.exit) {
-      proto::ErrorReply err;
-      err.set_code(static_cast<uint32_t>(ErrorCode::InvalidState));
-      err.set_message("Cannot exec box " + spec_.box_id + ": it is stopped, and its main command has already exited");
-      send_client(c, f.stream, FrameType::Error, err.SerializeAsString());
+      send_client(c, f.stream, FrameType::Error,
+                  protocol::error_payload(Error(
+                      ErrorKind::InvalidState,
+                      "Cannot exec box " + spec_.box_id + ": it is stopped, and its main command has already exited")));
       return;
     }
     if (stopping_ || !guest_) {
-      proto::ErrorReply err;
-      err.set_code(static_cast<uint32_t>(ErrorCode::Stopped));
-      err.set_message("box " + spec_.box_id + " is stopping");
-      send_client(c, f.stream, FrameType::Error, err.SerializeAsString());
+      send_client(c, f.stream, FrameType::Error,
+                  protocol::error_payload(Error(ErrorKind::Stopped, "box " + spec_.box_id + " is stopping")));
       ++exec_errors_;
       return;
     }
@@ -715,7 +710,7 @@ void Shim::on_client_frame(Client& c, Frame& f) {
     case FrameType::Signal:
     case FrameType::Resize: send_guest(s->second, f.type, f.payload); return;
     default:
-      throw Error(ErrorCode::Rpc, std::string("unexpected ") + protocol::frame_type_name(f.type) + " from client");
+      throw Error(ErrorKind::Rpc, std::string("unexpected ") + protocol::frame_type_name(f.type) + " from client");
   }
 }
 
@@ -791,7 +786,7 @@ void Shim::on_main_frame(Frame& f) {
     case FrameType::Stdout:
     case FrameType::Stderr: {
       uint64_t& credit = f.type == FrameType::Stdout ? main_.out_credit : main_.err_credit;
-      if (f.payload.size() > credit) throw Error(ErrorCode::Rpc, "guest sent main command output beyond its credit");
+      if (f.payload.size() > credit) throw Error(ErrorKind::Rpc, "guest sent main command output beyond its credit");
       log_main_output(f);
       proto::Credit back;
       back.set_channel(f.type == FrameType::Stdout ? proto::STDOUT : proto::STDERR);
@@ -829,23 +824,20 @@ void Shim::on_main_frame(Frame& f) {
       return;
     }
     default:
-      throw Error(ErrorCode::Rpc,
+      throw Error(ErrorKind::Rpc,
                   std::string("unexpected ") + protocol::frame_type_name(f.type) + " on the main command's stream");
   }
 }
 
 void Shim::attach_main(Client& c, Frame& f) {
-  auto fail = [&](ErrorCode code, const std::string& msg) {
-    proto::ErrorReply err;
-    err.set_code(static_cast<uint32_t>(code));
-    err.set_message(msg);
-    send_client(c, f.stream, FrameType::Error, err.SerializeAsString());
+  auto fail = [&](ErrorKind kind, const std::string& msg) {
+    send_client(c, f.stream, FrameType::Error, protocol::error_payload(Error(kind, msg)));
   };
-  if (c.streams.count(f.stream)) throw Error(ErrorCode::Rpc, "stream " + std::to_string(f.stream) + " already in use");
+  if (c.streams.count(f.stream)) throw Error(ErrorKind::Rpc, "stream " + std::to_string(f.stream) + " already in use");
   auto req = protocol::parse_message<proto::AttachRequest>(f);
-  if (!main_.present) return fail(ErrorCode::NotFound, "box " + spec_.box_id + " has no main command to attach to");
+  if (!main_.present) return fail(ErrorKind::NotFound, "box " + spec_.box_id + " has no main command to attach to");
   if (req.stdin() && main_.stdin_client != 0) {
-    return fail(ErrorCode::InvalidState,
+    return fail(ErrorKind::InvalidState,
                 "box " + spec_.box_id + ": another client already writes the main command's stdin");
   }
   std::vector<Frame> history = protocol::read_main_log(spec_.box_dir);
@@ -879,7 +871,7 @@ void Shim::on_main_client_frame(Client& c, Frame& f) {
     case FrameType::Signal:
     case FrameType::Resize: send_guest(protocol::kMainStream, f.type, f.payload); return;
     default:
-      throw Error(ErrorCode::Rpc, std::string("unexpected ") + protocol::frame_type_name(f.type) + " from client");
+      throw Error(ErrorKind::Rpc, std::string("unexpected ") + protocol::frame_type_name(f.type) + " from client");
   }
 }
 
@@ -906,12 +898,12 @@ void Shim::add_to_epoll(int fd, uint64_t key) {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = key;
-  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) throw_errno(ErrorCode::Internal, "epoll_ctl");
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) throw_errno(ErrorKind::Internal, "epoll_ctl");
 }
 
 void Shim::serve(int lifeline_fd) {
   epoll_ = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
-  if (!epoll_) throw_errno(ErrorCode::Internal, "epoll_create1");
+  if (!epoll_) throw_errno(ErrorKind::Internal, "epoll_create1");
   if (!listen_) listen();
   set_nonblocking(guest_.get());
   sigset_t mask;
@@ -951,7 +943,7 @@ void Shim::serve(int lifeline_fd) {
     int timeout = stopping_ ? 100 : -1;
     epoll_event events[64];
     int n = ::epoll_wait(epoll_.get(), events, 64, timeout);
-    if (n < 0 && errno != EINTR) throw_errno(ErrorCode::Internal, "epoll_wait");
+    if (n < 0 && errno != EINTR) throw_errno(ErrorKind::Internal, "epoll_wait");
     for (int i = 0; i < n; ++i) {
       uint64_t k = events[i].data.u64;
       if (k == kGuestKey) {
@@ -1017,12 +1009,11 @@ void Shim::serve(int lifeline_fd) {
   trace("shim: engine gone, exit recorded");
   record_exit();
   // The box is down: tell every client, then go.
-  proto::ErrorReply err;
-  err.set_code(static_cast<uint32_t>(ErrorCode::Stopped));
-  err.set_message("box " + spec_.box_id + " stopped" + (stop_reason_.empty() ? "" : ": " + stop_reason_));
+  std::string err = protocol::error_payload(Error(
+      ErrorKind::Stopped, "box " + spec_.box_id + " stopped" + (stop_reason_.empty() ? "" : ": " + stop_reason_)));
   for (auto& [id, c] : clients_) {
-    for (auto [cs, gs] : c->streams) send_client(*c, cs, FrameType::Error, err.SerializeAsString());
-    send_client(*c, 0, FrameType::Error, err.SerializeAsString());
+    for (auto [cs, gs] : c->streams) send_client(*c, cs, FrameType::Error, err);
+    send_client(*c, 0, FrameType::Error, err);
     set_nonblocking(c->fd.get(), false);
     flush_client(*c);
   }

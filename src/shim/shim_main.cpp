@@ -4,7 +4,7 @@
 // It is started before its box exists (core/shim_launch.hpp): it reads the box
 // directory BOX_DIR from fd N up to EOF (nothing: exit quietly), writes its output
 // to BOX_DIR/shim.log, reads BOX_DIR/shim.json, boots the box, writes "OK\n" (or
-// "ERR <code>\n<message>") to the ready fd, then serves BOX_DIR/shim.sock until the
+// "ERR " and the error, encode_error's) to the ready fd, then serves BOX_DIR/shim.sock until the
 // box stops. With --go-fd, it configures the box (which starts its main command)
 // only once the runtime writes "g" there (ShimLaunch::go).
 #include "shim/shim_main.hpp"
@@ -174,7 +174,8 @@ int shim_main(int argc, char** argv, const std::string& guest_dir) {
   if (box_dir.empty()) return 0;  // started early for a box that never came
   name_box_in_cmdline(box_dir, argc, argv);
   if (!redirect_output_to(engine::shim_log_path(box_dir))) {
-    report(ready_fd, "ERR 1\n" + errno_text("open the shim log " + engine::shim_log_path(box_dir)));
+    report(ready_fd, "ERR " + encode_error(Error(ErrorKind::Internal,
+                                                 errno_text("open the shim log " + engine::shim_log_path(box_dir)))));
     return 1;
   }
   boxlite::trace("shim: has its box");
@@ -208,11 +209,11 @@ int shim_main(int argc, char** argv, const std::string& guest_dir) {
     s.serve(lifeline_fd);
   } catch (const Error& e) {
     std::fprintf(stderr, "boxlite-shim: %s\n", e.what());
-    report(ready_fd, "ERR " + std::to_string(static_cast<int>(e.code())) + "\n" + e.what());
+    report(ready_fd, "ERR " + encode_error(e));
     status = 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "boxlite-shim: %s\n", e.what());
-    report(ready_fd, std::string("ERR 1\n") + e.what());
+    report(ready_fd, "ERR " + encode_error(Error(ErrorKind::Internal, e.what())));
     status = 1;
   }
   if (ephemeral && owner_is_gone(lifeline_fd)) remove_abandoned_box(box_dir, jail_root);

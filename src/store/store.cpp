@@ -21,7 +21,7 @@ namespace boxlite::store {
 namespace {
 
 [[noreturn]] void db_error(sqlite3* db, const std::string& what) {
-  throw Error(ErrorCode::Database, what + ": " + (db ? sqlite3_errmsg(db) : "out of memory"));
+  throw Error(ErrorKind::Database, what + ": " + (db ? sqlite3_errmsg(db) : "out of memory"));
 }
 
 // The connection's mutex (recursive: SQLITE_OPEN_FULLMUTEX) held across a call and
@@ -69,7 +69,7 @@ class Stmt {
     int rc = sqlite3_step(s_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
-    if (rc == SQLITE_CONSTRAINT) throw Error(ErrorCode::AlreadyExists, sqlite3_errmsg(db_));
+    if (rc == SQLITE_CONSTRAINT) throw Error(ErrorKind::AlreadyExists, sqlite3_errmsg(db_));
     db_error(db_, "step");
   }
   std::string text(int col) {
@@ -94,7 +94,7 @@ void exec_sql(sqlite3* db, const char* sql) {
   if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : "unknown";
     sqlite3_free(err);
-    throw Error(ErrorCode::Database, std::string("database: ") + msg);
+    throw Error(ErrorKind::Database, std::string("database: ") + msg);
   }
 }
 
@@ -179,7 +179,7 @@ Store::Store(const std::string& db_path) : db_path_(db_path) {
     std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
     db_ = nullptr;
-    throw Error(ErrorCode::Database, "open " + db_path + ": " + msg);
+    throw Error(ErrorKind::Database, "open " + db_path + ": " + msg);
   }
   // Several processes share one home: wait for each other's writes instead of failing.
   sqlite3_busy_timeout(db_, 10000);
@@ -277,7 +277,7 @@ void Store::enable_wal() {
     sqlite3_free(err);
     if (rc == SQLITE_OK) return;
     if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || attempt >= 500) {
-      throw Error(ErrorCode::Database,
+      throw Error(ErrorKind::Database,
                   "database: set WAL journal mode: " + (msg.empty() ? std::string(sqlite3_errstr(rc)) : msg));
     }
     ::usleep(2000 + static_cast<useconds_t>(attempt % 7) * 1000);  // ~10 s in all
@@ -294,7 +294,7 @@ void Store::migrate() {
   try {
     int version = schema_version();  // again, under the lock: another process may have migrated
     if (version > kSchemaVersion) {
-      throw Error(ErrorCode::Database, "Schema version mismatch: database has v" + std::to_string(version) +
+      throw Error(ErrorKind::Database, "Schema version mismatch: database has v" + std::to_string(version) +
                                            ", process expects v" + std::to_string(kSchemaVersion) +
                                            ". Upgrade boxlite to a newer version.");
     }
@@ -360,10 +360,10 @@ void Store::insert_row(const BoxRecord& r) {
   try {
     s.step();
   } catch (const Error& e) {
-    if (e.code() != ErrorCode::AlreadyExists) throw;
+    if (e.kind() != ErrorKind::AlreadyExists) throw;
     if (!r.name.empty() && find_exact(r.name))
-      throw Error(ErrorCode::AlreadyExists, "box name '" + r.name + "' is already in use");
-    throw Error(ErrorCode::AlreadyExists, "box id " + r.id + " already exists");
+      throw Error(ErrorKind::AlreadyExists, "box name '" + r.name + "' is already in use");
+    throw Error(ErrorKind::AlreadyExists, "box id " + r.id + " already exists");
   }
 }
 
@@ -380,7 +380,7 @@ void Store::update_row(const BoxRecord& r) {
   s.bind(10, int64_t{r.detach}).bind(11, r.options_json).bind(12, r.main_exit_code).bind(13, r.timings_json);
   s.bind(14, r.id);
   s.step();
-  if (sqlite3_changes(db_) == 0) throw Error(ErrorCode::NotFound, "No such box: " + r.id);
+  if (sqlite3_changes(db_) == 0) throw Error(ErrorKind::NotFound, "No such box: " + r.id);
 }
 
 std::optional<BoxRecord> Store::find_exact(const std::string& id_or_name) {

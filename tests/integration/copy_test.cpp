@@ -12,7 +12,7 @@
 #include <optional>
 #include <thread>
 
-#include "common/error_code.hpp"
+#include "common/error_kind.hpp"
 #include "support.hpp"
 
 namespace boxlite::testing {
@@ -173,7 +173,7 @@ TEST_P(CopyTest, PlacementFollowsDockerCpWithAndWithoutTheParent) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(sh("cat /root/e2/d/inner/y"), "y\n");
   // A directory onto a file is refused.
-  EXPECT_EQ(code_of([&] { box().copy_in(h("d"), "/root/e1/x"); }), ErrorCode::InvalidArgument);
+  EXPECT_EQ(kind_of([&] { box().copy_in(h("d"), "/root/e1/x"); }), ErrorKind::InvalidArgument);
   // The whole box: its files, and the kernel's filesystems as empty directories.
   box().copy_out("/", h("rootfs"));
   EXPECT_EQ(read_file(h("rootfs/root/e1/d/x")), "x\n");
@@ -188,7 +188,7 @@ TEST_P(CopyTest, NoOverwriteRefusesExistingFiles) {
   CopyOptions keep;
   keep.overwrite = false;
   std::string msg;
-  EXPECT_EQ(code_of([&] { box().copy_in(h("f"), "/root/f", keep); }, &msg), ErrorCode::AlreadyExists);
+  EXPECT_EQ(kind_of([&] { box().copy_in(h("f"), "/root/f", keep); }, &msg), ErrorKind::AlreadyExists);
   EXPECT_NE(msg.find("/root/f"), std::string::npos) << msg;
   EXPECT_EQ(sh("cat /root/f"), "old\n");
   auto r = cp({"--no-overwrite", h("f"), in_box("/root/f")});
@@ -199,7 +199,7 @@ TEST_P(CopyTest, NoOverwriteRefusesExistingFiles) {
   EXPECT_EQ(sh("cat /root/f"), "new\n");
 
   write_file_atomic(h("out.txt"), "host\n");
-  EXPECT_EQ(code_of([&] { box().copy_out("/root/f", h("out.txt"), keep); }), ErrorCode::AlreadyExists);
+  EXPECT_EQ(kind_of([&] { box().copy_out("/root/f", h("out.txt"), keep); }), ErrorKind::AlreadyExists);
   EXPECT_EQ(read_file(h("out.txt")), "host\n");
   box().copy_out("/root/f", h("out.txt"));
   EXPECT_EQ(read_file(h("out.txt")), "new\n");
@@ -236,16 +236,16 @@ TEST_P(CopyTest, FollowSymlinksCopiesWhatTheNamedLinkPointsTo) {
 
 TEST_P(CopyTest, MissingPathsAreNotFoundNamingThePathAndTheBox) {
   std::string msg;
-  EXPECT_EQ(code_of([&] { box().copy_out("/nope/missing", h("x")); }, &msg), ErrorCode::NotFound);
+  EXPECT_EQ(kind_of([&] { box().copy_out("/nope/missing", h("x")); }, &msg), ErrorKind::NotFound);
   EXPECT_NE(msg.find("/nope/missing"), std::string::npos) << msg;
   EXPECT_NE(msg.find(box().id()), std::string::npos) << msg;
   EXPECT_FALSE(path_exists(h("x")));
-  EXPECT_EQ(code_of([&] { box().copy_in(h("absent"), "/root"); }, &msg), ErrorCode::NotFound);
+  EXPECT_EQ(kind_of([&] { box().copy_in(h("absent"), "/root"); }, &msg), ErrorKind::NotFound);
   EXPECT_NE(msg.find(h("absent")), std::string::npos) << msg;
   write_file_atomic(h("f"), "f\n");
-  EXPECT_EQ(code_of([&] { box().copy_in(h("f"), "/nodir/x"); }, &msg), ErrorCode::NotFound);
+  EXPECT_EQ(kind_of([&] { box().copy_in(h("f"), "/nodir/x"); }, &msg), ErrorKind::NotFound);
   EXPECT_NE(msg.find("/nodir"), std::string::npos) << msg;
-  EXPECT_EQ(code_of([&] { box().copy_out("/etc/passwd", h("nodir/x")); }, &msg), ErrorCode::NotFound);
+  EXPECT_EQ(kind_of([&] { box().copy_out("/etc/passwd", h("nodir/x")); }, &msg), ErrorKind::NotFound);
   EXPECT_NE(msg.find(h("nodir")), std::string::npos) << msg;
 
   auto r = cp({in_box("/nope/missing"), h("x")});
@@ -255,8 +255,8 @@ TEST_P(CopyTest, MissingPathsAreNotFoundNamingThePathAndTheBox) {
   r = cp({"nosuchbox:/etc/passwd", h("x")});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("No such box: nosuchbox"), std::string::npos) << r.err;
-  EXPECT_EQ(code_of([&] { rt_->attach("nosuchbox"); }), ErrorCode::NotFound);
-  EXPECT_EQ(code_of([&] { rt_->attach("../boxes"); }), ErrorCode::NotFound);
+  EXPECT_EQ(kind_of([&] { rt_->attach("nosuchbox"); }), ErrorKind::NotFound);
+  EXPECT_EQ(kind_of([&] { rt_->attach("../boxes"); }), ErrorKind::NotFound);
   r = cp({h("f"), h("g")});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("BOX:PATH"), std::string::npos) << r.err;
@@ -354,10 +354,10 @@ TEST_P(CopyTest, HostileSymlinksInTheBoxNeverLeadACopyOutside) {
   // and nothing is written through the links left on the host.
   sh("rm /tmp/out/evil /tmp/out/canarylink && mkdir /tmp/out/canarylink /tmp/out/evil && "
      "echo pwned > /tmp/out/canarylink/c.txt && echo pwned > /tmp/out/evil/passwd");
-  EXPECT_EQ(code_of([&] { box().copy_out("/tmp/out", h("dest")); }), ErrorCode::AlreadyExists);
+  EXPECT_EQ(kind_of([&] { box().copy_out("/tmp/out", h("dest")); }), ErrorKind::AlreadyExists);
   CopyOptions contents;
   contents.include_parent = false;
-  EXPECT_EQ(code_of([&] { box().copy_out("/tmp/out", h("dest/out"), contents); }), ErrorCode::AlreadyExists);
+  EXPECT_EQ(kind_of([&] { box().copy_out("/tmp/out", h("dest/out"), contents); }), ErrorKind::AlreadyExists);
   EXPECT_EQ(read_file(h("canary/c.txt")), "canary\n");
   EXPECT_EQ(outside_of(host_, h("dest")), before);
 
@@ -371,7 +371,7 @@ TEST_P(CopyTest, HostileSymlinksInTheBoxNeverLeadACopyOutside) {
   make_dirs(h("p2/up/etc"));
   write_file_atomic(h("p2/up/etc/passwd"), "pwned\n");
   write_file_atomic(h("p2/up/evil"), "pwned\n");
-  EXPECT_EQ(code_of([&] { box().copy_in(h("p2/."), "/tmp/x"); }), ErrorCode::AlreadyExists);
+  EXPECT_EQ(kind_of([&] { box().copy_in(h("p2/."), "/tmp/x"); }), ErrorKind::AlreadyExists);
   EXPECT_EQ(sh(guard), state);
   EXPECT_EQ(sh("[ -e /evil ] && echo escaped; readlink /tmp/x/up"), "/\n");
 }

@@ -225,7 +225,7 @@ TEST_P(ExecTest, BadCwdFailsThatExecOnlyAndEnvHasPrecedence) {
     box().run(o);
     ADD_FAILURE() << "a relative cwd must fail";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
     EXPECT_NE(std::string(e.what()).find("must be an absolute path, got 'etc'"), std::string::npos) << e.what();
   }
   o.cwd = "/etc";

@@ -530,7 +530,7 @@ TEST_F(JailEscapeTest, TheAgentNeverReadsTheHostsUsersThroughTheImagesSymlinks) 
       ADD_FAILURE() << "the box resolved " << host_only << ", a user only the host has";
       box->stop();
     } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::Execution) << e.what();
+      EXPECT_EQ(e.kind(), ErrorKind::Execution) << e.what();
       EXPECT_NE(std::string(e.what()).find("unable to find user " + host_only), std::string::npos) << e.what();
     }
   }

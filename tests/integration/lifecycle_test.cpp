@@ -179,7 +179,7 @@ TEST_P(LifecycleTest, AnotherProcessReachesTheBoxThroughItsShim) {
     rt.get_info("nosuch");
     ADD_FAILURE();
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::NotFound);
+    EXPECT_EQ(e.kind(), ErrorKind::NotFound);
   }
   auto missing = run_cli({"exec", "nosuch", "--", "true"});
   EXPECT_NE(missing.exit_code, 0);
@@ -276,7 +276,7 @@ TEST_P(LifecycleTest, DetachWithAutoRemoveIsTheDocumentedError) {
     rt.create(o);
     ADD_FAILURE();
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
     EXPECT_NE(std::string(e.what()).find("remove-on-stop is incompatible with detach=true"), std::string::npos);
   }
   // detach + auto_remove=false outlives its handle.
@@ -308,7 +308,7 @@ TEST_P(LifecycleTest, StopInvalidatesTheHandleUntilStartAndGetGivesAFreshOne) {
       f();
       ADD_FAILURE() << what << " on a stopped handle must fail";
     } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::Stopped) << what;
+      EXPECT_EQ(e.kind(), ErrorKind::Stopped) << what;
       EXPECT_EQ(std::string(e.what()), kInvalidated) << what;
     }
   };
@@ -352,7 +352,7 @@ TEST_P(LifecycleTest, AHandleOfABoxRemovedByAnotherProcessSaysNoSuchBox) {
       f();
       ADD_FAILURE() << what << " of a removed box must fail";
     } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::NotFound) << what << ": " << e.what();
+      EXPECT_EQ(e.kind(), ErrorKind::NotFound) << what << ": " << e.what();
       EXPECT_EQ(std::string(e.what()), "No such box: " + id) << what;
     }
   };
@@ -751,7 +751,7 @@ TEST_F(ShutdownTest, ShutdownStopsEveryBoxAndRefusesNewOnes) {
     rt.create(o);
     ADD_FAILURE() << "create after shutdown must fail";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Stopped);
+    EXPECT_EQ(e.kind(), ErrorKind::Stopped);
     EXPECT_STREQ(e.what(), "Cannot create box: runtime has been shut down");
   }
   EXPECT_THROW(rt.shutdown(-2), Error);
@@ -823,7 +823,7 @@ TEST_F(LockTest, ASecondExclusiveRuntimeOnTheHomeIsRefused) {
         Runtime second(RuntimeOptions{.home_dir = home_, .exclusive = true});
         ::_exit(0);
       } catch (const Error& e) {
-        bool documented = e.code() == ErrorCode::InvalidState &&
+        bool documented = e.kind() == ErrorKind::InvalidState &&
                           std::string(e.what()).find("Another BoxliteRuntime is already using directory " + home_) == 0;
         ::_exit(documented ? 3 : 4);
       }
@@ -848,7 +848,7 @@ TEST_F(StoreOpenTest, AnUnusableStoreFailsTheConstructorOrEveryUseWhenOpenedInTh
   ASSERT_TRUE(run_capture({"mkdir", "-p", home_ + "/db"}).ok());
   write_file_atomic(home_ + "/db/boxlite.db", std::string(8192, 'x'), 0600, /*durable=*/false);
   auto is_database_error = [](const Error& e) {
-    return e.code() == ErrorCode::Database && std::string(e.what()).find("not a database") != std::string::npos;
+    return e.kind() == ErrorKind::Database && std::string(e.what()).find("not a database") != std::string::npos;
   };
   try {
     Runtime rt(RuntimeOptions{.home_dir = home_});

@@ -58,7 +58,7 @@ TEST_P(MainCommandTest, RunsAsPid1AndItsExitStopsTheBox) {
     box->exec(ExecOptions{.argv = {"true"}});
     ADD_FAILURE() << "exec after the main command exited must fail";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidState);
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidState);
     EXPECT_EQ(std::string(e.what()),
               "Cannot exec box " + box->id() + ": it is stopped, and its main command has already exited");
   }
@@ -125,7 +125,7 @@ TEST_P(MainCommandTest, AttachWithStdinFeedsTheMainCommand) {
     box->attach(/*with_stdin=*/true);
     ADD_FAILURE() << "only one client may write the main command's stdin";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidState);
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidState);
   }
   a.write_stdin("hello\n");
   a.close_stdin();

@@ -746,7 +746,7 @@ TEST(NetworkOptions, InvalidSpecsAreRejectedWithTheFieldNamed) {
     try {
       fn();
     } catch (const Error& e) {
-      return std::string(error_code_name(e.code())) + ": " + e.what();
+      return std::string(error_kind_name(e.kind())) + ": " + e.what();
     }
     return std::string("ok");
   };

@@ -22,7 +22,7 @@ class TestRegistry {
  public:
   explicit TestRegistry(const std::string& variant, bool push = true, int random_mb = 0) : variant_(variant) {
     char tmpl[] = "/tmp/blreg-XXXXXX";
-    if (!::mkdtemp(tmpl)) throw Error(ErrorCode::Storage, "mkdtemp");
+    if (!::mkdtemp(tmpl)) throw Error(ErrorKind::Storage, "mkdtemp");
     dir_ = tmpl;
     start();
     if (push) {
@@ -46,7 +46,7 @@ class TestRegistry {
     std::vector<std::string> argv = {script(), "start", dir_, "--variant", variant_};
     if (port_) argv.insert(argv.end(), {"--port", std::to_string(port_)});
     RunResult r = run_capture(argv);
-    if (!r.ok()) throw Error(ErrorCode::Internal, "test-registry start failed: " + r.err);
+    if (!r.ok()) throw Error(ErrorKind::Internal, "test-registry start failed: " + r.err);
     port_ = std::stoi(trim(r.out));
   }
   void stop() { run_capture({script(), "stop", dir_}); }
@@ -296,7 +296,7 @@ TEST_F(RegistryTest, RegistryGoingDownMidPull) {
     reg.stop();
     t.join();
     ASSERT_TRUE(failure.has_value());
-    EXPECT_EQ(failure->code(), ErrorCode::Network) << failure->what();
+    EXPECT_EQ(failure->kind(), ErrorKind::Network) << failure->what();
     EXPECT_NE(std::string(failure->what()).find("cannot reach registry " + reg.host()), std::string::npos)
         << failure->what();
     registry::ImageStore store(home_ + "/images");

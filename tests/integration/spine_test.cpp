@@ -114,7 +114,7 @@ TEST_P(EngineTest, MissingBinaryIsASpawnErrorNotExitCode127FromAShell) {
     box->run(ExecOptions{{"nope-not-here"}});
     ADD_FAILURE() << "expected a spawn error";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Execution);
+    EXPECT_EQ(e.kind(), ErrorKind::Execution);
     EXPECT_NE(std::string(e.what()).find("spawn_failed"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("not found in $PATH"), std::string::npos) << e.what();
   }
@@ -359,7 +359,7 @@ TEST_F(VmTest, AGuestThatNeverAnswersTimesOutWithTheStageNamed) {
     ADD_FAILURE() << "boot should fail";
   } catch (const Error& e) {
     std::string msg = e.what();
-    EXPECT_EQ(e.code(), ErrorCode::Engine);
+    EXPECT_EQ(e.kind(), ErrorKind::Engine);
     EXPECT_NE(msg.find("failed to boot"), std::string::npos) << msg;
     EXPECT_NE(msg.find("console tail"), std::string::npos) << msg;
   }
@@ -443,7 +443,7 @@ TEST_F(AccelTest, KvmRequestedWhereUnusableIsUnsupportedEngine) {
     rt.create(o);
     ADD_FAILURE() << "expected UnsupportedEngine";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::UnsupportedEngine);
+    EXPECT_EQ(e.kind(), ErrorKind::UnsupportedEngine);
     EXPECT_NE(std::string(e.what()).find("KVM is not usable"), std::string::npos) << e.what();
   }
   expect_no_leftovers();

@@ -7,7 +7,7 @@
 #include <functional>
 #include <map>
 
-#include "common/error_code.hpp"
+#include "common/error_kind.hpp"
 #include "core/volumes.hpp"
 #include "support.hpp"
 
@@ -213,7 +213,7 @@ TEST_P(StorageTest, VolumeErrorsUseTheDocumentedMessages) {
     try {
       rt.create(o);
     } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
       return e.what();
     }
     return "no error";
@@ -236,7 +236,7 @@ TEST_P(StorageTest, DiskSizeGivesThatMuchDiskAndAFullDiskIsEnospcInTheBox) {
       rt.create(o);
       ADD_FAILURE() << "jail accepted disk_size_gb";
     } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::Unsupported) << e.what();
+      EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
       EXPECT_NE(std::string(e.what()).find("disk_size_gb"), std::string::npos);
     }
     return;
@@ -294,11 +294,11 @@ TEST_P(StorageTest, DefaultDiskIsTenGibSparse) {
 
 BOXLITE_ON_BOTH_ENGINES(StorageTest);
 
-std::string error_of(const std::function<void()>& fn, ErrorCode want) {
+std::string error_of(const std::function<void()>& fn, ErrorKind want) {
   try {
     fn();
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), want) << e.what();
+    EXPECT_EQ(e.kind(), want) << e.what();
     return e.what();
   }
   ADD_FAILURE() << "no error";
@@ -365,11 +365,11 @@ TEST_F(SnapshotTest, CreateListGetRestoreRemoveWithTheDocumentedErrors) {
   EXPECT_EQ(box->snapshot().list()[0].name, "v1");
   EXPECT_TRUE(box->snapshot().get("v1").has_value());
   EXPECT_FALSE(box->snapshot().get("missing").has_value());
-  error_of([&] { box->snapshot().create("v1"); }, ErrorCode::AlreadyExists);
-  error_of([&] { box->snapshot().create("bad name"); }, ErrorCode::InvalidArgument);
+  error_of([&] { box->snapshot().create("v1"); }, ErrorKind::AlreadyExists);
+  error_of([&] { box->snapshot().create("bad name"); }, ErrorKind::InvalidArgument);
 
   EXPECT_EQ(sh(*box, "cat /data.txt; echo v2 > /data.txt; echo x > /extra"), "v1\n");
-  EXPECT_NE(error_of([&] { box->snapshot().restore("v1"); }, ErrorCode::InvalidState)
+  EXPECT_NE(error_of([&] { box->snapshot().restore("v1"); }, ErrorKind::InvalidState)
                 .find("Cannot restore snapshot while box is running. Stop the box first."),
             std::string::npos);
   stop(box);
@@ -377,10 +377,10 @@ TEST_F(SnapshotTest, CreateListGetRestoreRemoveWithTheDocumentedErrors) {
   box->snapshot().restore("v1");
   EXPECT_EQ(sh(*box, "cat /data.txt; ls /extra 2>&1 || true"), "v1\nls: /extra: No such file or directory\n");
   stop(box);
-  EXPECT_NE(error_of([&] { box->snapshot().remove("v1"); }, ErrorCode::InvalidState)
+  EXPECT_NE(error_of([&] { box->snapshot().remove("v1"); }, ErrorKind::InvalidState)
                 .find("current disk depends on this snapshot"),
             std::string::npos);
-  error_of([&] { box->snapshot().restore("missing"); }, ErrorCode::NotFound);
+  error_of([&] { box->snapshot().restore("missing"); }, ErrorKind::NotFound);
   // "after" holds v2; the disk now grows from v1, so "after" can go.
   box->snapshot().restore("after");
   EXPECT_EQ(sh(*box, "cat /data.txt /extra"), "v2\nx\n");
@@ -407,7 +407,7 @@ TEST_F(SnapshotTest, CloneIsIndependentStartsStoppedAndProtectsItsSource) {
   EXPECT_EQ(sh(*clone, "cat /f"), "clone\n");
   stop(src);
   stop(clone);
-  EXPECT_NE(error_of([&] { rt_->remove("src"); }, ErrorCode::InvalidState).find("have clone dependencies"),
+  EXPECT_NE(error_of([&] { rt_->remove("src"); }, ErrorKind::InvalidState).find("have clone dependencies"),
             std::string::npos);
   rt_->remove("src", true);
   EXPECT_EQ(sh(*clone, "cat /f /mine; md5sum -c /r.md5 >/dev/null && echo same"), "clone\nonly\nsame\n");
@@ -425,7 +425,7 @@ TEST_F(SnapshotTest, ExportImportIntoAnotherHomeGivesIdenticalFiles) {
   std::string path = rt_->export_box(*box, out_dir);
   EXPECT_EQ(path, out_dir + "/exp.boxlite");
   ASSERT_TRUE(path_exists(path));
-  error_of([&] { rt_->export_box(*box, home_ + "/missing"); }, ErrorCode::InvalidArgument);
+  error_of([&] { rt_->export_box(*box, home_ + "/missing"); }, ErrorKind::InvalidArgument);
 
   std::string other = home_ + "/h2";
   make_dirs(other);
@@ -482,7 +482,7 @@ TEST_F(SnapshotTest, JailSnapshotsAndClonesCopyTheUpperLayer) {
   EXPECT_EQ(s.box_id, box->id());
   ASSERT_EQ(box->snapshot().list().size(), 1u);
   EXPECT_EQ(sh(*box, "echo v2 > /data.txt; echo x > /extra; cat /data.txt"), "v2\n");
-  EXPECT_NE(error_of([&] { box->snapshot().restore("v1"); }, ErrorCode::InvalidState).find("while box is running"),
+  EXPECT_NE(error_of([&] { box->snapshot().restore("v1"); }, ErrorKind::InvalidState).find("while box is running"),
             std::string::npos);
   stop(box);
   box->snapshot().restore("v1");
@@ -519,7 +519,7 @@ TEST_F(SnapshotTest, EveryRemovePathChecksCloneDependencies) {
     auto src = rt_->create(o, "auto");
     sh(*src, "echo x > /f");
     clone = rt_->clone_box(*src, "dep");  // of the running source
-    EXPECT_NE(error_of([&] { src->destroy(); }, ErrorCode::InvalidState).find("have clone dependencies"),
+    EXPECT_NE(error_of([&] { src->destroy(); }, ErrorKind::InvalidState).find("have clone dependencies"),
               std::string::npos);
   }  // auto_remove: the handle goes, the box it cannot remove is left stopped
   EXPECT_EQ(rt_->get_info("auto").status, "stopped");
@@ -621,7 +621,7 @@ with tarfile.open(dst, "w") as t:
     auto r = run_capture({"python3", "-c", craft, path, bad, kind});
     ASSERT_TRUE(r.ok()) << r.err;
     auto before_boxes = dir_entries(other + "/boxes").size();
-    EXPECT_NE(error_of([&] { rt2.import_box(bad); }, ErrorCode::InvalidArgument).find("refused upper layer entry"),
+    EXPECT_NE(error_of([&] { rt2.import_box(bad); }, ErrorKind::InvalidArgument).find("refused upper layer entry"),
               std::string::npos)
         << kind;
     EXPECT_EQ(dir_entries(other + "/boxes").size(), before_boxes) << kind;
@@ -712,7 +712,7 @@ with tarfile.open(dst, "w") as t:
     ASSERT_TRUE(r.ok()) << kind << ": " << r.err;
     auto boxes_before = dir_entries(home_ + "/boxes").size();
     auto rows_before = rt_->list_info().size();
-    EXPECT_NE(error_of([&] { rt_->import_box(bad); }, ErrorCode::InvalidArgument).find(why), std::string::npos) << kind;
+    EXPECT_NE(error_of([&] { rt_->import_box(bad); }, ErrorKind::InvalidArgument).find(why), std::string::npos) << kind;
     auto cli = run_cli({"import", bad, "--name", std::string("cli-") + kind});
     EXPECT_EQ(cli.exit_code, 125) << kind << ": " << cli.err;
     EXPECT_NE(cli.err.find(why), std::string::npos) << kind << ": " << cli.err;
@@ -746,7 +746,7 @@ TEST_P(LiveStorageTest, SnapshotOfARunningBoxKeepsItsFilesAndTheBoxRunsOn) {
   EXPECT_EQ(rt_->get_info("live").status, "running");
   // It runs on and accepts execs, writing over what the snapshot holds.
   EXPECT_EQ(sh(*box, "cat /root/data; echo v2 > /root/data; echo x > /root/extra; cat /root/data"), "v1\nv2\n");
-  EXPECT_NE(error_of([&] { box->snapshot().restore("live"); }, ErrorCode::InvalidState)
+  EXPECT_NE(error_of([&] { box->snapshot().restore("live"); }, ErrorKind::InvalidState)
                 .find("Cannot restore snapshot while box is running. Stop the box first."),
             std::string::npos);
   // A second live freeze: the layer the first one made is now frozen under it.

@@ -134,7 +134,7 @@ struct ChildOnSocket {
 };
 inline ChildOnSocket spawn_on_socket(std::vector<std::string> argv, int type, const std::string& output) {
   int sv[2];
-  if (::socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, sv) != 0) throw_errno(ErrorCode::Internal, "socketpair");
+  if (::socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, sv) != 0) throw_errno(ErrorKind::Internal, "socketpair");
   UniqueFd ours(sv[0]), theirs(sv[1]);
   SpawnOptions so;
   so.argv = std::move(argv);

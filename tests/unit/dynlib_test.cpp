@@ -20,14 +20,14 @@ TEST(DynlibTest, DlopenFindsAnInstalledLibraryAndNamesWhatIsMissing) {
     boxlite::library_symbol(lib, "libz.so.1", "no_such_function");
     FAIL() << "a missing symbol was found";
   } catch (const boxlite::Error& e) {
-    EXPECT_EQ(e.code(), boxlite::ErrorCode::Config);
+    EXPECT_EQ(e.kind(), boxlite::ErrorKind::Config);
     EXPECT_NE(std::string(e.what()).find("no_such_function"), std::string::npos) << e.what();
   }
   try {
     boxlite::open_library("libboxlite-no-such.so.9", "a test");
     FAIL() << "a missing library was opened";
   } catch (const boxlite::Error& e) {
-    EXPECT_EQ(e.code(), boxlite::ErrorCode::Config);
+    EXPECT_EQ(e.kind(), boxlite::ErrorKind::Config);
     EXPECT_NE(std::string(e.what()).find("needed for a test"), std::string::npos) << e.what();
   }
 }
@@ -45,7 +45,7 @@ TEST(DynlibTest, DlopenFindsAnInstalledLibraryAndNamesWhatIsMissing) {
     boxlite::library_symbol(lib, "libanswer.so.1", "question");
     std::exit(2);
   } catch (const boxlite::Error& e) {
-    if (e.code() != boxlite::ErrorCode::Internal) std::exit(3);
+    if (e.kind() != boxlite::ErrorKind::Internal) std::exit(3);
   }
   // Installed on the system, but not linked in: refused, never dlopen'd.
   try {
@@ -53,7 +53,7 @@ TEST(DynlibTest, DlopenFindsAnInstalledLibraryAndNamesWhatIsMissing) {
     std::exit(4);
   } catch (const boxlite::Error& e) {
     std::string what = e.what();
-    if (e.code() != boxlite::ErrorCode::Internal || what.find("libz.so.1") == std::string::npos ||
+    if (e.kind() != boxlite::ErrorKind::Internal || what.find("libz.so.1") == std::string::npos ||
         what.find("needed for compressing") == std::string::npos) {
       std::exit(5);
     }

@@ -51,7 +51,7 @@ TEST(FileLockTest, AMissingDirectoryIsAStorageErrorNamingIt) {
     (void)FileLock::acquire_directory(dir);
     FAIL() << "locked a directory that is not there";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Storage);
+    EXPECT_EQ(e.kind(), ErrorKind::Storage);
     EXPECT_NE(std::string(e.what()).find(dir), std::string::npos) << e.what();
   }
 }
@@ -131,7 +131,7 @@ TEST(FileLockTest, AWaiterGetsTheDirectoryAtThePathNotOneMovedAway) {
     (void)late.get();
     ADD_FAILURE() << "locked a directory moved away";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Storage);
+    EXPECT_EQ(e.kind(), ErrorKind::Storage);
     EXPECT_NE(std::string(e.what()).find(dir), std::string::npos) << e.what();
   }
 }

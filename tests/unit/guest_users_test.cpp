@@ -55,7 +55,7 @@ TEST_F(UsersTest, UnknownNamesAreClearErrors) {
     resolve("mallory");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
     EXPECT_NE(std::string(e.what()).find("unable to find user mallory"), std::string::npos);
   }
   EXPECT_THROW(resolve("alice:nogroup"), Error);

@@ -27,7 +27,7 @@ std::string image_error(F&& f) {
   try {
     f();
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Image) << e.what();
+    EXPECT_EQ(e.kind(), ErrorKind::Image) << e.what();
     return e.what();
   }
   ADD_FAILURE() << "expected an Image error";

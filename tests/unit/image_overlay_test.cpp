@@ -82,7 +82,7 @@ class OverlayLayerTest : public ::testing::Test {
       extract(tar);
       ADD_FAILURE() << "expected an Image error";
     } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::Image) << e.what();
+      EXPECT_EQ(e.kind(), ErrorKind::Image) << e.what();
       for (const auto& f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
     }
   }
@@ -281,7 +281,7 @@ TEST_F(OverlayLayerTest, NonEmptyDirectoryRefused) {
     extract(l);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
     EXPECT_NE(std::string(e.what()).find("not empty"), std::string::npos) << e.what();
   }
   EXPECT_FALSE(path_exists(at("f")));
@@ -315,7 +315,7 @@ TEST_F(OverlayLayerTest, UnsupportedWhenNotRoot) {
     extract(l);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Unsupported) << e.what();
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
     EXPECT_NE(std::string(e.what()).find("the jail engine needs root to prepare shifted layers"), std::string::npos)
         << e.what();
   }
@@ -443,7 +443,7 @@ TEST_F(OverlayLayerCacheTest, CorruptBlobAndBadLayerLeaveNothingBehind) {
     rootfs::ensure_overlay_layers(home(), img_a_, kOffset);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Image) << e.what();
+    EXPECT_EQ(e.kind(), ErrorKind::Image) << e.what();
   }
   EXPECT_EQ(names_in(layers_dir()).size(), 1u);  // the good base layer
   EXPECT_TRUE(leftovers().empty());
@@ -482,7 +482,7 @@ TEST_F(OverlayLayerCacheTest, ACachedLayerIsGivenOnlyToABlobThatHashesToItsDiges
     rootfs::ensure_overlay_layers(home(), forged, kOffset);
     FAIL() << "a blob that is not its digest got the cached layer";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Image);
+    EXPECT_EQ(e.kind(), ErrorKind::Image);
     EXPECT_NE(std::string(e.what()).find("digest mismatch"), std::string::npos) << e.what();
   }
   EXPECT_EQ(rootfs::ensure_overlay_layers(home(), img_a_, kOffset), a) << "the genuine layout still gets it";
@@ -512,7 +512,7 @@ TEST_F(OverlayLayerCacheTest, TheImageBudgetCoversAllItsLayersAndTheirEntries) {
     FAIL() << "three layers of 300 KB passed a 700 KB budget";
   } catch (const Error& e) {
     ::unsetenv("BOXLITE_MAX_IMAGE_BYTES");
-    EXPECT_EQ(e.code(), ErrorCode::Image);
+    EXPECT_EQ(e.kind(), ErrorKind::Image);
     EXPECT_NE(std::string(e.what()).find("image size limit"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(leftovers().empty());
@@ -608,7 +608,7 @@ TEST_F(OverlayLayerCacheTest, OffsetWithoutRoomForTheRangeRefused) {
     rootfs::ensure_overlay_layers(home(), img_a_, 0xffffffffu - 100);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
   }
 }
 

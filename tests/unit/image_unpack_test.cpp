@@ -257,7 +257,7 @@ TEST_F(UnpackTest, HardlinkOutsideRootIsRefused) {
     apply(l);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Image);
+    EXPECT_EQ(e.kind(), ErrorKind::Image);
     std::string msg = e.what();
     EXPECT_NE(msg.find(l), std::string::npos) << msg;
     EXPECT_NE(msg.find("entry 'hl'"), std::string::npos) << msg;
@@ -352,7 +352,7 @@ TEST_F(UnpackTest, OverlongPathRefused) {
     apply(l);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Image);
+    EXPECT_EQ(e.kind(), ErrorKind::Image);
     std::string msg = e.what();
     EXPECT_NE(msg.find("over the 4096-byte limit"), std::string::npos) << msg;
     EXPECT_NE(msg.find("entry 'abcdefghij/"), std::string::npos) << msg;
@@ -396,7 +396,7 @@ TEST_F(UnpackTest, HugeEntryRefused) {
     apply(l);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Image);
+    EXPECT_EQ(e.kind(), ErrorKind::Image);
     std::string msg = e.what();
     EXPECT_NE(msg.find("entry 'huge'"), std::string::npos) << msg;
     EXPECT_NE(msg.find("64 GiB"), std::string::npos) << msg;
@@ -411,7 +411,7 @@ TEST_F(UnpackTest, GarbageLayerIsAnImageError) {
     apply(l);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Image);
+    EXPECT_EQ(e.kind(), ErrorKind::Image);
     EXPECT_NE(std::string(e.what()).find(l), std::string::npos) << e.what();
   }
 }
@@ -450,7 +450,7 @@ TEST_F(UnpackTest, SparseFileBombStoppedBySizeLimit) {
     apply_layer(root(), l, uint64_t{1} << 30);
     FAIL() << "expected the size limit";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Image);
+    EXPECT_EQ(e.kind(), ErrorKind::Image);
     EXPECT_NE(std::string(e.what()).find("image size limit"), std::string::npos) << e.what();
   }
   EXPECT_FALSE(exists(at("bomb")));
@@ -499,7 +499,7 @@ TEST_F(UnpackTest, TruncatedAndCorruptGzipRefused) {
       apply(l);
       ADD_FAILURE() << "expected an error for " << l;
     } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::Image) << e.what();
+      EXPECT_EQ(e.kind(), ErrorKind::Image) << e.what();
     }
   }
 }
@@ -530,7 +530,7 @@ TEST_F(UnpackTest, GzipCutInItsTrailerIsATruncatedStream) {
         apply(l);
         ADD_FAILURE() << "a gzip layer cut by " << cut << " bytes was accepted (large: " << large << ")";
       } catch (const Error& e) {
-        EXPECT_EQ(e.code(), ErrorCode::Image) << e.what();
+        EXPECT_EQ(e.kind(), ErrorKind::Image) << e.what();
         EXPECT_EQ(std::string(e.what()), "layer " + l + ": truncated gzip stream (the file ends early)")
             << "cut " << cut << ", large " << large;
       }

@@ -140,7 +140,7 @@ TEST(RemoveTreeTest, NeverRemovesAcrossAMountBelowIt) {
     remove_tree(root);
     ADD_FAILURE() << "removed a tree with a mount below it";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Storage);
+    EXPECT_EQ(e.kind(), ErrorKind::Storage);
     EXPECT_NE(std::string(e.what()).find("mounted below"), std::string::npos) << e.what();
   }
   EXPECT_FALSE(empty_directory(root + "/upper"));

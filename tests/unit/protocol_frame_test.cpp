@@ -40,7 +40,7 @@ TEST(FrameCodec, OversizedFrameIsAProtocolViolation) {
     dec.next();
     FAIL() << "expected a protocol violation";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Rpc);
+    EXPECT_EQ(e.kind(), ErrorKind::Rpc);
     EXPECT_NE(std::string(e.what()).find("exceeds"), std::string::npos);
   }
 }
@@ -74,7 +74,7 @@ TEST(FrameCodec, PayloadOverTheLimitIsRefusedWhenEncoding) {
     append_frame(out, 1, FrameType::Exec, big);
     ADD_FAILURE() << "an oversized Exec frame was encoded";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
     EXPECT_NE(std::string(e.what()).find("shorten the command's arguments and environment"), std::string::npos)
         << e.what();
   }

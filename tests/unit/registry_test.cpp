@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/error_code.hpp"
+#include "common/error_kind.hpp"
 #include "common/io.hpp"
 #include "common/process.hpp"
 #include "core/runtime.hpp"
@@ -20,7 +20,7 @@
 namespace boxlite::registry {
 namespace {
 
-using boxlite::testing::code_of;
+using boxlite::testing::kind_of;
 
 TEST(ReferenceTest, NormalizesDockerHubNames) {
   EXPECT_EQ(on_registry(parse_reference("alpine"), kDefaultRegistry).str(), "docker.io/library/alpine:latest");
@@ -52,10 +52,10 @@ TEST(ReferenceTest, RefusesBadReferences) {
                           "a@md5:"
                           "0123",
                           "../x", "a b", "-a"}) {
-    EXPECT_EQ(code_of([&] { parse_reference(bad); }, &msg), ErrorCode::InvalidArgument) << bad;
+    EXPECT_EQ(kind_of([&] { parse_reference(bad); }, &msg), ErrorKind::InvalidArgument) << bad;
     EXPECT_NE(msg.find("invalid image reference"), std::string::npos) << msg;
   }
-  EXPECT_EQ(code_of([&] { parse_reference(std::string(2000, 'a')); }), ErrorCode::InvalidArgument);
+  EXPECT_EQ(kind_of([&] { parse_reference(std::string(2000, 'a')); }), ErrorKind::InvalidArgument);
 }
 
 TEST(ReferenceTest, SearchCandidatesInOrder) {
@@ -77,7 +77,7 @@ TEST(ReferenceTest, SearchCandidatesInOrder) {
 TEST(RegistryConfigTest, DocumentedValidationMessages) {
   auto msg_of = [](ImageRegistry r) {
     std::string m;
-    EXPECT_EQ(code_of([&] { validate(r); }, &m), ErrorCode::Config);
+    EXPECT_EQ(kind_of([&] { validate(r); }, &m), ErrorKind::Config);
     return m;
   };
   ImageRegistry r;
@@ -97,7 +97,7 @@ TEST(RegistryConfigTest, DocumentedValidationMessages) {
   EXPECT_EQ(msg_of(r), "registry username and password must be provided together");
   r.username = "u";
   r.bearer_token = "t";  // both kinds: accepted, the bearer token wins
-  EXPECT_EQ(code_of([&] { validate(r); }), ErrorCode::Ok);
+  EXPECT_EQ(kind_of([&] { validate(r); }), std::nullopt);
 }
 
 TEST(RegistryConfigTest, RuntimeRefusesBadRegistries) {
@@ -106,10 +106,10 @@ TEST(RegistryConfigTest, RuntimeRefusesBadRegistries) {
   ImageRegistry r;
   r.host = "https://x";
   std::string msg;
-  EXPECT_EQ(code_of([&] { Runtime rt(RuntimeOptions{tmp_dir, {r}}); }, &msg), ErrorCode::Config);
+  EXPECT_EQ(kind_of([&] { Runtime rt(RuntimeOptions{tmp_dir, {r}}); }, &msg), ErrorKind::Config);
   EXPECT_EQ(msg, "image registry host must be host[:port], not a URL: https://x");
   write_file_atomic(tmp_dir + "/config.json", R"({"image_registries":[{"host":"h","transport":"ftp"}]})");
-  EXPECT_EQ(code_of([&] { Runtime rt(RuntimeOptions{tmp_dir}); }, &msg), ErrorCode::Config);
+  EXPECT_EQ(kind_of([&] { Runtime rt(RuntimeOptions{tmp_dir}); }, &msg), ErrorKind::Config);
   EXPECT_NE(msg.find("unsupported registry transport: ftp"), std::string::npos) << msg;
 }
 
@@ -123,11 +123,11 @@ TEST(RegistryConfigTest, JsonAndFlagForms) {
   EXPECT_TRUE(regs[0].skip_verify && regs[0].search);
   EXPECT_EQ(*regs[0].bearer_token, "t");
   std::string msg;
-  EXPECT_EQ(code_of([&] { registries_from_json(nlohmann::json::parse(R"([{"host":"a","serch":true}])"), "f"); }, &msg),
-            ErrorCode::Config);
+  EXPECT_EQ(kind_of([&] { registries_from_json(nlohmann::json::parse(R"([{"host":"a","serch":true}])"), "f"); }, &msg),
+            ErrorKind::Config);
   EXPECT_NE(msg.find("unknown key 'serch'"), std::string::npos);
-  EXPECT_EQ(code_of([&] { registries_from_json(nlohmann::json::parse(R"([{"host":"a","search":"yes"}])"), "f"); }),
-            ErrorCode::Config);
+  EXPECT_EQ(kind_of([&] { registries_from_json(nlohmann::json::parse(R"([{"host":"a","search":"yes"}])"), "f"); }),
+            ErrorKind::Config);
 
   auto f = parse_registry_flag("127.0.0.1:5000,transport=http,skip_verify");
   EXPECT_EQ(f.host, "127.0.0.1:5000");
@@ -135,9 +135,9 @@ TEST(RegistryConfigTest, JsonAndFlagForms) {
   EXPECT_TRUE(f.skip_verify);
   EXPECT_TRUE(f.search) << "a --registry takes part in short-name search";
   EXPECT_FALSE(parse_registry_flag("h,search=false").search);
-  EXPECT_EQ(code_of([&] { parse_registry_flag("h,password=x"); }, &msg), ErrorCode::Config);
+  EXPECT_EQ(kind_of([&] { parse_registry_flag("h,password=x"); }, &msg), ErrorKind::Config);
   EXPECT_NE(msg.find("credentials go in --config"), std::string::npos);
-  EXPECT_EQ(code_of([&] { parse_registry_flag("http://h"); }, &msg), ErrorCode::Config);
+  EXPECT_EQ(kind_of([&] { parse_registry_flag("http://h"); }, &msg), ErrorKind::Config);
   EXPECT_EQ(msg, "image registry host must be host[:port], not a URL: http://h");
 }
 
@@ -181,11 +181,11 @@ TEST(ImageStoreTest, TagLookupListUntagCollect) {
   EXPECT_EQ(s.untag({"r/x:latest"}), std::vector<std::string>{md});
   s.collect_garbage();
   EXPECT_FALSE(s.has_blob(layer) || s.has_blob(md) || s.has_blob(config));
-  EXPECT_EQ(code_of([&] { s.blob_path("sha256:../../etc/passwd"); }), ErrorCode::Image);
+  EXPECT_EQ(kind_of([&] { s.blob_path("sha256:../../etc/passwd"); }), ErrorKind::Image);
   {
     ImageStore::Ingest in(s, "sha256:" + std::string(64, 'b'));
     write_all(in.fd(), "x", 1);
-    EXPECT_EQ(code_of([&] { in.commit("sha256:" + std::string(64, 'c')); }), ErrorCode::Image);
+    EXPECT_EQ(kind_of([&] { in.commit("sha256:" + std::string(64, 'c')); }), ErrorKind::Image);
   }
   EXPECT_TRUE(split(trim(run_capture({"ls", tmp_dir + "/images/oci/ingest"}).out), '\n').front().empty())
       << "a failed ingest leaves nothing";

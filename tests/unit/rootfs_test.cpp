@@ -140,7 +140,7 @@ TEST_F(RootfsTest, CorruptLayerLeavesNothingBehind) {
     ensure_base_ext4(home(), img);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Image);
+    EXPECT_EQ(e.kind(), ErrorKind::Image);
     EXPECT_NE(std::string(e.what()).find("digest mismatch"), std::string::npos) << e.what();
   }
   EXPECT_EQ(count_entries(home() + "/tmp"), 0u);
@@ -207,7 +207,7 @@ TEST_F(OverlayTest, MissingBaseIsStorageError) {
     create_overlay(tmp_ / "nope.ext4", tmp_ / "ov.qcow2");
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Storage);
+    EXPECT_EQ(e.kind(), ErrorKind::Storage);
     EXPECT_NE(std::string(e.what()).find("nope.ext4"), std::string::npos) << e.what();
   }
   EXPECT_EQ(count_entries(tmp_.path()), 1u);  // only base.ext4
@@ -219,7 +219,7 @@ TEST_F(OverlayTest, QemuImgFailureCarriesStderr) {
     create_overlay(base_, tmp_ / "missing-dir/ov.qcow2");
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Storage);
+    EXPECT_EQ(e.kind(), ErrorKind::Storage);
     std::string msg = e.what();
     EXPECT_NE(msg.find("qemu-img create"), std::string::npos) << msg;
     EXPECT_NE(msg.find("missing-dir"), std::string::npos) << msg;

@@ -171,7 +171,7 @@ TEST_F(StoreTest, NamesAndIdsAreUnique) {
     s.insert(record("cccccccccccc", "dup", 2));
     FAIL();
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::AlreadyExists);
+    EXPECT_EQ(e.kind(), ErrorKind::AlreadyExists);
     EXPECT_NE(std::string(e.what()).find("'dup' is already in use"), std::string::npos) << e.what();
   }
   EXPECT_THROW(s.insert(record("aaaaaaaaaaaa", "", 3)), Error);
@@ -186,7 +186,7 @@ TEST_F(StoreTest, UpdatingAMissingBoxIsNotFound) {
     s.update(record("zzzzzzzzzzzz", "", 1));
     FAIL();
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::NotFound);
+    EXPECT_EQ(e.kind(), ErrorKind::NotFound);
   }
 }
 
@@ -200,7 +200,7 @@ TEST_F(StoreTest, ANewerSchemaIsRefusedWithTheDocumentedMessage) {
     Store s(path_);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Database);
+    EXPECT_EQ(e.kind(), ErrorKind::Database);
     EXPECT_STREQ(e.what(),
                  "Schema version mismatch: database has v10, process expects v2. Upgrade boxlite to a newer version.");
   }

@@ -13,11 +13,11 @@
 namespace boxlite {
 namespace {
 
-std::string error_of(const std::function<void()>& fn, ErrorCode want = ErrorCode::InvalidArgument) {
+std::string error_of(const std::function<void()>& fn, ErrorKind want = ErrorKind::InvalidArgument) {
   try {
     fn();
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), want) << e.what();
+    EXPECT_EQ(e.kind(), want) << e.what();
     return e.what();
   }
   return "no error";

@@ -41,9 +41,9 @@ namespace {
 
 void write_proc(const std::string& path, const std::string& value) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
-  if (!fd) throw_errno(ErrorCode::Engine, "open " + path);
+  if (!fd) throw_errno(ErrorKind::Engine, "open " + path);
   if (::write(fd.get(), value.data(), value.size()) != static_cast<ssize_t>(value.size())) {
-    throw_errno(ErrorCode::Engine, "write " + path);
+    throw_errno(ErrorKind::Engine, "write " + path);
   }
 }
 
@@ -72,25 +72,25 @@ std::string mountpoint_layer(const std::string& parent, unsigned uid_offset, boo
   // Owned by the box's root, as the image's files are in the layer cache.
   auto own = [&](const std::string& path, mode_t mode) {
     if (::chmod(path.c_str(), mode) != 0 || ::chown(path.c_str(), uid_offset, uid_offset) != 0)
-      throw_errno(ErrorCode::Engine, "chmod/chown " + path);
+      throw_errno(ErrorKind::Engine, "chmod/chown " + path);
   };
   for (const char* sub : {"", "/dev", "/proc", "/sys", "/tmp", "/etc"}) {
     if (!with_etc && std::string_view(sub) == "/etc") continue;
     std::string d = tmp + sub;
-    if (::mkdir(d.c_str(), 0755) != 0) throw_errno(ErrorCode::Engine, "mkdir " + d);
+    if (::mkdir(d.c_str(), 0755) != 0) throw_errno(ErrorKind::Engine, "mkdir " + d);
     own(d, 0755);
   }
   for (const char* file : {"/etc/hosts", "/etc/resolv.conf"}) {
     if (!with_etc) break;
     std::string f = tmp + file;
     UniqueFd fd(::open(f.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-    if (!fd) throw_errno(ErrorCode::Engine, "create " + f);
+    if (!fd) throw_errno(ErrorKind::Engine, "create " + f);
     own(f, 0644);
   }
   if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
     int err = errno;
     remove_tree(tmp);
-    if (err != EEXIST && err != ENOTEMPTY) throw_errno(ErrorCode::Engine, "rename " + tmp + " to " + final_path, err);
+    if (err != EEXIST && err != ENOTEMPTY) throw_errno(ErrorKind::Engine, "rename " + tmp + " to " + final_path, err);
   }
   return final_path;
 }
@@ -136,17 +136,17 @@ bool etc_layer_fits_image(const ShimSpec& spec) {
 // a spare box directory's (core/spare_dirs.hpp).
 void make_layer_dirs(const ShimSpec& spec, const std::string& upper, const std::string& work) {
   for (const auto& d : {upper, work}) {
-    if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorCode::Engine, "mkdir " + d);
-    if (::chown(d.c_str(), spec.uid_offset, spec.uid_offset) != 0) throw_errno(ErrorCode::Engine, "chown " + d);
-    if (::chmod(d.c_str(), 0755) != 0) throw_errno(ErrorCode::Engine, "chmod " + d);
+    if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorKind::Engine, "mkdir " + d);
+    if (::chown(d.c_str(), spec.uid_offset, spec.uid_offset) != 0) throw_errno(ErrorKind::Engine, "chown " + d);
+    if (::chmod(d.c_str(), 0755) != 0) throw_errno(ErrorKind::Engine, "chmod " + d);
   }
 }
 
 void mount_root(const ShimSpec& spec, const std::string& root) {
   std::string upper = spec.box_dir + "/upper", work = spec.box_dir + "/work";
   make_layer_dirs(spec, upper, work);
-  if (::mkdir(root.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorCode::Engine, "mkdir " + root);
-  if (spec.lower_dirs.empty()) throw Error(ErrorCode::Engine, "jail: the image has no layers");
+  if (::mkdir(root.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorKind::Engine, "mkdir " + root);
+  if (spec.lower_dirs.empty()) throw Error(ErrorKind::Engine, "jail: the image has no layers");
   // The options must fit in a page: with the layers in one directory (the layer
   // cache), name them relative to it, which fits ~60 layers instead of ~40.
   std::string parent = spec.lower_dirs.front().substr(0, spec.lower_dirs.front().rfind('/'));
@@ -167,15 +167,15 @@ void mount_root(const ShimSpec& spec, const std::string& root) {
     opts += ",volatile";
   }
   if (opts.size() > 4000) {
-    throw Error(ErrorCode::Engine,
+    throw Error(ErrorKind::Engine,
                 "jail: the image has too many layers (" + std::to_string(lowers.size()) + ") for one overlay mount");
   }
   UniqueFd saved_cwd(::open(".", O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (shared_parent && ::chdir(parent.c_str()) != 0) throw_errno(ErrorCode::Engine, "chdir " + parent);
+  if (shared_parent && ::chdir(parent.c_str()) != 0) throw_errno(ErrorKind::Engine, "chdir " + parent);
   int rc = ::mount("overlay", root.c_str(), "overlay", MS_NOSUID | MS_NODEV, opts.c_str());
   int err = errno;
   if (!saved_cwd || ::fchdir(saved_cwd.get()) != 0) (void)!::chdir("/");
-  if (rc != 0) throw_errno(ErrorCode::Engine, "mount overlay root at " + root, err);
+  if (rc != 0) throw_errno(ErrorKind::Engine, "mount overlay root at " + root, err);
 }
 
 // ---- volumes -------------------------------------------------------------------
@@ -214,7 +214,7 @@ UniqueFd make_idmap_userns(const std::string& uid_map, const std::string& gid_ma
   auto stack = std::make_unique<char[]>(kStack);
   pid_t parent = ::getpid();
   pid_t pid = ::clone(park_in_userns, stack.get() + kStack, CLONE_NEWUSER | SIGCHLD, &parent);
-  if (pid < 0) throw_errno(ErrorCode::Engine, "clone a user namespace for a volume's id map");
+  if (pid < 0) throw_errno(ErrorKind::Engine, "clone a user namespace for a volume's id map");
   Child child(pid);
   std::string proc = "/proc/" + std::to_string(pid);
   UniqueFd ns;
@@ -223,7 +223,7 @@ UniqueFd make_idmap_userns(const std::string& uid_map, const std::string& gid_ma
     write_proc(proc + "/setgroups", "deny");
     write_proc(proc + "/gid_map", gid_map);
     ns = UniqueFd(::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
-    if (!ns) throw_errno(ErrorCode::Engine, "open " + proc + "/ns/user");
+    if (!ns) throw_errno(ErrorKind::Engine, "open " + proc + "/ns/user");
   } catch (...) {
     ::kill(pid, SIGKILL);
     child.wait();
@@ -242,12 +242,12 @@ namespace {
 // /tmp in the image resolves inside it).
 void mount_tmp(const ShimSpec& spec, const std::string& root) {
   UniqueFd root_fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!root_fd) throw_errno(ErrorCode::Engine, "open " + root);
-  UniqueFd tmp = make_dirs_in_root(root_fd.get(), "/tmp", ErrorCode::Engine);
+  if (!root_fd) throw_errno(ErrorKind::Engine, "open " + root);
+  UniqueFd tmp = make_dirs_in_root(root_fd.get(), "/tmp", ErrorKind::Engine);
   std::string at = "/proc/self/fd/" + std::to_string(tmp.get());
   std::string opts = "mode=1777,uid=" + std::to_string(spec.uid_offset) + ",gid=" + std::to_string(spec.uid_offset);
   if (::mount("tmpfs", at.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
-    throw_errno(ErrorCode::Engine, "mount the box's /tmp");
+    throw_errno(ErrorKind::Engine, "mount the box's /tmp");
 }
 
 // A box with a network gets /etc/hosts and /etc/resolv.conf as Docker's containers
@@ -266,7 +266,7 @@ bool bind_etc_files(const ShimSpec& spec, const std::string& root) {
     }
   }
   UniqueFd root_fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!root_fd) throw_errno(ErrorCode::Engine, "open " + root);
+  if (!root_fd) throw_errno(ErrorKind::Engine, "open " + root);
   struct File {
     const char* name;
     std::string text;
@@ -288,28 +288,28 @@ bool bind_etc_files(const ShimSpec& spec, const std::string& root) {
       try {
         write_all(fd.get(), f.text.data(), f.text.size());
         if (::fchown(fd.get(), spec.uid_offset, spec.uid_offset) != 0 || ::fchmod(fd.get(), 0644) != 0)
-          throw_errno(ErrorCode::Engine, "own " + source);
+          throw_errno(ErrorKind::Engine, "own " + source);
       } catch (...) {
         ::unlink(source.c_str());  // not to be taken for a complete one at the next start
         throw;
       }
     } else if (errno != EEXIST) {
-      throw_errno(ErrorCode::Engine, "create " + source);
+      throw_errno(ErrorKind::Engine, "create " + source);
     }
     // What is bound is the regular file at that name, never what a link there names.
     UniqueFd src(::open(source.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
     struct stat st {};
-    if (!src || ::fstat(src.get(), &st) != 0) throw_errno(ErrorCode::Engine, "open " + source);
-    if (!S_ISREG(st.st_mode)) throw Error(ErrorCode::Engine, source + " is not a regular file");
+    if (!src || ::fstat(src.get(), &st) != 0) throw_errno(ErrorKind::Engine, "open " + source);
+    if (!S_ISREG(st.st_mode)) throw Error(ErrorKind::Engine, source + " is not a regular file");
     UniqueFd tree(static_cast<int>(::open_tree(src.get(), "", AT_EMPTY_PATH | OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)));
-    if (!tree) throw_errno(ErrorCode::Engine, "open " + source);
+    if (!tree) throw_errno(ErrorKind::Engine, "open " + source);
     mount_attr attr{};
     attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
     // (Flags of hygiene only: a kernel before 5.12 binds the files without them.)
     if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0 && errno != ENOSYS)
-      throw_errno(ErrorCode::Engine, "set flags of the bind of " + source);
+      throw_errno(ErrorKind::Engine, "set flags of the bind of " + source);
     if (::move_mount(tree.get(), "", f.target.get(), "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) {
-      throw_errno(ErrorCode::Engine, std::string("bind ") + source + " onto the box's /etc/" + f.name);
+      throw_errno(ErrorKind::Engine, std::string("bind ") + source + " onto the box's /etc/" + f.name);
     }
   }
   return true;
@@ -329,7 +329,7 @@ void refuse_hidden_mount_point(int root_fd, int target, const std::string& guest
   auto path_of = [&](int fd) {
     char buf[PATH_MAX];
     ssize_t n = ::readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), buf, sizeof buf - 1);
-    if (n < 0) throw_errno(ErrorCode::Engine, "resolve the mount point of volume " + guest_path);
+    if (n < 0) throw_errno(ErrorKind::Engine, "resolve the mount point of volume " + guest_path);
     return std::string(buf, static_cast<size_t>(n));
   };
   std::string root = path_of(root_fd), at = path_of(target);
@@ -338,7 +338,7 @@ void refuse_hidden_mount_point(int root_fd, int target, const std::string& guest
   for (const char* hidden : {"/dev", "/proc", "/sys"}) {
     if (in_box == hidden || in_box.starts_with(std::string(hidden) + "/")) {
       std::string where = in_box == hidden ? in_box : in_box + ", under " + hidden;
-      throw Error(ErrorCode::InvalidArgument, "volume " + guest_path + ": the image's links take it to " + where +
+      throw Error(ErrorKind::InvalidArgument, "volume " + guest_path + ": the image's links take it to " + where +
                                                   ", which the box mounts over: the volume would be hidden. Choose "
                                                   "another guest path");
     }
@@ -348,19 +348,19 @@ void refuse_hidden_mount_point(int root_fd, int target, const std::string& guest
 void mount_volumes(const ShimSpec& spec, const std::string& root, std::vector<std::string>& warnings) {
   if (spec.volumes.empty()) return;
   UniqueFd root_fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!root_fd) throw_errno(ErrorCode::Engine, "open " + root);
+  if (!root_fd) throw_errno(ErrorKind::Engine, "open " + root);
   for (const auto& v : spec.volumes) {
-    UniqueFd target = make_dirs_in_root(root_fd.get(), v.guest_path, ErrorCode::Engine);
+    UniqueFd target = make_dirs_in_root(root_fd.get(), v.guest_path, ErrorKind::Engine);
     refuse_hidden_mount_point(root_fd.get(), target.get(), v.guest_path);
     UniqueFd tree(static_cast<int>(::open_tree(AT_FDCWD, v.host_path.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)));
-    if (!tree) throw_errno(ErrorCode::Engine, "open volume " + v.host_path);
+    if (!tree) throw_errno(ErrorKind::Engine, "open volume " + v.host_path);
     mount_attr attr{};
     attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (v.read_only ? MOUNT_ATTR_RDONLY : 0);
     if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) {
-      throw_errno(ErrorCode::Engine, "set flags of volume " + v.host_path);
+      throw_errno(ErrorKind::Engine, "set flags of volume " + v.host_path);
     }
     struct stat st;
-    if (::stat(v.host_path.c_str(), &st) != 0) throw_errno(ErrorCode::Engine, "stat volume " + v.host_path);
+    if (::stat(v.host_path.c_str(), &st) != 0) throw_errno(ErrorKind::Engine, "stat volume " + v.host_path);
     UniqueFd ns =
         make_idmap_userns(volume_id_map(spec.uid_offset, st.st_uid), volume_id_map(spec.uid_offset, st.st_gid));
     mount_attr idmap{};
@@ -372,7 +372,7 @@ void mount_volumes(const ShimSpec& spec, const std::string& root, std::vector<st
       warnings.push_back(errno_text("volume " + v.host_path + " is not id-mapped (box root will not own its files)"));
     }
     if (::move_mount(tree.get(), "", target.get(), "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) {
-      throw_errno(ErrorCode::Engine, "mount volume " + v.host_path + " at " + v.guest_path);
+      throw_errno(ErrorKind::Engine, "mount volume " + v.host_path + " at " + v.guest_path);
     }
   }
 }
@@ -434,7 +434,7 @@ void take_or_make_cgroup(const std::string& parent, const std::string& dir) {
     if (!spare_is_idle(spare)) continue;
     if (::rename(spare.c_str(), dir.c_str()) == 0) return;
   }
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorCode::Engine, "mkdir " + dir);
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorKind::Engine, "mkdir " + dir);
 }
 
 void retire_cgroup(const std::string& parent, const std::string& dir) {
@@ -484,7 +484,7 @@ CgroupPlan prepare_cgroups(const ShimSpec& spec) {
   auto v1 = [&](const std::string& ctl, const std::vector<std::pair<std::string, std::string>>& files) {
     try_limit(ctl, [&] {
       if (!path_exists("/sys/fs/cgroup/" + ctl))
-        throw Error(ErrorCode::Unsupported, "no cgroup v1 " + ctl + " hierarchy");
+        throw Error(ErrorKind::Unsupported, "no cgroup v1 " + ctl + " hierarchy");
       std::string dir = v1_dir(ctl, spec.box_id);
       take_or_make_cgroup("/sys/fs/cgroup/" + ctl + "/boxlite", dir);
       plan.dirs.push_back(dir);
@@ -496,7 +496,7 @@ CgroupPlan prepare_cgroups(const ShimSpec& spec) {
         }
       }
       UniqueFd tasks(::open((dir + "/tasks").c_str(), O_WRONLY | O_CLOEXEC));
-      if (!tasks) throw_errno(ErrorCode::Engine, "open " + dir + "/tasks");
+      if (!tasks) throw_errno(ErrorKind::Engine, "open " + dir + "/tasks");
       plan.join_fds.push_back(std::move(tasks));
     });
   };
@@ -513,7 +513,7 @@ InitParams init_params(const ShimSpec& spec) {
   InitParams p{};
   p.version = kInitProtocolVersion;
   if (spec.hostname.size() >= sizeof p.hostname) {
-    throw Error(ErrorCode::InvalidArgument, "hostname '" + spec.hostname + "' is longer than " +
+    throw Error(ErrorKind::InvalidArgument, "hostname '" + spec.hostname + "' is longer than " +
                                                 std::to_string(sizeof p.hostname - 1) + " characters");
   }
   std::memcpy(p.hostname, spec.hostname.data(), spec.hostname.size());
@@ -562,22 +562,22 @@ void Zygote::release() {
 
 pid_t Zygote::clone_init(const InitParams& params, const std::string& root, const std::vector<int>& fds) {
   if (!process_.valid()) {
-    throw Error(ErrorCode::Engine, "no zygote to clone the box's init from (" +
+    throw Error(ErrorKind::Engine, "no zygote to clone the box's init from (" +
                                        (failure_.empty() ? std::string("used already") : failure_) + ")");
   }
   UniqueFd mntns(::open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC));
-  if (!mntns) throw_errno(ErrorCode::Engine, "open this process's mount namespace");
+  if (!mntns) throw_errno(ErrorKind::Engine, "open this process's mount namespace");
   UniqueFd root_dir(::open(root.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!root_dir) throw_errno(ErrorCode::Engine, "open " + root);
+  if (!root_dir) throw_errno(ErrorKind::Engine, "open " + root);
   // The mount point is one name every shim of the home shares: what we open must be
   // the overlay we mounted there, not whatever took that name meanwhile.
   struct statx stx {};
   struct statfs sfs {};
   if (::statx(root_dir.get(), "", AT_EMPTY_PATH, STATX_BASIC_STATS, &stx) != 0 || ::fstatfs(root_dir.get(), &sfs) != 0)
-    throw_errno(ErrorCode::Engine, "stat " + root);
+    throw_errno(ErrorKind::Engine, "stat " + root);
   if (!(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) || !(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) ||
       sfs.f_type != OVERLAYFS_SUPER_MAGIC) {
-    throw Error(ErrorCode::Engine, "the box root " + root + " is not the overlay just mounted there");
+    throw Error(ErrorKind::Engine, "the box root " + root + " is not the overlay just mounted there");
   }
   std::vector<int> all = {mntns.get(), root_dir.get()};
   all.insert(all.end(), fds.begin(), fds.end());
@@ -587,22 +587,22 @@ pid_t Zygote::clone_init(const InitParams& params, const std::string& root, cons
       static_cast<ssize_t>(sizeof params)) {
     int err = errno;
     release();
-    throw_errno(ErrorCode::Engine, "ask the jail's zygote for the box's init", err);
+    throw_errno(ErrorKind::Engine, "ask the jail's zygote for the box's init", err);
   }
   while ((n = ::recv(sock_.get(), &pid, sizeof pid, 0)) < 0 && errno == EINTR) {
   }
   int err = errno;
   release();  // one init per zygote: it exits once it answered
   if (n != static_cast<ssize_t>(sizeof pid)) {
-    throw_errno(ErrorCode::Engine, "the jail's zygote did not answer", n < 0 ? err : EPIPE);
+    throw_errno(ErrorKind::Engine, "the jail's zygote did not answer", n < 0 ? err : EPIPE);
   }
   if (pid == -EPROTO) {
-    throw Error(ErrorCode::Engine, "the jail's zygote (" + binary_ +
+    throw Error(ErrorKind::Engine, "the jail's zygote (" + binary_ +
                                        ") refused the box's request: it is not from this build of the shim; "
                                        "install boxlite-shim and boxlite-guest together");
   }
   if (pid < 0) {
-    throw Error(ErrorCode::Engine,
+    throw Error(ErrorKind::Engine,
                 errno_text("clone the box's namespaces", -pid) + namespace_refusal_hint(-pid, /*network=*/false));
   }
   return pid;
@@ -613,9 +613,9 @@ std::string root_mountpoint(const ShimSpec& spec) {
 }
 
 void enter_private_mount_namespace() {
-  if (::unshare(CLONE_NEWNS) != 0) throw_errno(ErrorCode::Engine, "unshare mount namespace");
+  if (::unshare(CLONE_NEWNS) != 0) throw_errno(ErrorKind::Engine, "unshare mount namespace");
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
-    throw_errno(ErrorCode::Engine, "make / private");
+    throw_errno(ErrorKind::Engine, "make / private");
 }
 
 namespace {
@@ -629,10 +629,10 @@ UniqueFd receive_box_netns(int channel, int box_userns) {
   size_t got = 0;
   ssize_t n = recv_with_fds(channel, &byte, 1, &fd, 1, &got);  // retries EINTR itself
   if (n == 0 || (n < 0 && errno == ECONNRESET)) return UniqueFd();
-  if (n < 0) throw_errno(ErrorCode::Engine, "hear the box's network namespace from its init");
+  if (n < 0) throw_errno(ErrorKind::Engine, "hear the box's network namespace from its init");
   UniqueFd netns(got == 1 ? fd : -1);
   if (byte != 'n' || !netns) {
-    throw Error(ErrorCode::Engine,
+    throw Error(ErrorKind::Engine,
                 "the box's init sent no network namespace: is boxlite-guest from another build than the shim? "
                 "Install boxlite-shim and boxlite-guest together");
   }
@@ -641,7 +641,7 @@ UniqueFd receive_box_netns(int channel, int box_userns) {
   }, have{};
   if (::ioctl(netns.get(), NS_GET_NSTYPE) != CLONE_NEWNET || !owner || ::fstat(owner.get(), &have) != 0 ||
       ::fstat(box_userns, &want) != 0 || have.st_ino != want.st_ino || have.st_dev != want.st_dev) {
-    throw Error(ErrorCode::Engine, "the box's init sent a namespace that is not a network namespace of the box's");
+    throw Error(ErrorKind::Engine, "the box's init sent a namespace that is not a network namespace of the box's");
   }
   return netns;
 }
@@ -650,7 +650,7 @@ UniqueFd receive_box_netns(int channel, int box_userns) {
 
 Jail start(const ShimSpec& spec, Zygote& zygote, const std::function<void(int)>& once_cloned) {
   if (::geteuid() != 0) {
-    throw Error(ErrorCode::UnsupportedEngine,
+    throw Error(ErrorKind::UnsupportedEngine,
                 "the jail engine needs root here (it maps box users to an unprivileged host uid range and mounts "
                 "overlayfs); see docs/jail.md");
   }
@@ -663,12 +663,12 @@ Jail start(const ShimSpec& spec, Zygote& zygote, const std::function<void(int)>&
   mount_volumes(spec, root, volume_warnings);
 
   int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) throw_errno(ErrorCode::Engine, "socketpair");
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) throw_errno(ErrorKind::Engine, "socketpair");
   UniqueFd host_end(sv[0]), box_end(sv[1]);
   int sp[2], rp[2];
-  if (::pipe2(sp, O_CLOEXEC) != 0) throw_errno(ErrorCode::Engine, "pipe");
+  if (::pipe2(sp, O_CLOEXEC) != 0) throw_errno(ErrorKind::Engine, "pipe");
   UniqueFd sync_r(sp[0]), sync_w(sp[1]);
-  if (::pipe2(rp, O_CLOEXEC) != 0) throw_errno(ErrorCode::Engine, "pipe");
+  if (::pipe2(rp, O_CLOEXEC) != 0) throw_errno(ErrorKind::Engine, "pipe");
   UniqueFd report_r(rp[0]), report_w(rp[1]);
 
   CgroupPlan cg = prepare_cgroups(spec);
@@ -706,8 +706,8 @@ Jail start(const ShimSpec& spec, Zygote& zygote, const std::function<void(int)>&
     if (::write(sync_w.get(), &step, 1) == 1) return;
     int err = errno;
     j.init.kill_now();
-    if (std::string why = child_report(); !why.empty()) throw Error(ErrorCode::Engine, "jail setup failed: " + why);
-    throw_errno(ErrorCode::Engine, "release the box init", err);
+    if (std::string why = child_report(); !why.empty()) throw Error(ErrorKind::Engine, "jail setup failed: " + why);
+    throw_errno(ErrorKind::Engine, "release the box init", err);
   };
 
   std::string map = "0 " + std::to_string(spec.uid_offset) + " " + std::to_string(kUidCount) + "\n";
@@ -730,22 +730,22 @@ Jail start(const ShimSpec& spec, Zygote& zygote, const std::function<void(int)>&
   release_init('c');
   sync_w.reset();
   try {
-    if (!userns) throw_errno(ErrorCode::Engine, "open the box's user namespace", userns_errno);
+    if (!userns) throw_errno(ErrorKind::Engine, "open the box's user namespace", userns_errno);
     UniqueFd netns = receive_box_netns(host_end.get(), userns.get());
-    if (!netns) throw Error(ErrorCode::Engine, "jail setup failed: the box's init exited before it had a network");
+    if (!netns) throw Error(ErrorKind::Engine, "jail setup failed: the box's init exited before it had a network");
     if (once_cloned) once_cloned(netns.get());
   } catch (const Error&) {
     // A child that failed meanwhile took its namespaces with it: its reason is the
     // one to give, not the caller's failure to enter them.
     j.init.kill_now();
-    if (std::string why = child_report(); !why.empty()) throw Error(ErrorCode::Engine, "jail setup failed: " + why);
+    if (std::string why = child_report(); !why.empty()) throw Error(ErrorKind::Engine, "jail setup failed: " + why);
     throw;
   }
   std::string why = child_report();
   trace("jail: agent exec'd");
   if (!why.empty()) {
     j.init.wait();
-    throw Error(ErrorCode::Engine, "jail setup failed: " + why);
+    throw Error(ErrorKind::Engine, "jail setup failed: " + why);
   }
   j.channel = std::move(host_end);
   return j;
@@ -884,11 +884,11 @@ void freeze(const std::string& box_id) {
   if (is_cgroup2()) {
     std::string dir = v2_dir(box_id);
     if (!path_exists(dir + "/cgroup.freeze"))
-      throw Error(ErrorCode::Unsupported, "box " + box_id + " has no cgroup to freeze");
+      throw Error(ErrorKind::Unsupported, "box " + box_id + " has no cgroup to freeze");
     write_proc(dir + "/cgroup.freeze", "1");
     if (!wait_until([&] { return read_file(dir + "/cgroup.events").find("frozen 1") != std::string::npos; })) {
       write_proc(dir + "/cgroup.freeze", "0");
-      throw Error(ErrorCode::Engine, "box " + box_id + ": its processes did not freeze within 5 s");
+      throw Error(ErrorKind::Engine, "box " + box_id + ": its processes did not freeze within 5 s");
     }
     return;
   }
@@ -898,12 +898,12 @@ void freeze(const std::string& box_id) {
   std::string members = v1_dir("memory", box_id) + "/cgroup.procs";
   if (!path_exists(members)) members = v1_dir("pids", box_id) + "/cgroup.procs";
   if (!path_exists(members))
-    throw Error(ErrorCode::Unsupported, "box " + box_id + " has no cgroup listing its processes");
+    throw Error(ErrorKind::Unsupported, "box " + box_id + " has no cgroup listing its processes");
   if (!path_exists("/sys/fs/cgroup/freezer"))
-    throw Error(ErrorCode::Unsupported, "no cgroup v1 freezer hierarchy on this host");
+    throw Error(ErrorKind::Unsupported, "no cgroup v1 freezer hierarchy on this host");
   std::string dir = v1_dir("freezer", box_id);
   make_dirs("/sys/fs/cgroup/freezer/boxlite");
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorCode::Engine, "mkdir " + dir);
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorKind::Engine, "mkdir " + dir);
   bool frozen = false;
   for (int round = 0; round < 100; ++round) {
     auto inside = pids_in(dir + "/cgroup.procs");
@@ -926,7 +926,7 @@ void freeze(const std::string& box_id) {
   }
   if (!wait_until([&] { return trim(read_file(dir + "/freezer.state")) == "FROZEN"; })) {
     thaw(box_id);
-    throw Error(ErrorCode::Engine, "box " + box_id + ": its processes did not freeze within 5 s");
+    throw Error(ErrorKind::Engine, "box " + box_id + ": its processes did not freeze within 5 s");
   }
 }
 

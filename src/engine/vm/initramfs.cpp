@@ -106,7 +106,7 @@ std::vector<std::pair<std::string, std::string>> modules_in_load_order(const std
       index[module_name(it->path())] = it->path().string();
     }
   }
-  if (ec) throw Error(ErrorCode::Config, "read kernel modules in " + modules_dir + ": " + ec.message());
+  if (ec) throw Error(ErrorKind::Config, "read kernel modules in " + modules_dir + ": " + ec.message());
   std::vector<std::pair<std::string, std::string>> order;  // (path, bytes)
   std::set<std::string> done, visiting;
   std::function<void(const std::string&)> visit = [&](const std::string& name) {
@@ -114,7 +114,7 @@ std::vector<std::pair<std::string, std::string>> modules_in_load_order(const std
     auto it = index.find(name);
     if (it == index.end()) return;  // built in
     if (it->second.size() > 3 && it->second.substr(it->second.size() - 3) != ".ko") {
-      throw Error(ErrorCode::Config,
+      throw Error(ErrorKind::Config,
                   "kernel module " + it->second + " is compressed; only plain .ko files are supported");
     }
     visiting.insert(name);

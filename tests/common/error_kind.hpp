@@ -2,21 +2,23 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "common/error.hpp"
 
 namespace boxlite::testing {
 
-// The code of the boxlite::Error that f raised (its message into *msg), or Ok.
-inline ErrorCode code_of(const std::function<void()>& f, std::string* msg = nullptr) {
+// The kind of the boxlite::Error that f raised (its message into *msg), or
+// nullopt when it raised none.
+inline std::optional<ErrorKind> kind_of(const std::function<void()>& f, std::string* msg = nullptr) {
   try {
     f();
   } catch (const Error& e) {
     if (msg) *msg = e.what();
-    return e.code();
+    return e.kind();
   }
-  return ErrorCode::Ok;
+  return std::nullopt;
 }
 
 }  // namespace boxlite::testing
