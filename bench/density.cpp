@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < n; ++i) {
       boxlite::BoxOptions o;
       o.rootfs_path = argv[1];
-      o.engine = "jail";
+      o.engine = boxlite::EngineKind::Jail;
       auto b = rt.create(o);
       b->start();
       boxes.push_back(b);

@@ -129,7 +129,7 @@ typedef struct CBoxInfo {
   char *id;
   char *name; /* NULL when the box has no name */
   char *image;
-  char *status; /* "created", "running" or "stopped" */
+  char *status; /* "configured", "running", "stopped" (boxlite/lifecycle.hpp has every state) */
   int running;  /* non-zero when status is "running" */
   int pid;      /* the box's shim process, 0 when not running */
   int cpus;

@@ -82,8 +82,8 @@ void fill_info(CBoxInfo& c, const BoxInfo& i) {
   c.id = dup_string(i.id);
   c.name = i.name.empty() ? nullptr : dup_string(i.name);
   c.image = dup_string(i.image);
-  c.status = dup_string(i.status);
-  c.running = i.status == "running";
+  c.status = dup_string(box_state_name(i.status));
+  c.running = i.status == BoxState::Running;
   c.pid = c.running ? i.shim_pid : 0;
   c.cpus = i.cpus;
   c.memory_mib = i.memory_mib;

@@ -240,11 +240,9 @@ void boxlite_options_set_detach(CBoxliteOptions* opts, int detach) {
 BoxliteErrorCode boxlite_options_set_engine(CBoxliteOptions* opts, const char* engine, CBoxliteError* out_error) {
   return guard(out_error, [&] {
     require(opts, "boxlite_options_set_engine", "opts");
-    std::string e = engine ? engine : "";
-    if (!e.empty() && e != "vm" && e != "jail") {
-      invalid("boxlite_options_set_engine: unknown engine '" + e + "': expected \"vm\" or \"jail\"");
-    }
-    opts->core.engine = e;
+    // NULL or "": the default ($BOXLITE_ENGINE, the home config's, or vm).
+    opts->core.engine.reset();
+    if (engine && *engine) opts->core.engine = parse_engine_kind(engine, "boxlite_options_set_engine");
   });
 }
 

@@ -87,7 +87,7 @@ BoxOptions box_options_from(const BoxFlags& f) {
   o.user = f.user;
   if (!f.entrypoint.empty()) o.entrypoint = {f.entrypoint};
   o.cmd = f.cmd;
-  o.engine = f.engine;
+  if (!f.engine.empty()) o.engine = parse_engine_kind(f.engine, "--engine");
   o.kernel = f.kernel;
   if (!f.network.empty()) o.network.mode = f.network;
   o.network.allow_net = f.allow_net;

@@ -44,14 +44,14 @@ nlohmann::json inspect_json(const BoxInfo& i) {
       {"Image", i.image},
       {"Created", iso_time(i.created_at_ms)},
       {"State",
-       {{"Status", i.status},
-        {"Running", i.status == "running"},
+       {{"Status", box_state_name(i.status)},
+        {"Running", i.status == BoxState::Running},
         {"Pid", i.shim_pid},
         {"StartedAt", iso_time(i.started_at_ms)},
         {"FinishedAt", iso_time(i.stopped_at_ms)},
         {"Error", i.stop_reason}}},
       {"Config",
-       {{"Engine", i.engine},
+       {{"Engine", engine_kind_name(i.engine)},
         {"Cpus", i.cpus},
         {"MemoryMib", i.memory_mib},
         {"AutoRemove", i.auto_remove},
@@ -198,15 +198,16 @@ void add_list(CLI::App& app, GlobalFlags& g, int& exit_code) {
       Runtime rt(runtime_options(g));
       std::vector<BoxInfo> boxes;
       for (auto& i : rt.list_info()) {
-        if (*all || i.status == "running") boxes.push_back(i);
+        if (*all || i.status == BoxState::Running) boxes.push_back(i);
       }
       if (*quiet) {
         for (const auto& i : boxes) std::printf("%s\n", i.id.c_str());
       } else if (*format == "table") {
         std::printf("%-14s %-20s %-10s %-8s %-20s %s\n", "ID", "NAME", "STATUS", "ENGINE", "CREATED", "IMAGE");
         for (const auto& i : boxes) {
-          std::printf("%-14s %-20s %-10s %-8s %-20s %s\n", i.id.c_str(), i.name.c_str(), i.status.c_str(),
-                      i.engine.c_str(), ago(i.created_at_ms).c_str(), i.image.c_str());
+          std::printf("%-14s %-20s %-10s %-8s %-20s %s\n", i.id.c_str(), i.name.c_str(),
+                      std::string(box_state_name(i.status)).c_str(), std::string(engine_kind_name(i.engine)).c_str(),
+                      ago(i.created_at_ms).c_str(), i.image.c_str());
         }
       } else {
         nlohmann::json arr = nlohmann::json::array();

@@ -20,7 +20,7 @@ nlohmann::json to_json(const HostInfo& h) {
   };
   return {{"version", h.version},
           {"home", h.home},
-          {"default_engine", h.default_engine},
+          {"default_engine", engine_kind_name(h.default_engine)},
           {"engines", list(h.engines)},
           {"accelerators", list(h.accelerators)}};
 }

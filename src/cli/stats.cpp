@@ -20,7 +20,7 @@ struct StatsFlags {
   bool stream = false;
 };
 
-nlohmann::json metrics_json(const Box& box, const BoxMetrics& m, const char* status) {
+nlohmann::json metrics_json(const Box& box, const BoxMetrics& m, std::string_view status) {
   auto opt = [](const std::optional<int64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
   return {{"id", box.id()},
           {"name", box.name()},

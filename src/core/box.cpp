@@ -30,15 +30,6 @@
 
 namespace boxlite {
 
-const char* box_state_name(BoxState s) {
-  switch (s) {
-    case BoxState::Created: return "created";
-    case BoxState::Running: return "running";
-    case BoxState::Stopped: return "stopped";
-  }
-  return "unknown";
-}
-
 Box::Box(engine::ShimSpec spec, std::string name, std::vector<std::string> default_argv, bool auto_remove)
     : spec_(std::move(spec)),
       name_(std::move(name)),
@@ -52,11 +43,7 @@ Box::Box(engine::ShimSpec spec, store::BoxRecord record, std::vector<std::string
       default_argv_(std::move(default_argv)),
       auto_remove_(record.auto_remove),
       record_(std::move(record)),
-      store_(std::move(store)) {
-  state_ = record_.state == "running"   ? BoxState::Running
-           : record_.state == "stopped" ? BoxState::Stopped
-                                        : BoxState::Created;
-}
+      store_(std::move(store)) {}
 
 std::shared_ptr<Box> Box::attach(engine::ShimSpec spec, store::BoxRecord record, std::shared_ptr<store::Store> store) {
   auto box = attach_to_shim(std::move(spec), record.shim_pid);
@@ -76,18 +63,21 @@ void Box::persist() {
   }
 }
 
-// The shim leaves exit.json saying why the box stopped.
+void Box::move_to_locked(BoxState to, std::string_view op) {
+  check_transition(record_.state, to, id(), op);
+  record_.state = to;
+}
+
+// The shim leaves its exit record saying why the box stopped.
 void Box::record_stopped() {
-  record_.state = "stopped";
+  move_to_locked(BoxState::Stopped, "stop");
   record_.shim_pid = 0;
   record_.stopped_at_ms = wall_clock_ms();
   record_.stop_reason = "stopped";
   record_.main_exit_code.reset();
-  try {
-    auto j = nlohmann::json::parse(read_file(spec_.box_dir + "/exit.json"));
-    record_.stop_reason = j.value("reason", record_.stop_reason);
-    if (j.contains("main_exit_code")) record_.main_exit_code = j.at("main_exit_code").get<int>();
-  } catch (const std::exception&) {
+  if (auto exit = engine::read_exit_record(spec_.box_dir)) {
+    record_.stop_reason = exit->reason;
+    record_.main_exit_code = exit->main_exit_code;
   }
   persist();
 }
@@ -109,7 +99,7 @@ std::shared_ptr<Box> Box::attach_to_shim(engine::ShimSpec spec, pid_t shim_pid) 
     // needs the connection says why it cannot have it.
     box->unanswered_ = e.what();
   }
-  box->state_ = BoxState::Running;
+  box->record_.state = BoxState::Running;
   return box;
 }
 
@@ -139,11 +129,11 @@ Box::~Box() {
 BoxState Box::state() {
   std::lock_guard lk(mu_);
   refresh_locked();
-  return state_;
+  return record_.state;
 }
 
 void Box::refresh_locked() {
-  if (state_ != BoxState::Running || !client_ || !client_->closed()) return;
+  if (record_.state != BoxState::Running || !client_ || !client_->closed()) return;
   // The shim writes exit.json and closes its clients just before it exits.
   if (shim_.valid()) {
     if (!shim_.wait_for(5000)) shim_.kill_now();
@@ -153,7 +143,6 @@ void Box::refresh_locked() {
   client_->close();
   client_.reset();
   lifeline_.reset();
-  state_ = BoxState::Stopped;
   record_stopped();
 }
 
@@ -196,7 +185,7 @@ void Box::logs(size_t tail_lines, bool follow, const std::function<void(const Ou
 std::optional<int> Box::main_exit_code() {
   std::lock_guard lk(mu_);
   refresh_locked();
-  if (state_ != BoxState::Stopped) return std::nullopt;
+  if (record_.state != BoxState::Stopped) return std::nullopt;
   return record_.main_exit_code;
 }
 
@@ -251,7 +240,7 @@ BoxMetrics Box::metrics() {
   {
     std::lock_guard lk(mu_);
     refresh_locked();
-    if (state_ == BoxState::Running) client = client_;
+    if (record_.state == BoxState::Running) client = client_;
     try {
       t = nlohmann::json::parse(record_.timings_json);
     } catch (const std::exception&) {
@@ -315,7 +304,7 @@ void Box::start() {
   trace("core: start locked");
   invalidated_ = false;  // an explicit start re-validates the handle (docs/storage.md)
   if (!handed) {
-    if (state_ == BoxState::Running) {
+    if (record_.state == BoxState::Running) {
       if (client_ && !client_->closed()) return;
       stop_locked();
     }
@@ -331,14 +320,14 @@ void Box::start() {
   }
   trace("core: start checks");
   // (A handed shim's create primed it already.)
-  if (spec_.engine == "jail" && !handed) engine::jail::prime_cgroup_attach();
+  if (spec_.engine == EngineKind::Jail && !handed) engine::jail::prime_cgroup_attach();
   // The CLI's `run` started one already (core/shim_launch.hpp); else start it now.
   std::optional<core::ShimLaunch> launch =
       handed ? std::optional(handed->take_launch()) : core::take_prestarted_shim(record_.detach);
   double spawn_started_ms = handed ? handed->handed_at_ms() : now_ms();
   if (!launch) launch.emplace(core::ShimLaunch::spawn(record_.detach));
   if (!handed) {
-    ::unlink((spec_.box_dir + "/exit.json").c_str());
+    engine::remove_exit_record(spec_.box_dir);
     launch->hand_box_dir(spec_.box_dir);
     trace("core: shim handed its box");
   }
@@ -371,7 +360,6 @@ void Box::start() {
     // A main command that exits at once can take the box down before we connect:
     // the box did start, and has stopped already.
     if (!shim.wait_for(5000)) shim.kill_now();
-    state_ = BoxState::Stopped;
     record_stopped();
     if (!record_.main_exit_code) throw;
     return;
@@ -383,8 +371,7 @@ void Box::start() {
     shim_ = std::move(shim);
     lifeline_ = launch->take_lifeline();
   }
-  state_ = BoxState::Running;
-  record_.state = "running";
+  move_to_locked(BoxState::Running, "start");
   record_.stop_reason.clear();
   record_.main_exit_code.reset();
   persist();
@@ -393,7 +380,7 @@ void Box::start() {
 
 void Box::make_detached() {
   std::lock_guard lk(mu_);
-  if (state_ != BoxState::Running) record_.detach = true;
+  if (record_.state != BoxState::Running) record_.detach = true;
 }
 
 Execution Box::exec(const ExecOptions& o) {
@@ -412,7 +399,7 @@ Execution Box::exec(const ExecOptions& o) {
     std::lock_guard lk(mu_);
     check_valid_locked();
     refresh_locked();
-    if (state_ == BoxState::Stopped && record_.main_exit_code) {
+    if (record_.state == BoxState::Stopped && record_.main_exit_code) {
       throw Error(ErrorKind::InvalidState,
                   "Cannot exec box " + id() + ": it is stopped, and its main command has already exited");
     }
@@ -441,7 +428,7 @@ Execution Box::exec(const ExecOptions& o) {
 
 std::optional<Execution> Box::finished_main_locked() {
   refresh_locked();
-  if (state_ != BoxState::Stopped || !record_.main_exit_code) return std::nullopt;
+  if (record_.state != BoxState::Stopped || !record_.main_exit_code) return std::nullopt;
   return replay_main_locked(*record_.main_exit_code);
 }
 
@@ -451,14 +438,10 @@ std::optional<Execution> Box::finished_main_locked() {
 // the box's row written as stopped; a destroy() then overlaps that exit with the
 // removal of the box's layers, as after a main command that ended while attached.
 std::optional<Execution> Box::main_from_exit_record_locked() {
-  if (state_ != BoxState::Running || !client_ || !client_->box_down()) return std::nullopt;
-  try {
-    auto j = nlohmann::json::parse(read_file(spec_.box_dir + "/exit.json"));
-    if (!j.contains("main_exit_code")) return std::nullopt;
-    return replay_main_locked(j.at("main_exit_code").get<int>());
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
+  if (record_.state != BoxState::Running || !client_ || !client_->box_down()) return std::nullopt;
+  auto exit = engine::read_exit_record(spec_.box_dir);
+  if (!exit || !exit->main_exit_code) return std::nullopt;
+  return replay_main_locked(*exit->main_exit_code);
 }
 
 // It already ran: hand back that run, read from its log.
@@ -481,7 +464,7 @@ Execution Box::attach(bool with_stdin) {
     std::lock_guard lk(mu_);
     check_valid_locked();
   }
-  if (state() == BoxState::Created) start();  // its main command may be over by the time this returns
+  if (state() == BoxState::Configured) start();  // its main command may be over by the time this returns
   {
     std::lock_guard lk(mu_);
     if (auto done = main_from_exit_record_locked()) return std::move(*done);
@@ -553,15 +536,14 @@ BufferedResult Box::run(const ExecOptions& opts) {
 bool Box::join_started_elsewhere_locked() {
   if (!store_) return false;
   auto fresh = store_->find(id());
-  if (!fresh || fresh->id != id() || fresh->state != "running" || !process_alive(fresh->shim_pid)) return false;
+  if (!fresh || fresh->id != id() || fresh->state != BoxState::Running || !process_alive(fresh->shim_pid)) return false;
   try {
     client_ = core::ShimClient::connect(engine::shim_socket_path(spec_.box_dir), id());
   } catch (const Error&) {
     return false;  // it is stopping: boot anew
   }
-  record_ = *fresh;
+  record_ = *fresh;  // running, as its row says
   attached_ = true;  // not ours to stop when this handle goes
-  state_ = BoxState::Running;
   return true;
 }
 
@@ -575,7 +557,7 @@ bool Box::adopt_unrecorded_shim_locked() {
   }
   record_.shim_pid = pid;
   attached_ = true;  // not our child
-  state_ = BoxState::Running;
+  move_to_locked(BoxState::Running, "adopt the shim it has");
   return true;
 }
 
@@ -615,7 +597,8 @@ void Box::stop_locked(int timeout_ms, bool record) {
       // Already gone.
     }
   }
-  bool was_running = state_ == BoxState::Running || shim_.valid();
+  bool was_running = record_.state == BoxState::Running || shim_.valid();
+  if (record_.state == BoxState::Running) move_to_locked(BoxState::Stopping, "stop");
   // A shim that did not answer will not stop the box either: killed at once.
   if (!unanswered_.empty()) timeout_ms = 0;
   bool killed = false;
@@ -634,16 +617,17 @@ void Box::stop_locked(int timeout_ms, bool record) {
     }
   }
   // What a killed shim would have retired (destroy() does it too).
-  if (killed && spec_.engine == "jail") engine::jail::remove_cgroups(spec_.box_id);
+  if (killed && spec_.engine == EngineKind::Jail) engine::jail::remove_cgroups(spec_.box_id);
   if (client_) {
     client_->close();
     client_.reset();
   }
   lifeline_.reset();
-  if (state_ == BoxState::Running) state_ = BoxState::Stopped;
-  if (was_running && store_ && record) record_stopped();
-  if (was_running && !record) {  // what the handle knows, if the removal then fails
-    record_.state = "stopped";
+  if (was_running && store_ && record) {
+    record_stopped();
+  } else if (record_.state == BoxState::Running || record_.state == BoxState::Stopping) {
+    // What the handle knows (a removal that then fails leaves it so).
+    move_to_locked(BoxState::Stopped, "stop");
     record_.shim_pid = 0;
   }
 }
@@ -668,13 +652,13 @@ void Box::destroy(bool reach_current_shim) {
   // documented error; auto_remove then leaves the box stopped). A jail box has none:
   // its clones copy its upper layer (Runtime::clone_jail), and a run's removal then
   // reads no row before it starts (the query was ~0.1 ms of every `run --rm`).
-  if (store_ && spec_.engine != "jail") check_no_clone_dependents(*store_, id());
+  if (store_ && spec_.engine != EngineKind::Jail) check_no_clone_dependents(*store_, id());
   // A jail box whose shim said it is down (then hung up) has no process left: only
   // the shim's own exit is, and its upper layer and overlay workdir (still mounted
   // in the shim's namespace, but written by nothing) go meanwhile.
   std::atomic<int> layers_emptied{0};  // before the threads that count: they may outlive a throw
   std::jthread early_upper, early_work;
-  if (spec_.engine == "jail" && client_) {
+  if (spec_.engine == EngineKind::Jail && client_) {
     if (!client_->closed()) {
       try {
         client_->request_shutdown();  // as stop_locked() does; a box already down ignores it
@@ -684,7 +668,7 @@ void Box::destroy(bool reach_current_shim) {
     // The shim hangs up right after it tells its clients the box is down.
     if (!client_->wait_closed(2000)) trace("core: destroy: the shim did not hang up in 2 s");
   }
-  bool early = spec_.engine == "jail" && client_ && client_->box_down();
+  bool early = spec_.engine == EngineKind::Jail && client_ && client_->box_down();
   // Its directory may be kept as a spare (core/spare_dirs.hpp) once we have reaped
   // its shim ourselves: the overlay holding upper/ and work/ then is no more. The
   // layers are emptied for that, not removed.
@@ -721,7 +705,7 @@ void Box::destroy(bool reach_current_shim) {
   }
   trace("core: destroy: stopped");
   // The shim retires them; this covers a shim that was killed first.
-  if (spec_.engine == "jail") engine::jail::remove_cgroups(spec_.box_id);
+  if (spec_.engine == EngineKind::Jail) engine::jail::remove_cgroups(spec_.box_id);
   trace("core: destroy: cgroups");
   bool kept = as_spare && layers_emptied == kLayerDirs &&
               core::keep_as_spare(core::HomeLayout::of_box_dir(spec_.box_dir).spare_box_dirs(), spec_.box_dir);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "boxlite/lifecycle.hpp"
 #include "common/fd.hpp"
 #include "common/file_lock.hpp"
 #include "common/process.hpp"
@@ -21,9 +22,6 @@
 #include "store/store.hpp"
 
 namespace boxlite {
-
-enum class BoxState { Created, Running, Stopped };
-const char* box_state_name(BoxState s);
 
 class Box {
  public:
@@ -118,6 +116,9 @@ class Box {
   void stop_locked(int timeout_ms = kDefaultStopTimeoutMs, bool record = true);
   static constexpr int kDefaultStopTimeoutMs = 15000;
   void persist();
+  // The one way the box's state changes (boxlite/lifecycle.hpp): an illegal move
+  // is InvalidState naming the box, its state and `op`.
+  void move_to_locked(BoxState to, std::string_view op);
   void record_stopped();
   // A running box whose shim went away by itself (its main command exited, or it
   // was killed) becomes stopped, with the reason the shim left.
@@ -164,7 +165,6 @@ class Box {
   store::BoxRecord record_;
   std::shared_ptr<store::Store> store_;  // null: a box without a record
   std::mutex mu_;
-  BoxState state_ = BoxState::Created;
   Child shim_;
   UniqueFd lifeline_;
   std::shared_ptr<core::ShimClient> client_;

@@ -130,7 +130,7 @@ uint64_t Runtime::prune_store(bool all, const std::set<std::string>* only) {
   for (const auto& r : this->store()->list()) {
     used_refs.insert(r.image);
     try {
-      auto spec = engine::spec_from_json(read_file(layout_.box_dir(r.id) + "/shim.json"));
+      auto spec = engine::read_spec(layout_.box_dir(r.id));
       used_paths.insert(spec.disk_base);
       for (const auto& l : spec.lower_dirs) used_paths.insert(l);
     } catch (const Error&) {

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "boxlite/engine_kind.hpp"
 #include "registry/config.hpp"
 
 namespace boxlite {
@@ -96,7 +97,7 @@ struct BoxOptions {
   std::string user;
   std::vector<std::string> entrypoint;  // overrides the image's when non-empty
   std::vector<std::string> cmd;         // overrides the image's when non-empty
-  std::string engine;                   // "" = $BOXLITE_ENGINE or "vm"
+  std::optional<EngineKind> engine;     // nullopt = $BOXLITE_ENGINE, the home config's, or vm
   std::string accel;                    // "auto" | "kvm" | "tcg"; "" = $BOXLITE_ACCEL or auto
   std::string kernel;                   // "" = the minimal kernel; "debian"; or a path (file, or a dpkg -x tree)
   bool auto_remove = true;

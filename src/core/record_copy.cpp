@@ -19,7 +19,7 @@ void keep_record_copy(const std::string& box_dir, const store::BoxRecord& r) noe
   nlohmann::json j{{"id", r.id},
                    {"name", r.name},
                    {"image", r.image},
-                   {"engine", r.engine},
+                   {"engine", engine_kind_name(r.engine)},
                    {"created_at_ms", r.created_at_ms},
                    {"detach", r.detach},
                    {"options_json", r.options_json},
@@ -44,18 +44,20 @@ store::BoxRecord read_record_copy(const std::string& box_dir) {
     r.id = j.at("id").get<std::string>();
     r.name = j.at("name").get<std::string>();
     r.image = j.at("image").get<std::string>();
-    r.engine = j.at("engine").get<std::string>();
+    r.engine = parse_engine_kind(j.at("engine").get<std::string>(), path);
     r.created_at_ms = j.at("created_at_ms").get<int64_t>();
     r.detach = j.at("detach").get<bool>();
     r.options_json = j.at("options_json").get<std::string>();
     r.timings_json = j.value("timings_json", std::string("{}"));
   } catch (const nlohmann::json::exception& e) {
     throw Error(ErrorKind::Storage, path + " is not a box's record: " + e.what());
+  } catch (const Error& e) {
+    throw Error(ErrorKind::Storage, path + " is not a box's record: " + e.what());
   }
   if (box_dir.substr(box_dir.rfind('/') + 1) != r.id) {
     throw Error(ErrorKind::Storage, path + " records box " + r.id + ", not the box of its directory");
   }
-  r.state = "stopped";
+  r.state = BoxState::Stopped;
   r.auto_remove = false;
   return r;
 }

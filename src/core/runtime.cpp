@@ -219,12 +219,12 @@ std::vector<std::pair<const char*, uint64_t>> security_limits(const SecurityOpti
 
 // The limits are enforced by the jail engine only; a vm box asking for one fails,
 // naming it, rather than run without it.
-void check_security(const SecurityOptions& s, const std::string& engine) {
+void check_security(const SecurityOptions& s, EngineKind engine) {
   auto limits = security_limits(s);
   for (const auto& [name, v] : limits) {
     if (v == 0) throw Error(ErrorKind::InvalidArgument, std::string("security ") + name + " must be > 0");
   }
-  if (engine == "vm" && !limits.empty()) {
+  if (engine == EngineKind::Vm && !limits.empty()) {
     std::string names;
     for (const auto& [name, v] : limits) names += (names.empty() ? "" : ", ") + std::string(name);
     throw Error(ErrorKind::Unsupported, "security " + names +
@@ -255,9 +255,6 @@ void validate_box_options(const BoxOptions& o) {
   if (o.memory_mib && (*o.memory_mib < 64 || *o.memory_mib > 1048576)) {
     throw Error(ErrorKind::InvalidArgument,
                 "memory_mib must be between 64 and 1048576 MiB, got " + std::to_string(*o.memory_mib));
-  }
-  if (!o.engine.empty() && o.engine != "vm" && o.engine != "jail") {
-    throw Error(ErrorKind::InvalidArgument, "unknown engine '" + o.engine + "': expected 'vm' or 'jail'");
   }
   if (!o.accel.empty() && o.accel != "auto" && o.accel != "kvm" && o.accel != "tcg") {
     throw Error(ErrorKind::InvalidArgument, "unknown accel '" + o.accel + "': expected 'auto', 'kvm' or 'tcg'");
@@ -442,7 +439,7 @@ void Runtime::load_home_config(bool registries_from_options) {
     if (!j.is_object()) throw Error(ErrorKind::Config, "expected a JSON object");
     for (const auto& [key, value] : j.items()) {
       if (key == "engine" && value.is_string()) {
-        config_engine_ = value.get<std::string>();
+        config_engine_ = parse_engine_kind(value.get<std::string>());
       } else if (key == "accel" && value.is_string()) {
         config_accel_ = value.get<std::string>();
       } else if (key == "image_registries") {
@@ -459,7 +456,6 @@ void Runtime::load_home_config(bool registries_from_options) {
   }
   BoxOptions check;
   check.image = "-";
-  check.engine = config_engine_;
   check.accel = config_accel_;
   try {
     validate_box_options(check);
@@ -468,8 +464,9 @@ void Runtime::load_home_config(bool registries_from_options) {
   }
 }
 
-std::string Runtime::default_engine() const {
-  return env_or("BOXLITE_ENGINE", config_engine_.empty() ? "vm" : config_engine_);
+EngineKind Runtime::default_engine() const {
+  if (const char* env = std::getenv("BOXLITE_ENGINE"); env && *env) return parse_engine_kind(env, "BOXLITE_ENGINE");
+  return config_engine_.value_or(kDefaultEngine);
 }
 
 std::string Runtime::default_accel() const {
@@ -481,23 +478,24 @@ HostInfo Runtime::host_info() {
   h.version = BOXLITE_VERSION_STRING;
   h.home = layout_.root;
   h.default_engine = default_engine();
-  EngineStatus vm{"vm", true, ""};
+  const std::string vm_name(engine_kind_name(EngineKind::Vm)), jail_name(engine_kind_name(EngineKind::Jail));
+  EngineStatus vm{vm_name, true, ""};
   if (which("qemu-system-x86_64").empty()) {
-    vm = {"vm", false, "qemu-system-x86_64 not found (apt-get install qemu-system-x86 qemu-utils)"};
+    vm = {vm_name, false, "qemu-system-x86_64 not found (apt-get install qemu-system-x86 qemu-utils)"};
   } else {
     try {
       resolve_kernel("");
     } catch (const Error& e) {
-      vm = {"vm", false, e.what()};
+      vm = {vm_name, false, e.what()};
     }
   }
-  EngineStatus jail{"jail", true, "weaker isolation than vm (shared kernel); used only when asked for"};
+  EngineStatus jail{jail_name, true, "weaker isolation than vm (shared kernel); used only when asked for"};
   if (::geteuid() != 0) {
-    jail = {"jail", false, "needs root on this host (see docs/jail.md)"};
+    jail = {jail_name, false, "needs root on this host (see docs/jail.md)"};
   } else if (read_file("/proc/filesystems").find("overlay") == std::string::npos) {
-    jail = {"jail", false, "the kernel has no overlayfs"};
+    jail = {jail_name, false, "the kernel has no overlayfs"};
   } else if (std::string why = engine::jail::namespaces_refused(); !why.empty()) {
-    jail = {"jail", false, why};
+    jail = {jail_name, false, why};
   }
   h.engines = {vm, jail};
   std::string probe = layout_.tmp() + "/kvm-probe";
@@ -645,7 +643,7 @@ void Runtime::shutdown(std::optional<double> timeout_secs) {
 
 RuntimeMetrics Runtime::metrics() {
   RuntimeMetrics m;
-  for (const auto& info : list_info()) m.num_running_boxes += info.status == "running";
+  for (const auto& info : list_info()) m.num_running_boxes += info.status == BoxState::Running;
   m.boxes_created_total = counters_->boxes_created;
   m.boxes_failed_total = counters_->boxes_failed;
   m.total_commands_executed = counters_->commands_executed;
@@ -679,19 +677,15 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   validate_name(name);
   if (!name.empty() && store()->find_exact(name))
     throw Error(ErrorKind::AlreadyExists, "box name '" + name + "' is already in use");
-  std::string engine = opts.engine.empty() ? default_engine() : opts.engine;
-  if (engine != "vm" && engine != "jail") {
-    throw Error(ErrorKind::InvalidArgument,
-                "unknown engine '" + engine + "' (from BOXLITE_ENGINE or the home config): expected 'vm' or 'jail'");
-  }
+  EngineKind engine = opts.engine ? *opts.engine : default_engine();
   check_security(opts.security, engine);
-  if (engine == "jail" && opts.disk_size_gb) {
+  if (engine == EngineKind::Jail && opts.disk_size_gb) {
     throw Error(ErrorKind::Unsupported,
                 "disk_size_gb is not supported by the jail engine: its root is an overlay on the host's file system, "
                 "with no disk of its own to size (docs/storage.md)");
   }
 
-  if (engine == "jail") engine::jail::prime_cgroup_attach();
+  if (engine == EngineKind::Jail) engine::jail::prime_cgroup_attach();
   double create_started_ms = now_ms();
   std::string source = opts.rootfs_path.empty() ? opts.image : opts.rootfs_path;
   struct stat st;
@@ -712,7 +706,7 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   if (!path_exists(spec.guest_binary)) {
     throw Error(ErrorKind::Config, "guest agent not found at " + spec.guest_binary + ": build the project first");
   }
-  if (engine == "vm") {
+  if (engine == EngineKind::Vm) {
     prepare_vm(spec, opts, img);
   } else {
     prepare_jail(spec, img);
@@ -723,7 +717,7 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   spec.box_id = new_box_id();
   spec.box_dir = layout_.box_dir(spec.box_id);
   DirGuard guard{spec.box_dir};
-  bool spare = engine == "jail" && core::take_spare_box_dir(layout_.spare_box_dirs(), spec.box_dir);
+  bool spare = engine == EngineKind::Jail && core::take_spare_box_dir(layout_.spare_box_dirs(), spec.box_dir);
   if (!spare && ::mkdir(spec.box_dir.c_str(), 0700) != 0) {
     throw_errno(ErrorKind::Storage, "create box directory " + spec.box_dir);
   }
@@ -753,7 +747,7 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   if (spec.net.enabled && !path_exists(spec.net.binary)) {
     throw Error(ErrorKind::Config, "boxlite-net not found at " + spec.net.binary + ": build the project first");
   }
-  if (engine == "vm") {
+  if (engine == EngineKind::Vm) {
     double t_disk = now_ms();
     spec.disk = spec.box_dir + "/disk.qcow2";
     rootfs::create_overlay(spec.disk_base, spec.disk, disk_size_bytes(opts, spec.disk_base));
@@ -770,7 +764,7 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   spec.main_rows = opts.main_rows;
   spec.main_cols = opts.main_cols;
   // A box removed when it stops need not survive a host crash: no fsync.
-  write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600, /*durable=*/!spec.ephemeral);
+  engine::write_spec(spec);
   trace("core: spec written");
   // create_to_start: the prestarted shim boots the box while its row is written,
   // under the box's lock (taken first, so no other process starts the box meanwhile;
@@ -780,7 +774,7 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   // recorded, or never started) leaves its cgroups: they go after it.
   std::optional<core::ShimLaunch> early = start_now ? core::take_prestarted_shim(opts.detach) : std::nullopt;
   FileLock early_lock = early ? FileLock::acquire_directory(spec.box_dir) : FileLock();
-  auto after_stop = [id = spec.box_id, jail = engine == "jail"] {
+  auto after_stop = [id = spec.box_id, jail = engine == EngineKind::Jail] {
     if (jail) engine::jail::remove_cgroups(id);
   };
   struct DropHanded {  // the insert failed: the shim handed the box goes
@@ -800,7 +794,7 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   rec.name = name;
   rec.image = recorded;  // a registry image as its normalized reference
   rec.engine = engine;
-  rec.state = "created";
+  rec.state = BoxState::Configured;
   rec.created_at_ms = wall_clock_ms();
   rec.auto_remove = opts.auto_remove;
   rec.detach = opts.detach;
@@ -836,23 +830,19 @@ bool Runtime::forget_if_removed(const store::BoxRecord& r) {
 bool Runtime::reconcile(store::BoxRecord& r) {
   if (forget_if_removed(r)) return false;
   std::string dir = layout_.box_dir(r.id);
-  if (r.state != "running") return true;
+  if (r.state != BoxState::Running) return true;
   if (core::is_shim_of(r.shim_pid, dir)) return true;
-  r.state = "stopped";
+  r.state = BoxState::Stopped;
   r.stop_reason = "the box's shim was killed";
   r.stopped_at_ms = wall_clock_ms();
-  try {
-    auto j = nlohmann::json::parse(read_file(dir + "/exit.json"));
-    if (j.value("stopped_at_ms", int64_t{0}) >= r.started_at_ms) {
-      r.stop_reason = j.value("reason", r.stop_reason);
-      r.stopped_at_ms = j.value("stopped_at_ms", r.stopped_at_ms);
-      if (j.contains("main_exit_code")) r.main_exit_code = j.at("main_exit_code").get<int>();
-    }
-  } catch (const std::exception&) {
+  if (auto exit = engine::read_exit_record(dir); exit && exit->stopped_at_ms >= r.started_at_ms) {
+    if (!exit->reason.empty()) r.stop_reason = exit->reason;
+    r.stopped_at_ms = exit->stopped_at_ms;
+    r.main_exit_code = exit->main_exit_code;
   }
   r.shim_pid = 0;
   // A killed shim could not retire the jail's cgroups; its processes died with it.
-  if (r.engine == "jail") engine::jail::remove_cgroups(r.id);
+  if (r.engine == EngineKind::Jail) engine::jail::remove_cgroups(r.id);
   try {
     store()->update(r);
   } catch (const Error&) {
@@ -865,7 +855,7 @@ std::shared_ptr<Box> Runtime::box_from_record(const store::BoxRecord& r) {
   std::string dir = layout_.box_dir(r.id);
   engine::ShimSpec spec;
   try {
-    spec = engine::spec_from_json(read_file(dir + "/shim.json"));
+    spec = engine::read_spec(dir);
   } catch (const Error& e) {
     // Removed since its row was read (another process's `rm`): gone, not damaged.
     if (!path_exists(dir) && !store()->find(r.id)) throw Error(ErrorKind::NotFound, "No such box: " + r.id);
@@ -878,7 +868,7 @@ std::shared_ptr<Box> Runtime::box_from_record(const store::BoxRecord& r) {
   } catch (const std::exception&) {
     argv = {"sh"};
   }
-  if (r.state == "running") return track(Box::attach(std::move(spec), r, store()));
+  if (r.state == BoxState::Running) return track(Box::attach(std::move(spec), r, store()));
   return track(std::make_shared<Box>(std::move(spec), r, argv, store()));
 }
 
@@ -904,7 +894,7 @@ std::shared_ptr<Box> Runtime::box_of(std::optional<store::BoxRecord> r) {
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::Stopped) throw;
     // Its shim stopped answering between the check and the connect.
-    r->state = "running";
+    r->state = BoxState::Running;
     if (!reconcile(*r)) return nullptr;
     return box_from_record(*r);
   }
@@ -961,7 +951,7 @@ std::vector<BoxInfo> Runtime::list_info() {
 void Runtime::remove(const std::string& id_or_name, bool force) {
   auto r = store()->find(id_or_name);
   if (!r || !reconcile(*r)) throw no_such_box(id_or_name);
-  if (r->state == "running" && !force) {
+  if (r->state == BoxState::Running && !force) {
     throw Error(ErrorKind::InvalidState, "box " + r->id + " is running: stop it first, or remove it with force");
   }
   release_clones(r->id, force);
@@ -976,14 +966,14 @@ void Runtime::remove(const std::string& id_or_name, bool force) {
     // A half-made or unreadable box: remove what there is.
   }
   if (core::is_shim_of(r->shim_pid, layout_.box_dir(r->id))) ::kill(r->shim_pid, SIGKILL);
-  if (r->engine == "jail") engine::jail::remove_cgroups(r->id);
+  if (r->engine == EngineKind::Jail) engine::jail::remove_cgroups(r->id);
   remove_tree(layout_.box_dir(r->id));
   store()->remove(r->id, /*durable=*/!r->auto_remove);
 }
 
 std::shared_ptr<Box> Runtime::attach(const std::string& id) {
   if (auto r = store()->find(id); r && reconcile(*r)) {
-    if (r->state != "running") throw Error(ErrorKind::Stopped, "box " + r->id + " is not running");
+    if (r->state != BoxState::Running) throw Error(ErrorKind::Stopped, "box " + r->id + " is not running");
     return box_from_record(*r);
   }
   throw no_such_box(id);

@@ -33,15 +33,17 @@ struct EngineStatus {
   std::string reason;  // why not usable, or a note
 };
 struct HostInfo {
-  std::string version, home, default_engine;
+  std::string version, home;
+  EngineKind default_engine = kDefaultEngine;
   std::vector<EngineStatus> engines;       // vm, jail
   std::vector<EngineStatus> accelerators;  // kvm, tcg
 };
 
 // What list_info()/get_info() report, never booting a box.
 struct BoxInfo {
-  std::string id, name, image, engine;
-  std::string status;       // created | running | stopped
+  std::string id, name, image;
+  EngineKind engine = kDefaultEngine;
+  BoxState status = BoxState::Configured;
   std::string stop_reason;  // why it last stopped
   int64_t created_at_ms = 0, started_at_ms = 0, stopped_at_ms = 0;
   int shim_pid = 0;
@@ -167,7 +169,8 @@ class Runtime {
   void load_home_config(bool registries_from_options);
   void sweep_half_made_boxes();
   void record_again(const std::string& box_dir);
-  std::string default_engine() const;
+  // BOXLITE_ENGINE, else the home config's, else vm (an unknown name: InvalidArgument).
+  EngineKind default_engine() const;
   std::string default_accel() const;
 
   // A "running" record whose shim is gone becomes "stopped", with the reason. An
@@ -197,8 +200,9 @@ class Runtime {
   std::shared_ptr<Box> create_counted(const BoxOptions& opts, const std::string& name, bool start_now);
   std::shared_ptr<Box> create_box(const BoxOptions& opts, const std::string& name, bool start_now);
   std::shared_ptr<core::RuntimeCounters> counters_ = std::make_shared<core::RuntimeCounters>();
-  std::string config_engine_, config_accel_;  // from <home>/config.json
-  std::vector<ImageRegistry> registries_;     // options, else <home>/config.json
+  std::optional<EngineKind> config_engine_;  // from <home>/config.json
+  std::string config_accel_;
+  std::vector<ImageRegistry> registries_;  // options, else <home>/config.json
   std::function<void(const std::string&, const std::vector<registry::LayerProgress>&)> pull_on_manifest_;
   std::function<void(const registry::LayerProgress&)> pull_progress_;
   // Pulls `reference` into the store at images_dir in boxlite-pull (pull_client.hpp).

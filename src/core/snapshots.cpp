@@ -205,7 +205,7 @@ SnapshotInfo info_of(const Box& b, const nlohmann::json& j) {
   s.created_at = j.at("created_at");
   s.container_disk_bytes = j.at("container_disk_bytes");
   struct stat st {};
-  if (b.spec().engine == "jail") {
+  if (b.spec().engine == EngineKind::Jail) {
     s.size_bytes = tree_bytes(snapshots_dir(b) + "/" + s.id + ".upper");
   } else if (::stat((snapshots_dir(b) + "/" + s.id + ".qcow2").c_str(), &st) == 0) {
     s.size_bytes = static_cast<uint64_t>(st.st_blocks) * 512;
@@ -224,7 +224,7 @@ void validate_snapshot_name(const std::string& name) {
 // The lock that keeps a start (in any process) out while the disk changes.
 FileLock lock_box_dir(Box& b) { return core::lock_box_directory(b.dir()); }
 
-bool is_jail(const Box& b) { return b.spec().engine == "jail"; }
+bool is_jail(const Box& b) { return b.spec().engine == EngineKind::Jail; }
 
 // A jail's snapshot is a copy of its overlay's upper directory (O(data), unlike
 // the vm's O(1) chain): <box>/snapshots/<id>.upper.

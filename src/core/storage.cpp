@@ -320,7 +320,7 @@ store::BoxRecord clone_record(const store::BoxRecord& source, const std::string&
   store::BoxRecord r = source;
   r.id = id;
   r.name = name;
-  r.state = "created";
+  r.state = BoxState::Configured;
   r.stop_reason.clear();
   r.created_at_ms = wall_clock_ms();
   r.started_at_ms = r.stopped_at_ms = 0;
@@ -471,7 +471,7 @@ std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& requeste
   std::string name = requested_name.empty() ? clone_name_for(*store(), source) : requested_name;
   validate_new_name(*store(), name);
   FileLock lock = core::lock_box_directory(source.dir());
-  if (source.spec().engine == "jail") return clone_jail(source, name, detach);
+  if (source.spec().engine == EngineKind::Jail) return clone_jail(source, name, detach);
   auto rec = store()->find(source.id());
   if (!rec) throw Error(ErrorKind::NotFound, "No such box: " + source.id());
 
@@ -486,7 +486,7 @@ std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& requeste
   std::string frozen = engine::clone_backing_path(source.dir(), spec.box_id);
   freeze_box_disk(source, frozen);
   disk::create_overlay_on(frozen, "qcow2", spec.disk, disk::virtual_size(frozen));
-  write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600);
+  engine::write_spec(spec);
 
   store::BoxRecord r = clone_record(*rec, spec.box_id, name, detach);
   nlohmann::json opts = nlohmann::json::object();
@@ -511,7 +511,7 @@ std::shared_ptr<Box> Runtime::clone_jail(Box& source, const std::string& name, b
   PathGuard guard{spec.box_dir};
   if (::mkdir(spec.box_dir.c_str(), 0700) != 0) throw_errno(ErrorKind::Storage, "create box directory " + spec.box_dir);
   copy_jail_upper(source, spec.box_dir + "/upper");  // a running source is frozen meanwhile
-  write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600);
+  engine::write_spec(spec);
   store::BoxRecord r = clone_record(*rec, spec.box_id, name, detach);
   store()->insert(r);
   core::keep_record_copy(spec.box_dir, r);  // once the row is committed
@@ -556,12 +556,12 @@ void Runtime::release_clones(const std::string& id, bool force) {
   if (!force) throw_clone_dependents(clones);
   for (const auto& c : clones) {
     // qemu-img must not rewrite a disk QEMU has open.
-    if (c.state == "running" && process_alive(c.shim_pid)) {
+    if (c.state == BoxState::Running && process_alive(c.shim_pid)) {
       throw Error(ErrorKind::InvalidState, "Cannot remove box: its clone " + c.id + " is running; stop it first");
     }
   }
   for (const auto& c : clones) {
-    engine::ShimSpec spec = engine::spec_from_json(read_file(layout_.box_dir(c.id) + "/shim.json"));
+    engine::ShimSpec spec = engine::read_spec(layout_.box_dir(c.id));
     FileLock lock = core::lock_box_directory(spec.box_dir);
     // Safe-mode rebase onto the image's base: the clone keeps every byte it sees,
     // and nothing of it lives in the source's directory any more.
@@ -584,7 +584,7 @@ std::string Runtime::export_box(Box& box, const std::string& dest_dir) {
     throw Error(ErrorKind::InvalidArgument, "export destination '" + dest_dir + "' is not an existing directory");
   }
   FileLock lock = core::lock_box_directory(box.dir());
-  if (box.spec().engine == "jail") return export_jail(box, dest_dir);
+  if (box.spec().engine == EngineKind::Jail) return export_jail(box, dest_dir);
   std::string dest = dest_dir + "/" + (box.name().empty() ? box.id() : box.name()) + ".boxlite";
   make_dirs(layout_.tmp());
   std::string flat = layout_.tmp() + "/export-" + random_hex(6) + ".qcow2";
@@ -618,7 +618,7 @@ std::string Runtime::write_export(Box& box, const std::string& dest, const std::
                              {"image", rec ? rec->image : ""},
                              {"options", rec ? nlohmann::json::parse(rec->options_json) : nlohmann::json::object()},
                              {"spec", nlohmann::json::parse(engine::spec_to_json(spec))}};
-  if (spec.engine == "jail") manifest["image_layers"] = layer_ids(spec);
+  if (spec.engine == EngineKind::Jail) manifest["image_layers"] = layer_ids(spec);
   std::string manifest_file = data_file + ".json";
   PathGuard manifest_guard{manifest_file};
   write_file_atomic(manifest_file, manifest.dump(2), 0600);
@@ -729,10 +729,10 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
   }
   // The archive records the engine: a jail export makes a jail box, a vm one a vm box.
   if (have_upper) {
-    if (exported.engine != "jail")
-      throw Error(ErrorKind::InvalidArgument,
-                  "import: " + path + ": an upper layer in a " + exported.engine + " export");
-    spec.engine = "jail";
+    if (exported.engine != EngineKind::Jail)
+      throw Error(ErrorKind::InvalidArgument, "import: " + path + ": an upper layer in a " +
+                                                  std::string(engine_kind_name(exported.engine)) + " export");
+    spec.engine = EngineKind::Jail;
     copy_exported_box(spec, exported);
     check_upper_layer(upper_tar, path);
     auto box = import_jail(spec, manifest, name, upper_tar, detach);
@@ -761,21 +761,22 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
     throw Error(ErrorKind::InvalidArgument, "import: " + path + ": the disk is not a self-contained qcow2 image");
   }
 
-  if (exported.engine != "vm")
-    throw Error(ErrorKind::InvalidArgument, "import: " + path + ": a disk in a " + exported.engine + " export");
-  spec.engine = "vm";
+  if (exported.engine != EngineKind::Vm)
+    throw Error(ErrorKind::InvalidArgument,
+                "import: " + path + ": a disk in a " + std::string(engine_kind_name(exported.engine)) + " export");
+  spec.engine = EngineKind::Vm;
   BoxOptions machine = copy_exported_box(spec, exported);
   spec.disk = disk_path;
   prepare_vm_machine(spec, machine);
   spec.ephemeral = false;  // an imported box is kept until removed
-  write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600);
+  engine::write_spec(spec);
 
   store::BoxRecord r;
   r.id = spec.box_id;
   r.name = name;
   r.image = manifest.value("image", "");
-  r.engine = "vm";
-  r.state = "created";
+  r.engine = EngineKind::Vm;
+  r.state = BoxState::Configured;
   r.created_at_ms = wall_clock_ms();
   r.auto_remove = false;
   r.detach = detach;
@@ -821,14 +822,14 @@ std::shared_ptr<Box> Runtime::import_jail(engine::ShimSpec spec, const nlohmann:
                 "import: the box's upper layer: " + std::string(e.what()));
   }
   ::unlink(upper_tar.c_str());
-  write_file_atomic(spec.box_dir + "/shim.json", engine::spec_to_json(spec), 0600);
+  engine::write_spec(spec);
 
   store::BoxRecord r;
   r.id = spec.box_id;
   r.name = name;
   r.image = recorded;
-  r.engine = "jail";
-  r.state = "created";
+  r.engine = EngineKind::Jail;
+  r.state = BoxState::Configured;
   r.created_at_ms = wall_clock_ms();
   r.auto_remove = false;
   r.detach = detach;

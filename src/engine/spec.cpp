@@ -10,7 +10,7 @@ std::string spec_to_json(const ShimSpec& s) {
   nlohmann::json j = {
       {"box_id", s.box_id},
       {"box_dir", s.box_dir},
-      {"engine", s.engine},
+      {"engine", engine_kind_name(s.engine)},
       {"accel", s.accel},
       {"qemu", s.qemu},
       {"kernel", s.kernel},
@@ -54,7 +54,7 @@ ShimSpec spec_from_json(const std::string& text) {
     ShimSpec s;
     s.box_id = j.at("box_id");
     s.box_dir = j.at("box_dir");
-    s.engine = j.at("engine");
+    s.engine = parse_engine_kind(j.at("engine").get<std::string>(), "shim.json");
     s.accel = j.at("accel");
     s.qemu = j.at("qemu");
     s.kernel = j.at("kernel");

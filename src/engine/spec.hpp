@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "boxlite/engine_kind.hpp"
+#include "engine/box_dir.hpp"
 #include "net/config.hpp"
 
 namespace boxlite::engine {
@@ -21,7 +23,7 @@ struct VolumeMount {
 struct ShimSpec {
   std::string box_id;
   std::string box_dir;
-  std::string engine = "vm";  // "vm" | "jail"
+  EngineKind engine = kDefaultEngine;
   std::string accel = "tcg";  // resolved: "kvm" | "tcg"
   std::string qemu = "qemu-system-x86_64";
   std::string kernel;  // vmlinux / bzImage
@@ -76,20 +78,5 @@ inline std::string volume_tag(size_t index) { return "vol" + std::to_string(inde
 
 std::string spec_to_json(const ShimSpec& s);
 ShimSpec spec_from_json(const std::string& text);
-
-// Paths inside a box directory; kept short because unix socket paths are limited.
-inline std::string shim_socket_path(const std::string& box_dir) { return box_dir + "/shim.sock"; }
-inline std::string agent_socket_path(const std::string& box_dir) { return box_dir + "/agent.sock"; }
-// QEMU's monitor (QMP): how the runtime freezes a running box's disk (docs/storage.md).
-inline std::string qmp_socket_path(const std::string& box_dir) { return box_dir + "/qmp.sock"; }
-inline std::string console_log_path(const std::string& box_dir) { return box_dir + "/console.log"; }
-inline std::string net_socket_path(const std::string& box_dir) { return box_dir + "/net.sock"; }
-inline std::string shim_log_path(const std::string& box_dir) { return box_dir + "/shim.log"; }
-// The frozen disk a vm clone's disk is backed by, kept in its source box: while one
-// is there the source may not go (Runtime's destroy, the shim's abandoned-box removal).
-inline constexpr const char kCloneBackingPrefix[] = "clone-";
-inline std::string clone_backing_path(const std::string& source_box_dir, const std::string& clone_id) {
-  return source_box_dir + "/snapshots/" + kCloneBackingPrefix + clone_id + ".qcow2";
-}
 
 }  // namespace boxlite::engine

@@ -26,7 +26,7 @@ constexpr int kLinkFd = 3, kReadyFd = 4;
 
 // fork+exec with PDEATHSIG (the shim is single-threaded, so fork is safe here).
 Child spawn_netd(const engine::ShimSpec& spec, const char* link_kind, int link_fd, int ready_fd, int log_fd) {
-  std::string bin = spec.net.binary, spec_path = spec.box_dir + "/shim.json";
+  std::string bin = spec.net.binary, spec_path = engine::spec_path(spec.box_dir);
   std::string lfd = std::to_string(kLinkFd), rfd = std::to_string(kReadyFd);
   const char* argv[] = {bin.c_str(), "--spec",    spec_path.c_str(), "--link",    link_kind,
                         "--link-fd", lfd.c_str(), "--ready-fd",      rfd.c_str(), nullptr};

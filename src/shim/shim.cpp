@@ -113,7 +113,7 @@ Shim::~Shim() {
   trace("shim: destructor");
   if (tap_closer_.joinable()) tap_closer_.join();
   if (engine_.valid()) engine_.kill_now();
-  if (spec_.engine == "jail") engine::jail::remove_cgroups(spec_.box_id);
+  if (spec_.engine == EngineKind::Jail) engine::jail::remove_cgroups(spec_.box_id);
   trace("shim: cgroups retired");
   ::unlink(engine::shim_socket_path(spec_.box_dir).c_str());
   ::unlink(engine::agent_socket_path(spec_.box_dir).c_str());
@@ -136,7 +136,7 @@ void Shim::boot_failed(const std::string& stage, const std::string& why) {
   // A VM's console that stayed empty says something (the kernel never spoke); a
   // jail has no kernel of its own, and its box directory may be gone by the time
   // this is read (--rm).
-  if (!console.empty() || spec_.engine == "vm") {
+  if (!console.empty() || spec_.engine == EngineKind::Vm) {
     msg += "\n--- console tail (" + engine::console_log_path(spec_.box_dir) + ") ---\n" +
            (console.empty() ? "(empty)" : console);
   }
@@ -260,13 +260,13 @@ void Shim::send_hello_and_config() {
 
   proto::BoxConfig cfg;
   // A jail's hostname is set before its capabilities are dropped; the agent could not.
-  if (spec_.engine == "vm") cfg.set_hostname(spec_.hostname);
+  if (spec_.engine == EngineKind::Vm) cfg.set_hostname(spec_.hostname);
   cfg.set_root_disk_serial(engine::vm::kRootDiskSerial);
   for (const auto& e : spec_.env) cfg.add_env(e);
   cfg.set_working_dir(spec_.working_dir);
   cfg.set_user(spec_.user);
   cfg.set_clock_unix_ns(wall_clock_ns());
-  if (spec_.engine == "jail") cfg.set_cpus(static_cast<uint32_t>(spec_.cpus));
+  if (spec_.engine == EngineKind::Jail) cfg.set_cpus(static_cast<uint32_t>(spec_.cpus));
   if (!spec_.main_argv.empty()) {
     proto::ExecRequest* m = cfg.mutable_main();
     for (const auto& a : spec_.main_argv) m->add_argv(a);
@@ -280,7 +280,7 @@ void Shim::send_hello_and_config() {
   if (spec_.net.enabled) {
     auto* n = cfg.mutable_network();
     // A jail's eth0 is configured by the shim: the box has no CAP_NET_ADMIN.
-    n->set_configure_link(spec_.engine == "vm");
+    n->set_configure_link(spec_.engine == EngineKind::Vm);
     n->set_interface(net::kGuestInterface);
     n->set_address(net::kGuestAddress);
     n->set_prefix_len(net::kPrefixLength);
@@ -297,7 +297,7 @@ void Shim::send_hello_and_config() {
       }
     }
   }
-  if (spec_.engine == "vm") {
+  if (spec_.engine == EngineKind::Vm) {
     for (size_t i = 0; i < spec_.volumes.size(); ++i) {
       auto* v = cfg.add_volumes();
       v->set_tag(engine::volume_tag(i));
@@ -325,13 +325,11 @@ void Shim::send_hello_and_config() {
 void Shim::boot() {
   double t0 = now_ms();
   double deadline = t0 + spec_.boot_timeout_secs * 1000;
-  if (spec_.engine == "vm") {
+  if (spec_.engine == EngineKind::Vm) {
     zygote_.release();  // a VM box has no init of ours
     start_vm(deadline);
-  } else if (spec_.engine == "jail") {
-    start_jail();
   } else {
-    throw Error(ErrorKind::Unsupported, "engine '" + spec_.engine + "' is not supported by this shim");
+    start_jail();
   }
   double t_engine = now_ms();
   trace("shim: engine started");
@@ -340,7 +338,7 @@ void Shim::boot() {
   // A jail's agent is this build's (the shim's own directory): it is sent our hello
   // and the box's configuration at once, without waiting for its hello first. A
   // VM's agent comes from a cached initramfs, whose version is checked first.
-  bool pipelined = spec_.engine == "jail";
+  bool pipelined = spec_.engine == EngineKind::Jail;
   if (pipelined) send_hello_and_config();
   Frame hello_frame = read_guest_frame_blocking(deadline, "boot kernel and start the guest agent");
   double t_hello = now_ms();
@@ -715,7 +713,7 @@ void Shim::on_client_frame(Client& c, Frame& f) {
 }
 
 std::pair<uint64_t, uint64_t> Shim::engine_usage() {
-  if (spec_.engine == "jail") {
+  if (spec_.engine == EngineKind::Jail) {
     if (auto u = engine::jail::usage(spec_.box_id)) return {u->cpu_ns, u->memory_bytes};
     return {engine::jail::process_cpu_ns(engine_.pid()), 0};
   }
@@ -879,9 +877,9 @@ void Shim::on_main_client_frame(Client& c, Frame& f) {
 // killed outright cannot write it; the runtime then reports that instead.
 void Shim::record_exit() {
   try {
-    nlohmann::json j = {{"reason", stop_reason_}, {"stopped_at_ms", wall_clock_ns() / 1000000}};
-    if (main_.exit) j["main_exit_code"] = main_.exit->exit_code();
-    write_file_atomic(spec_.box_dir + "/exit.json", j.dump() + "\n", 0600, /*durable=*/!spec_.ephemeral);
+    engine::ExitRecord r{stop_reason_, wall_clock_ns() / 1000000, std::nullopt};
+    if (main_.exit) r.main_exit_code = main_.exit->exit_code();
+    engine::write_exit_record(spec_.box_dir, r, /*durable=*/!spec_.ephemeral);
   } catch (const Error& e) {
     std::fprintf(stderr, "boxlite-shim: %s\n", e.what());
   }
@@ -1001,7 +999,7 @@ void Shim::serve(int lifeline_fd) {
   // A guest that hangs up because its engine was killed under it: say so.
   bool engine_killed = engine_status_ && WIFSIGNALED(*engine_status_) && !engine_killed_by_us_;
   if (stop_reason_.empty() || (engine_killed && stop_reason_ == kGuestClosed)) {
-    std::string what = spec_.engine == "vm" ? "the VM (QEMU)" : "the box's init";
+    std::string what = spec_.engine == EngineKind::Vm ? "the VM (QEMU)" : "the box's init";
     stop_reason_ = engine_status_ ? what + " exited unexpectedly (" + describe_status(*engine_status_) + ")"
                                   : what + " exited unexpectedly";
   }

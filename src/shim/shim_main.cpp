@@ -186,11 +186,11 @@ int shim_main(int argc, char** argv, const std::string& guest_dir) {
     // QEMU must not inherit these: the runtime waits for EOF on the ready pipe.
     if (ready_fd >= 0) set_cloexec(ready_fd);
     if (lifeline_fd >= 0) set_cloexec(lifeline_fd);
-    engine::ShimSpec spec = engine::spec_from_json(read_file(box_dir + "/shim.json"));
+    engine::ShimSpec spec = engine::read_spec(box_dir);
     ephemeral = spec.ephemeral;
-    if (spec.engine == "jail") jail_root = engine::jail::root_mountpoint(spec);
+    if (spec.engine == EngineKind::Jail) jail_root = engine::jail::root_mountpoint(spec);
     // The jail's overlay and every mount under it live and die with this process.
-    if (spec.engine == "jail") engine::jail::enter_private_mount_namespace();
+    if (spec.engine == EngineKind::Jail) engine::jail::enter_private_mount_namespace();
     shim::Shim s(std::move(spec), std::move(zygote));
     if (go_fd >= 0) {
       set_cloexec(go_fd);

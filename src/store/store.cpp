@@ -89,6 +89,11 @@ class Stmt {
   sqlite3_stmt* s_ = nullptr;
 };
 
+// Stopping is a stopping handle's own: the row says running until it is stopped.
+std::string recorded_state(const BoxRecord& r) {
+  return std::string(box_state_name(r.state == BoxState::Stopping ? BoxState::Running : r.state));
+}
+
 void exec_sql(sqlite3* db, const char* sql) {
   char* err = nullptr;
   if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
@@ -102,13 +107,23 @@ constexpr const char* kColumns =
     "id, name, image, engine, state, stop_reason, created_at_ms, started_at_ms, stopped_at_ms, shim_pid, auto_remove, "
     "detach, options_json, main_exit_code, timings_json";
 
+// The database's text, checked: a row another program wrote may say anything.
+EngineKind engine_of(const std::string& text, const std::string& id) {
+  if (auto k = engine_kind_from_name(text)) return *k;
+  throw Error(ErrorKind::Database, "box " + id + ": the database names an unknown engine '" + text + "'");
+}
+BoxState state_of(const std::string& text, const std::string& id) {
+  if (auto st = box_state_from_name(text)) return *st;
+  throw Error(ErrorKind::Database, "box " + id + ": the database names an unknown state '" + text + "'");
+}
+
 BoxRecord read_row(Stmt& s) {
   BoxRecord r;
   r.id = s.text(0);
   r.name = s.text(1);
   r.image = s.text(2);
-  r.engine = s.text(3);
-  r.state = s.text(4);
+  r.engine = engine_of(s.text(3), r.id);
+  r.state = state_of(s.text(4), r.id);
   r.stop_reason = s.text(5);
   r.created_at_ms = s.integer(6);
   r.started_at_ms = s.integer(7);
@@ -323,6 +338,36 @@ void Store::migrate() {
                "ALTER TABLE boxes ADD COLUMN timings_json TEXT NOT NULL DEFAULT '{}';"
                "PRAGMA user_version = 2;");
     }
+    if (version < 3) {
+      // The reference's status names ("created" was "configured" all along), and
+      // room for the states a box can now be in. SQLite cannot change a CHECK: the
+      // table is rebuilt.
+      exec_sql(db_,
+               "CREATE TABLE boxes_v3 ("
+               " id TEXT PRIMARY KEY,"
+               " name TEXT UNIQUE,"
+               " image TEXT NOT NULL,"
+               " engine TEXT NOT NULL CHECK (engine IN ('vm','jail')),"
+               " state TEXT NOT NULL CHECK (state IN ('configured','running','stopped','paused','failed')),"
+               " stop_reason TEXT NOT NULL DEFAULT '',"
+               " created_at_ms INTEGER NOT NULL,"
+               " started_at_ms INTEGER NOT NULL DEFAULT 0,"
+               " stopped_at_ms INTEGER NOT NULL DEFAULT 0,"
+               " shim_pid INTEGER NOT NULL DEFAULT 0,"
+               " auto_remove INTEGER NOT NULL,"
+               " detach INTEGER NOT NULL,"
+               " options_json TEXT NOT NULL,"
+               " main_exit_code INTEGER,"
+               " timings_json TEXT NOT NULL DEFAULT '{}');"
+               "INSERT INTO boxes_v3 SELECT id, name, image, engine,"
+               " CASE state WHEN 'created' THEN 'configured' ELSE state END,"
+               " stop_reason, created_at_ms, started_at_ms, stopped_at_ms, shim_pid, auto_remove, detach,"
+               " options_json, main_exit_code, timings_json FROM boxes;"
+               "DROP TABLE boxes;"
+               "ALTER TABLE boxes_v3 RENAME TO boxes;"
+               "CREATE INDEX boxes_created ON boxes(created_at_ms DESC);"
+               "PRAGMA user_version = 3;");
+    }
     exec_sql(db_, "COMMIT");
   } catch (...) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
@@ -351,8 +396,8 @@ void Store::insert_row(const BoxRecord& r) {
   s.bind(1, r.id)
       .bind_null_if_empty(2, r.name)
       .bind(3, r.image)
-      .bind(4, r.engine)
-      .bind(5, r.state)
+      .bind(4, std::string(engine_kind_name(r.engine)))
+      .bind(5, recorded_state(r))
       .bind(6, r.stop_reason);
   s.bind(7, r.created_at_ms).bind(8, r.started_at_ms).bind(9, r.stopped_at_ms).bind(10, int64_t{r.shim_pid});
   s.bind(11, int64_t{r.auto_remove}).bind(12, int64_t{r.detach}).bind(13, r.options_json);
@@ -375,7 +420,11 @@ void Store::update_row(const BoxRecord& r) {
   Stmt s(db_,
          "UPDATE boxes SET name=?, image=?, engine=?, state=?, stop_reason=?, started_at_ms=?, stopped_at_ms=?, "
          "shim_pid=?, auto_remove=?, detach=?, options_json=?, main_exit_code=?, timings_json=? WHERE id=?");
-  s.bind_null_if_empty(1, r.name).bind(2, r.image).bind(3, r.engine).bind(4, r.state).bind(5, r.stop_reason);
+  s.bind_null_if_empty(1, r.name)
+      .bind(2, r.image)
+      .bind(3, std::string(engine_kind_name(r.engine)))
+      .bind(4, recorded_state(r))
+      .bind(5, r.stop_reason);
   s.bind(6, r.started_at_ms).bind(7, r.stopped_at_ms).bind(8, int64_t{r.shim_pid}).bind(9, int64_t{r.auto_remove});
   s.bind(10, int64_t{r.detach}).bind(11, r.options_json).bind(12, r.main_exit_code).bind(13, r.timings_json);
   s.bind(14, r.id);

@@ -12,19 +12,22 @@
 #include <thread>
 #include <vector>
 
+#include "boxlite/engine_kind.hpp"
+#include "boxlite/lifecycle.hpp"
+
 struct sqlite3;
 
 namespace boxlite::store {
 
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 struct BoxRecord {
   std::string id;
   std::string name;  // "" = unnamed
   std::string image;
-  std::string engine;
-  std::string state;        // created | running | stopped
-  std::string stop_reason;  // why it last stopped ("" if never)
+  EngineKind engine = kDefaultEngine;
+  BoxState state = BoxState::Configured;  // text only in the database (box_state_name)
+  std::string stop_reason;                // why it last stopped ("" if never)
   int64_t created_at_ms = 0;
   int64_t started_at_ms = 0;
   int64_t stopped_at_ms = 0;

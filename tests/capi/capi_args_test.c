@@ -322,7 +322,7 @@ int main(int argc, char **argv) {
   CHECK_RC(boxlite_box_exec(box, &bad, &ex, &e), InvalidArgument, &e);
   CHECK(ex == NULL);
   CBoxInfo *info = boxlite_box_info(box);
-  CHECK(info != NULL && strcmp(info->status, "created") == 0 && !info->running);
+  CHECK(info != NULL && strcmp(info->status, "configured") == 0 && !info->running);
   boxlite_free_box_info(info);
   boxlite_box_free(box); /* auto_remove: the unbooted box goes with its handle */
 

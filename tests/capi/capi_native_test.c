@@ -161,7 +161,7 @@ int main(int argc, char **argv) {
   g_id = id;
   CBoxInfo *info = boxlite_box_info(box);
   CHECK(id && info && strcmp(id, info->id) == 0);
-  CHECK(strcmp(info->status, "created") == 0 && info->cpus == 1 && info->memory_mib == 1024);
+  CHECK(strcmp(info->status, "configured") == 0 && info->cpus == 1 && info->memory_mib == 1024);
   CHECK(info->name && strcmp(info->name, "native-box") == 0 && info->created_at > 1700000000);
   boxlite_free_box_info(info);
 

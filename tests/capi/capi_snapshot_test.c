@@ -333,7 +333,7 @@ static void test_jail(const char *image, const char *home) {
   char *clone_id = box_id(clone);
   CHECK(strcmp(clone_id, id) != 0);
   CBoxInfo *ci = boxlite_box_info(clone);
-  CHECK(ci && strcmp(ci->status, "created") == 0 && !ci->running && strcmp(ci->name, "snapclone") == 0);
+  CHECK(ci && strcmp(ci->status, "configured") == 0 && !ci->running && strcmp(ci->name, "snapclone") == 0);
   boxlite_free_box_info(ci);
   expect_out(rt, clone, "cat /data.txt; echo mine > /data.txt; echo only > /mine", "v1\n");
   expect_out(rt, fresh, "cat /data.txt; ls /mine 2>/dev/null || echo absent", "v1\nabsent\n");
@@ -389,7 +389,7 @@ static void test_jail(const char *image, const char *home) {
   if (im.code != Ok) fprintf(stderr, "import: %s\n", im.msg);
   CHECK(im.code == Ok && im.box);
   CBoxInfo *ii = boxlite_box_info(im.box);
-  CHECK(ii && strcmp(ii->status, "created") == 0 && strcmp(ii->name, "imported") == 0);
+  CHECK(ii && strcmp(ii->status, "configured") == 0 && strcmp(ii->name, "imported") == 0);
   boxlite_free_box_info(ii);
   char *sum2 = run_on(rt2, im.box, "md5sum /proj/bin; cat /proj/a /data.txt");
   char want2[512];

@@ -33,7 +33,7 @@ TEST_F(HostileGuestTest, TheVmmRunsUnderSeccompUnlessTurnedOff) {
   for (bool seccomp : {true, false}) {
     BoxOptions o;
     o.image = image("busybox");
-    o.engine = "vm";
+    o.engine = EngineKind::Vm;
     o.security.seccomp = seccomp;
     auto box = rt.create(o);
     ASSERT_EQ(box->run(ExecOptions{.argv = {"true"}}).exit_code, 0);
@@ -46,7 +46,7 @@ TEST_F(HostileGuestTest, AConsoleFloodIsCappedOnTheHost) {
   Runtime rt;
   BoxOptions o;
   o.image = image("busybox");
-  o.engine = "vm";
+  o.engine = EngineKind::Vm;
   auto box = rt.create(o);
   // 3 MiB through the serial console: three times what one console.log keeps.
   auto r =

@@ -38,7 +38,7 @@ class JailEscapeTest : public BoxliteTest {
   std::shared_ptr<Box> jail(const std::string& img = "busybox", std::optional<int> memory_mib = std::nullopt) {
     BoxOptions o;
     o.rootfs_path = image(img);
-    o.engine = "jail";
+    o.engine = EngineKind::Jail;
     o.memory_mib = memory_mib;
     auto box = rt().create(o);
     boxes_.push_back(box);
@@ -48,7 +48,7 @@ class JailEscapeTest : public BoxliteTest {
   // The output of a busybox jail box's main command (`o`'s); a failed exit fails the test.
   std::string main_command_output(BoxOptions o) {
     o.rootfs_path = image("busybox");
-    o.engine = "jail";
+    o.engine = EngineKind::Jail;
     auto box = rt().create(o);
     boxes_.push_back(box);
     Execution a = box->attach();
@@ -78,7 +78,7 @@ class JailEscapeTest : public BoxliteTest {
     if (!pack_busybox_image(img, add)) return nullptr;
     BoxOptions o;
     o.rootfs_path = img;
-    o.engine = "jail";
+    o.engine = EngineKind::Jail;
     o.user = user;
     auto box = rt().create(o);
     boxes_.push_back(box);
@@ -195,7 +195,7 @@ TEST_F(JailEscapeTest, TheAgentHoldsNoneOfTheHostsSecrets) {
   ::setenv("GLIBC_TUNABLES", ("glibc.malloc.check=0:boxlite.test=" + tunable_secret).c_str(), 1);
   BoxOptions o;
   o.rootfs_path = image("busybox");
-  o.engine = "jail";
+  o.engine = EngineKind::Jail;
   o.secrets.push_back(Secret{"testkey", net_secret, {"api.secret.test"}, ""});
   auto box = rt().create(o);
   boxes_.push_back(box);
@@ -298,7 +298,7 @@ TEST_F(JailEscapeTest, TheBoxsMountsAreLockedEvenForAFullyCapableProcess) {
   write_file_atomic(vol + "/f", "volume-file\n", 0644);
   BoxOptions o;
   o.rootfs_path = image("busybox");
-  o.engine = "jail";
+  o.engine = EngineKind::Jail;
   o.volumes.push_back(VolumeSpec{vol, "/vol", true});
   auto box = rt().create(o);
   boxes_.push_back(box);
@@ -708,7 +708,7 @@ TEST_F(JailEscapeTest, AForkBombIsStoppedByThePidsLimit) {
   // keeps them as zombies, charged to the pids limit, as `docker run` without --init does.
   BoxOptions o;
   o.rootfs_path = image("busybox");
-  o.engine = "jail";
+  o.engine = EngineKind::Jail;
   o.cmd = {"sh", "-c", "mkfifo /tmp/idle && exec 3<>/tmp/idle && while :; do wait; read -t 0.2 x <&3; done"};
   auto box = rt().create(o);
   boxes_.push_back(box);
@@ -791,7 +791,7 @@ TEST_F(JailEscapeTest, TheMainCommandIsConfinedAsAnExecIs) {
   for (const char* mode : {"enabled", "disabled"}) {
     BoxOptions o;
     o.rootfs_path = image("busybox");
-    o.engine = "jail";
+    o.engine = EngineKind::Jail;
     o.network.mode = mode;
     o.cmd = {"sleep", "600"};
     auto box = rt().create(o);
@@ -969,7 +969,7 @@ TEST_F(JailLimitsTest, MemoryLimitsApplyOnReusedCgroups) {
   for (int mib : {128, 1024, 256, 2048}) {
     BoxOptions o;
     o.rootfs_path = image("busybox");
-    o.engine = "jail";
+    o.engine = EngineKind::Jail;
     o.memory_mib = mib;
     auto box = rt.create(o);
     box->start();

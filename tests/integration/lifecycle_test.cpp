@@ -65,7 +65,7 @@ class LifecycleTest : public PerEngineTest {
 TEST_P(LifecycleTest, CreateIsLazyAndStopKeepsTheDisk) {
   std::string id = create("work");
   EXPECT_EQ(id.size(), 12u);
-  EXPECT_EQ(status("work"), "created");
+  EXPECT_EQ(status("work"), "configured");
   EXPECT_TRUE(processes_mentioning(home_ + "/boxes/" + id).empty()) << "create must boot nothing";
   EXPECT_EQ(trim(run_cli({"list", "-q"}).out), "") << "list shows running boxes only";
   EXPECT_EQ(trim(run_cli({"list", "-a", "-q"}).out), id);
@@ -328,7 +328,7 @@ TEST_P(LifecycleTest, StopInvalidatesTheHandleUntilStartAndGetGivesAFreshOne) {
   auto fresh = rt.get(box->id());
   ASSERT_TRUE(fresh);
   EXPECT_EQ(fresh->run(ExecOptions{{"cat", "/root/f"}}).stdout_text, "kept\n");
-  EXPECT_EQ(rt.get_info(box->id()).status, "running");
+  EXPECT_EQ(rt.get_info(box->id()).status, BoxState::Running);
   expect_invalidated("exec while another handle runs the box", [&] { box->exec(ExecOptions{{"true"}}); });
   fresh->stop();
 
@@ -624,7 +624,7 @@ TEST_F(LifecycleConcurrencyTest, TwentyBoxesFromFourThreadsAndTwoProcesses) {
   std::set<std::string> names;
   for (const auto& b : boxes) {
     names.insert(b.name);
-    EXPECT_EQ(b.status, b.name == "cli-kept" ? "created" : "stopped") << b.name;
+    EXPECT_EQ(b.status, b.name == "cli-kept" ? BoxState::Configured : BoxState::Stopped) << b.name;
     EXPECT_TRUE(path_exists(home_ + "/boxes/" + b.id + "/shim.json")) << b.name;
   }
   EXPECT_EQ(names, (std::set<std::string>{"t0-3", "t1-3", "t2-3", "t3-3", "cli-kept"}));
@@ -734,7 +734,7 @@ TEST_F(ShutdownTest, ShutdownStopsEveryBoxAndRefusesNewOnes) {
   for (int i = 0; i < 3; ++i) {
     BoxOptions o;
     o.rootfs_path = image("busybox");
-    o.engine = "jail";
+    o.engine = EngineKind::Jail;
     o.auto_remove = false;
     boxes.push_back(rt.create(o, "s" + std::to_string(i)));
     boxes.back()->start();
@@ -742,7 +742,7 @@ TEST_F(ShutdownTest, ShutdownStopsEveryBoxAndRefusesNewOnes) {
   rt.shutdown(5);
   for (const auto& b : boxes) {
     EXPECT_EQ(b->state(), BoxState::Stopped) << b->id();
-    EXPECT_EQ(rt.get_info(b->id()).status, "stopped");
+    EXPECT_EQ(rt.get_info(b->id()).status, BoxState::Stopped);
     EXPECT_TRUE(processes_mentioning(b->dir()).empty());
   }
   try {
@@ -764,7 +764,7 @@ class GetOrCreateTest : public BoxliteTest {
   BoxOptions kept_busybox() {
     BoxOptions o;
     o.rootfs_path = image("busybox");
-    o.engine = "jail";
+    o.engine = EngineKind::Jail;
     o.auto_remove = false;
     return o;
   }
@@ -1021,7 +1021,7 @@ TEST_F(ShimLaunchTest, AShimHandedItsBoxAtCreateIsTakenByStartOrStopped) {
   Runtime rt(RuntimeOptions{.home_dir = home_});
   BoxOptions o;
   o.rootfs_path = image("busybox");
-  o.engine = "jail";
+  o.engine = EngineKind::Jail;
   for (std::string how : {"drop", "start", "remove", "named"}) {
     core::prestart_shim(/*detached=*/false);
     auto box = rt.create_to_start(o, how == "named" ? "handed" : "");

@@ -51,7 +51,7 @@ TEST_P(MainCommandTest, RunsAsPid1AndItsExitStopsTheBox) {
   EXPECT_EQ(a.wait().exit_code, 7);
   ASSERT_TRUE(wait_stopped(*box)) << "the box must stop when its main command exits";
   EXPECT_EQ(box->main_exit_code(), 7);
-  EXPECT_EQ(rt.get_info(box->id()).status, "stopped");
+  EXPECT_EQ(rt.get_info(box->id()).status, BoxState::Stopped);
   EXPECT_NE(rt.get_info(box->id()).stop_reason.find("main command exited with code 7"), std::string::npos);
 
   try {
@@ -84,7 +84,7 @@ TEST_P(MainCommandTest, AnAttachAfterTheMainCommandEndedHandsBackItsRun) {
   EXPECT_EQ(late.wait().exit_code, 9);
   ASSERT_TRUE(wait_stopped(*box));
   EXPECT_EQ(box->main_exit_code(), 9);
-  EXPECT_EQ(rt.get_info(box->id()).status, "stopped");
+  EXPECT_EQ(rt.get_info(box->id()).status, BoxState::Stopped);
   rt.remove(box->id());
   expect_no_leftovers();
 }

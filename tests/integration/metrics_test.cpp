@@ -18,7 +18,7 @@ TEST_P(MetricsTest, BoxAndRuntimeMetricsCountWhatHappened) {
   auto box = rt.create(o, "metered");
 
   BoxMetrics before = box->metrics();  // never boots the box
-  EXPECT_EQ(box->state(), BoxState::Created);
+  EXPECT_EQ(box->state(), BoxState::Configured);
   ASSERT_TRUE(before.stage_image_prepare_ms);
   ASSERT_TRUE(before.stage_filesystem_setup_ms);
   EXPECT_EQ(before.stage_guest_rootfs_ms.has_value(), vm()) << "only a VM has a disk image to make";

@@ -398,8 +398,8 @@ TEST_F(SnapshotTest, CloneIsIndependentStartsStoppedAndProtectsItsSource) {
   auto clone = rt_->clone_box(*src, "c1");
   boxes_.push_back(clone);
   EXPECT_NE(clone->id(), src->id());
-  EXPECT_EQ(clone->state(), BoxState::Created);
-  EXPECT_EQ(rt_->get_info("c1").status, "created");
+  EXPECT_EQ(clone->state(), BoxState::Configured);
+  EXPECT_EQ(rt_->get_info("c1").status, BoxState::Configured);
   // The first exec starts it.
   EXPECT_EQ(sh(*clone, "cat /f; md5sum -c /r.md5 >/dev/null && echo same; echo clone > /f; echo only > /mine"),
             "shared\nsame\n");
@@ -431,7 +431,7 @@ TEST_F(SnapshotTest, ExportImportIntoAnotherHomeGivesIdenticalFiles) {
   make_dirs(other);
   Runtime rt2(RuntimeOptions{.home_dir = other});
   auto imported = rt2.import_box(path, "imp");
-  EXPECT_EQ(imported->state(), BoxState::Created);
+  EXPECT_EQ(imported->state(), BoxState::Configured);
   EXPECT_EQ(sh(*imported, "md5sum /proj/a /proj/bin"), sum);
   EXPECT_EQ(sh(*imported, "cat /proj/a"), "hello\n");
   imported->stop();
@@ -490,7 +490,7 @@ TEST_F(SnapshotTest, JailSnapshotsAndClonesCopyTheUpperLayer) {
   stop(box);
   auto clone = rt_->clone_box(*box, "jc");
   boxes_.push_back(clone);
-  EXPECT_EQ(clone->state(), BoxState::Created);
+  EXPECT_EQ(clone->state(), BoxState::Configured);
   EXPECT_EQ(sh(*clone, "cat /data.txt; echo mine > /data.txt"), "v1\n");
   EXPECT_EQ(sh(*box, "cat /data.txt"), "v1\n");
   stop(box);
@@ -522,7 +522,7 @@ TEST_F(SnapshotTest, EveryRemovePathChecksCloneDependencies) {
     EXPECT_NE(error_of([&] { src->destroy(); }, ErrorKind::InvalidState).find("have clone dependencies"),
               std::string::npos);
   }  // auto_remove: the handle goes, the box it cannot remove is left stopped
-  EXPECT_EQ(rt_->get_info("auto").status, "stopped");
+  EXPECT_EQ(rt_->get_info("auto").status, BoxState::Stopped);
   auto c = run_cli({"rm", "auto"});
   EXPECT_NE(c.exit_code, 0);
   EXPECT_NE(c.err.find("Cannot remove box: boxes [" + clone->id() + "] have clone dependencies on it"),
@@ -585,9 +585,9 @@ TEST_F(SnapshotTest, JailExportImportIntoAnotherHomeGivesIdenticalFiles) {
   make_dirs(other);
   Runtime rt2(RuntimeOptions{.home_dir = other});
   auto imported = rt2.import_box(path, "ji");
-  EXPECT_EQ(imported->spec().engine, "jail");
-  EXPECT_EQ(rt2.get_info("ji").engine, "jail");
-  EXPECT_EQ(imported->state(), BoxState::Created);
+  EXPECT_EQ(imported->spec().engine, EngineKind::Jail);
+  EXPECT_EQ(rt2.get_info("ji").engine, EngineKind::Jail);
+  EXPECT_EQ(imported->state(), BoxState::Configured);
   EXPECT_EQ(sh(*imported, fingerprint), before);
   EXPECT_EQ(sh(*imported, "ls /var/old"), "fresh\n") << "the opaque directory hides the image's files";
   imported->stop();
@@ -743,7 +743,7 @@ TEST_P(LiveStorageTest, SnapshotOfARunningBoxKeepsItsFilesAndTheBoxRunsOn) {
   SnapshotInfo s = box->snapshot().create("live");
   EXPECT_EQ(s.name, "live");
   EXPECT_EQ(box->state(), BoxState::Running);
-  EXPECT_EQ(rt_->get_info("live").status, "running");
+  EXPECT_EQ(rt_->get_info("live").status, BoxState::Running);
   // It runs on and accepts execs, writing over what the snapshot holds.
   EXPECT_EQ(sh(*box, "cat /root/data; echo v2 > /root/data; echo x > /root/extra; cat /root/data"), "v1\nv2\n");
   EXPECT_NE(error_of([&] { box->snapshot().restore("live"); }, ErrorKind::InvalidState)
@@ -773,7 +773,7 @@ TEST_P(LiveStorageTest, CloneOfARunningBoxHasItsFilesAndTheSourceRunsOn) {
   auto clone = rt_->clone_box(*src, "copy");
   boxes_.push_back(clone);
   EXPECT_EQ(src->state(), BoxState::Running);
-  EXPECT_EQ(clone->state(), BoxState::Created);
+  EXPECT_EQ(clone->state(), BoxState::Configured);
   EXPECT_EQ(sh(*src, "cat /root/data; echo src-after > /root/data; cat /root/data"), "v1\nsrc-after\n");
   EXPECT_EQ(sh(*clone, "cat /root/data; md5sum /root/r; echo clone > /root/data"), "v1\n" + sum);
   EXPECT_EQ(sh(*src, "cat /root/data"), "src-after\n");
@@ -800,7 +800,7 @@ TEST_P(LiveStorageTest, ExportOfARunningBoxImportsWithItsFiles) {
   {
     Runtime rt2(RuntimeOptions{.home_dir = other});
     auto imported = rt2.import_box(path, "imp");
-    EXPECT_EQ(imported->spec().engine, GetParam());
+    EXPECT_EQ(engine_kind_name(imported->spec().engine), GetParam());
     EXPECT_EQ(sh(*imported, "cat /root/data; md5sum /root/r"), "v1\n" + sum);
     imported->stop();
     rt2.remove("imp");

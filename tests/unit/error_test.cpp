@@ -35,11 +35,26 @@ TEST(ErrorKindTest, EveryKindHasOneRowWithANameOfItsOwn) {
 // The REST envelope's 21 codes (the upstream OpenAPI ErrorModel.code enum), each
 // decoding to a kind whose row gives that code back.
 TEST(ErrorKindTest, EveryRestCodeMapsToAKindAndBack) {
-  const char* codes[] = {"invalid_argument", "unsupported",          "unauthenticated",      "permission_denied",
-                         "not_found",        "session_reaped",       "already_exists",       "invalid_state",
-                         "stopped",          "image_pull_failed",    "execution_failed",     "resource_exhausted",
-                         "network_unavailable", "upstream_unavailable", "engine_unavailable", "storage_error",
-                         "database_error",   "metadata_error",       "config_error",         "internal",
+  const char* codes[] = {"invalid_argument",
+                         "unsupported",
+                         "unauthenticated",
+                         "permission_denied",
+                         "not_found",
+                         "session_reaped",
+                         "already_exists",
+                         "invalid_state",
+                         "stopped",
+                         "image_pull_failed",
+                         "execution_failed",
+                         "resource_exhausted",
+                         "network_unavailable",
+                         "upstream_unavailable",
+                         "engine_unavailable",
+                         "storage_error",
+                         "database_error",
+                         "metadata_error",
+                         "config_error",
+                         "internal",
                          "timeout"};
   std::set<std::string_view> served;
   for (ErrorKind k : all_kinds()) served.insert(error_kind_info(k).rest_code);

@@ -22,8 +22,8 @@ class StoreTest : public ::testing::Test {
     r.id = id;
     r.name = name;
     r.image = "busybox";
-    r.engine = "jail";
-    r.state = "created";
+    r.engine = EngineKind::Jail;
+    r.state = BoxState::Configured;
     r.created_at_ms = created;
     r.options_json = "{}";
     return r;
@@ -43,7 +43,7 @@ TEST_F(StoreTest, InsertFindUpdateListRemove) {
   EXPECT_TRUE(s.find("bbbb")) << "unique id prefix";
   EXPECT_FALSE(s.find("nope"));
   auto r = *by_name;
-  r.state = "stopped";
+  r.state = BoxState::Stopped;
   r.stop_reason = "stop requested";
   s.update(r);
   EXPECT_EQ(s.find("first")->stop_reason, "stop requested");
@@ -202,11 +202,12 @@ TEST_F(StoreTest, ANewerSchemaIsRefusedWithTheDocumentedMessage) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Database);
     EXPECT_STREQ(e.what(),
-                 "Schema version mismatch: database has v10, process expects v2. Upgrade boxlite to a newer version.");
+                 "Schema version mismatch: database has v10, process expects v3. Upgrade boxlite to a newer version.");
   }
 }
 
-// A home made by the first release (schema v1) keeps its boxes and gains the v2 columns.
+// A home made by the first release (schema v1) keeps its boxes, gains the v2
+// columns, and its "created" boxes are "configured" (v3, the reference's name).
 TEST_F(StoreTest, AVersion1DatabaseIsMigrated) {
   make_dirs(dir_ + "/db");
   sqlite3* db = nullptr;
@@ -221,7 +222,8 @@ TEST_F(StoreTest, AVersion1DatabaseIsMigrated) {
           " shim_pid INTEGER NOT NULL DEFAULT 0, auto_remove INTEGER NOT NULL, detach INTEGER NOT NULL, options_json "
           "TEXT NOT NULL);"
           "INSERT INTO boxes (id, name, image, engine, state, created_at_ms, auto_remove, detach, options_json)"
-          " VALUES ('abcdefabcdef', 'old', 'busybox', 'jail', 'stopped', 5, 0, 0, '{}');"
+          " VALUES ('abcdefabcdef', 'old', 'busybox', 'jail', 'stopped', 5, 0, 0, '{}'),"
+          " ('bcdefabcdefa', 'new', 'busybox', 'vm', 'created', 6, 0, 0, '{}');"
           "PRAGMA user_version = 1;",
           nullptr, nullptr, nullptr),
       SQLITE_OK);
@@ -230,7 +232,13 @@ TEST_F(StoreTest, AVersion1DatabaseIsMigrated) {
   auto r = s.find("old");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->id, "abcdefabcdef");
+  EXPECT_EQ(r->engine, EngineKind::Jail);
+  EXPECT_EQ(r->state, BoxState::Stopped);
   EXPECT_FALSE(r->main_exit_code);
+  auto never_started = s.find("new");
+  ASSERT_TRUE(never_started);
+  EXPECT_EQ(never_started->state, BoxState::Configured);
+  EXPECT_EQ(never_started->engine, EngineKind::Vm);
   r->main_exit_code = 7;
   r->timings_json = R"({"guest_boot_ms":42})";
   s.update(*r);
