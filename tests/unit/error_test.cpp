@@ -35,11 +35,26 @@ TEST(ErrorKindTest, EveryKindHasOneRowWithANameOfItsOwn) {
 // The REST envelope's 21 codes (the upstream OpenAPI ErrorModel.code enum), each
 // decoding to a kind whose row gives that code back.
 TEST(ErrorKindTest, EveryRestCodeMapsToAKindAndBack) {
-  const char* codes[] = {"invalid_argument", "unsupported",          "unauthenticated",      "permission_denied",
-                         "not_found",        "session_reaped",       "already_exists",       "invalid_state",
-                         "stopped",          "image_pull_failed",    "execution_failed",     "resource_exhausted",
-                         "network_unavailable", "upstream_unavailable", "engine_unavailable", "storage_error",
-                         "database_error",   "metadata_error",       "config_error",         "internal",
+  const char* codes[] = {"invalid_argument",
+                         "unsupported",
+                         "unauthenticated",
+                         "permission_denied",
+                         "not_found",
+                         "session_reaped",
+                         "already_exists",
+                         "invalid_state",
+                         "stopped",
+                         "image_pull_failed",
+                         "execution_failed",
+                         "resource_exhausted",
+                         "network_unavailable",
+                         "upstream_unavailable",
+                         "engine_unavailable",
+                         "storage_error",
+                         "database_error",
+                         "metadata_error",
+                         "config_error",
+                         "internal",
                          "timeout"};
   std::set<std::string_view> served;
   for (ErrorKind k : all_kinds()) served.insert(error_kind_info(k).rest_code);
@@ -61,6 +76,21 @@ TEST(ErrorKindTest, CApiCodesAreTheFirstKinds) {
   EXPECT_EQ(error_kind_from_c_code(0), std::nullopt);
   EXPECT_EQ(error_kind_from_c_code(22), std::nullopt);
   EXPECT_EQ(error_kind_info(ErrorKind::UnsupportedEngine).c_code, 19);
+}
+
+// Python sees a kind through its C code (python/boxlite/errors.py maps each code
+// to one of upstream's classes): the 21 codes have 21 classes, and a kind the C
+// API folds into a code has that code's class.
+TEST(ErrorKindTest, EachCCodeHasOnePythonClass) {
+  std::set<std::string_view> classes;
+  for (int c = 1; c <= 21; ++c) classes.insert(error_kind_info(*error_kind_from_c_code(c)).python_class);
+  EXPECT_EQ(classes.size(), 21u);
+  for (ErrorKind k : all_kinds()) {
+    const ErrorKindInfo& row = error_kind_info(k);
+    EXPECT_EQ(row.python_class, error_kind_info(*error_kind_from_c_code(row.c_code)).python_class) << row.name;
+  }
+  EXPECT_EQ(error_kind_info(ErrorKind::RpcTransport).python_class, "RpcTransportError");
+  EXPECT_EQ(error_kind_info(ErrorKind::UnsupportedEngine).python_class, "UnsupportedEngineError");
 }
 
 TEST(ErrorReportTest, AnErrorSurvivesItsEncoding) {
