@@ -12,7 +12,9 @@
  * Errors: every function that can fail returns enum BoxliteErrorCode (Ok = 0)
  * and, when given a CBoxliteError *out_error (zero-initialise it: = {0}), fills
  * its code and a heap message; free the message with boxlite_error_free. A NULL or
- * empty required argument is InvalidArgument with a message naming it. A non-zero
+ * empty required argument is InvalidArgument with a message naming the parameter
+ * ("runtime is NULL"). Messages say what was wrong on what (which box, which path,
+ * which option) and never name a function. A non-zero
  * exit of a command is a result, never an API error. No C++ exception and no
  * abort ever crosses this interface.
  *
@@ -444,6 +446,32 @@ enum BoxliteErrorCode boxlite_box_exec_streamed(CBoxHandle *handle, const struct
 enum BoxliteErrorCode boxlite_box_exec_acked(CBoxHandle *handle, const struct BoxliteCommand *cmd,
                                              CBoxStdoutCb on_stdout, CBoxStderrCb on_stderr, void *user_data,
                                              CExecutionHandle **out_execution, CBoxliteError *out_error);
+
+/* Addition (docs/c-api.md): why a command could not start in the box. An exec that
+ * fails this way is an Execution error; the kind says why, so a caller never reads
+ * it from the message. The numbers are fixed. */
+typedef enum BoxliteSpawnFailure {
+  BoxliteSpawnFailureNone = 0,          /* the command started, or the call failed otherwise */
+  BoxliteSpawnFailureNotFound = 1,      /* no such command (in $PATH, at the path, or its interpreter) */
+  BoxliteSpawnFailureNotExecutable = 2, /* it exists but cannot be executed (mode, a directory) */
+  BoxliteSpawnFailureBadWorkingDir = 3, /* the working directory is missing or not a directory */
+  BoxliteSpawnFailureUnknownUser = 4,   /* the user or group does not exist in the box */
+  BoxliteSpawnFailureSetup = 5          /* boxlite's own failure in the box before the exec (fork, pipe) */
+} BoxliteSpawnFailure;
+
+/* Addition (docs/c-api.md): boxlite_box_exec_acked that also says, in
+ * *out_spawn_failure (may be NULL), why the command could not start: set to
+ * BoxliteSpawnFailureNone on success and on any other failure, and to the reason
+ * when the call fails with Execution because the command did not start. */
+enum BoxliteErrorCode boxlite_box_exec_acked_ex(CBoxHandle *handle, const struct BoxliteCommand *cmd,
+                                                CBoxStdoutCb on_stdout, CBoxStderrCb on_stderr, void *user_data,
+                                                CExecutionHandle **out_execution,
+                                                enum BoxliteSpawnFailure *out_spawn_failure, CBoxliteError *out_error);
+/* Addition (docs/c-api.md): the exit code a shell (and docker exec) gives a command
+ * that failed to start this way: 127 for NotFound, 126 for NotExecutable,
+ * BadWorkingDir and UnknownUser, 125 for Setup; 0 for None and for a value
+ * outside the enum. */
+int boxlite_spawn_failure_exit_code(enum BoxliteSpawnFailure failure);
 /* Addition (docs/c-api.md): the main command's session, as an execution (the
  * reference's Python `box.attach()`): its output from the start (what the box kept
  * of it) and then live, its exit code from boxlite_execution_wait; credit as with
@@ -504,7 +532,7 @@ void boxlite_execution_free(CExecutionHandle *execution);
  * layout directory, or oci:DIR[:TAG]. */
 enum BoxliteErrorCode boxlite_options_new(const char *image, CBoxliteOptions **out_opts, CBoxliteError *out_error);
 /* Setters are synchronous. A NULL opts is a no-op; an invalid value is reported by
- * boxlite_create_box (InvalidArgument, naming the setter). */
+ * boxlite_create_box (InvalidArgument, "box options: <option>: <what was wrong>"). */
 void boxlite_options_set_cpus(CBoxliteOptions *opts, int cpus);         /* 1..255, default 1 */
 void boxlite_options_set_memory(CBoxliteOptions *opts, int memory_mib); /* 64.., default 1024 */
 /* The box's disk in GiB (vm engine: sparse; default 10). 0 = the default. The

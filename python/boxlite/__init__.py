@@ -1,6 +1,7 @@
 """boxlite: sandboxed boxes for AI agents (pure Python over libboxlite's C API)."""
 from ._ffi import lib as _lib
-from .errors import BoxliteError, ExecError, InvalidArgumentError, NativeError, ParseError, TimeoutError
+from . import errors
+from .errors import BoxliteError, ExecError, InvalidArgumentError, ParseError, TimeoutError
 from .executor import BoxliteExecutor, SandboxInitError
 from .options import (AdvancedBoxOptions, ApiKeyCredential, BoxliteRestOptions, BoxOptions, CloneOptions, ExportOptions,
                       ImageRegistry, NetworkSpec, Options, Secret, SecurityOptions, SnapshotOptions)
@@ -17,7 +18,7 @@ __version__ = _lib.boxlite_version().decode()
 __all__ = ["AdvancedBoxOptions", "ApiKeyCredential", "BoxliteRestOptions", "Box", "BoxInfo", "BoxMetrics", "BoxStateInfo", "BoxOptions", "Boxlite", "BoxliteError",
            "BrowserBox", "BrowserBoxOptions", "ComputerBox", "SkillBox", "VolumeManager",
            "BoxliteExecutor", "CodeBox", "ExecError", "ExecResult", "Execution", "ExecutionResult", "ImageInfo",
-           "ImagePullResult", "ImageRegistry", "InteractiveBox", "InvalidArgumentError", "NativeError", "NetworkSpec", "Options",
+           "ImagePullResult", "ImageRegistry", "InteractiveBox", "InvalidArgumentError", "NetworkSpec", "Options",
            "ParseError", "RuntimeMetrics", "SandboxInitError", "Secret", "SecurityOptions", "SimpleBox",
            "TimeoutError", "SnapshotHandle", "SnapshotInfo", "SnapshotOptions", "CloneOptions", "ExportOptions",
            "__version__"]

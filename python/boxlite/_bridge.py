@@ -13,7 +13,7 @@ import threading
 
 from . import _ffi
 from ._ffi import lib
-from .errors import native_error
+from .errors import from_code
 
 _lock = threading.Lock()
 _pending = {}  # key -> handler(kind, *args), called on a drain thread
@@ -174,17 +174,22 @@ class Drainer:
             self._thread.join()
 
 
+def exception_of(err):
+    """The typed exception (boxlite.errors) of a filled CBoxliteError, freeing its message."""
+    return from_code(*_ffi.take_error(err))
+
+
 def check(code, err):
     """Raises for a non-Ok synchronous return."""
     if code != 0:
-        raise native_error(*_ffi.take_error(err))
+        raise exception_of(err)
 
 
 def future_handler(loop, fut, convert=lambda v: v):
     """A handler that resolves an asyncio future from the drain thread."""
     def handler(value, error):
         if error is not None:
-            exc = native_error(*error)
+            exc = from_code(*error)
             result = None
         else:
             exc = None
@@ -216,7 +221,7 @@ async def call_async(start, kind, convert=lambda v: v):
     code = start(CALLBACKS[kind], key, ctypes.byref(err))
     if code != 0:
         unregister(key)
-        raise native_error(*_ffi.take_error(err))
+        raise exception_of(err)
     return await fut
 
 
@@ -233,8 +238,8 @@ def call_sync(start, kind):
     code = start(CALLBACKS[kind], key, ctypes.byref(err))
     if code != 0:
         unregister(key)
-        raise native_error(*_ffi.take_error(err))
+        raise exception_of(err)
     done.wait()
     if box["error"] is not None:
-        raise native_error(*box["error"])
+        raise from_code(*box["error"])
     return box["value"]

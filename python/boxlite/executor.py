@@ -103,7 +103,7 @@ class BoxliteExecutor(AsyncStartStop):
             raise RuntimeError("executor not started")
         limit = self.default_timeout if timeout is None else timeout
         r = await self._box.exec("sh", "-c", command, env=env, cwd=self.translate_cwd(cwd), timeout=limit)
-        if r.error_message and r.error_message.startswith("Command timed out"):
+        if r.timed_out:
             stderr = (r.stderr + ("\n" if r.stderr and not r.stderr.endswith("\n") else "")
                       + f"Command timed out after {limit:g}s") if r.stderr else f"Command timed out after {limit:g}s"
             return ExecResult(r.stdout, stderr, -1)

@@ -12,7 +12,7 @@ from typing import Optional
 
 from . import _bridge, _ffi
 from ._ffi import lib
-from .errors import NativeError
+from .errors import SPAWN_FAILURES, NotFoundError, from_kind
 from .options import BoxOptions, CloneOptions, ExportOptions, Options, SnapshotOptions
 
 
@@ -21,10 +21,8 @@ async def _none_if_not_found(call):
     return None for an absent box, as documented)."""
     try:
         return await call
-    except NativeError as e:
-        if e.kind == "NotFound":
-            return None
-        raise
+    except NotFoundError:
+        return None
 
 
 class AsyncStartStop:
@@ -323,8 +321,8 @@ def _flush_reaper():
 class VolumeManager:
     """`rt.volumes`: the managed-volume API documented for REST runtimes (create,
     list, get, remove). A local runtime has no volume backend (as documented) and
-    boxlite has no REST runtime yet, so each call raises RuntimeError (NativeError
-    Unsupported) naming it. Host directories are shared with BoxOptions(volumes=...)."""
+    boxlite has no REST runtime yet, so each call raises UnsupportedError (a
+    RuntimeError) naming it. Host directories are shared with BoxOptions(volumes=...)."""
 
     _WHY = ("managed volumes need a REST runtime (Boxlite.rest), which boxlite does not have yet; "
             "a local runtime has no volume backend: share a host directory with BoxOptions(volumes=[(host, guest)])")
@@ -333,7 +331,7 @@ class VolumeManager:
         self._runtime = runtime
 
     def _refuse(self, op):
-        raise NativeError(13, f"rt.volumes.{op}() is not supported: {self._WHY}")
+        raise from_kind("Unsupported", f"rt.volumes.{op}() is not supported: {self._WHY}")
 
     async def create(self, name: Optional[str] = None):
         self._refuse("create")
@@ -374,10 +372,10 @@ class Boxlite:
     @classmethod
     def rest(cls, options=None):
         """The documented REST runtime (Boxlite.rest(BoxliteRestOptions(...))): boxlite
-        has no REST client or server yet, so this raises RuntimeError (NativeError
-        Unsupported) naming it, rather than return a local runtime in its place."""
-        raise NativeError(13, "Boxlite.rest() is not supported: boxlite has no REST runtime (client or server) "
-                              "yet; use a local runtime, Boxlite(Options(...)) or Boxlite.default()")
+        has no REST client or server yet, so this raises UnsupportedError (a
+        RuntimeError) naming it, rather than return a local runtime in its place."""
+        raise from_kind("Unsupported", "Boxlite.rest() is not supported: boxlite has no REST runtime (client or "
+                                       "server) yet; use a local runtime, Boxlite(Options(...)) or Boxlite.default()")
 
     @classmethod
     def default(cls):
@@ -402,7 +400,7 @@ class Boxlite:
 
     def _check_not_shut_down(self):
         if self._shut_down:
-            raise NativeError(11, "Cannot create box: runtime has been shut down")
+            raise from_kind("Stopped", "Cannot create box: runtime has been shut down")
 
     async def create(self, options: BoxOptions, name: Optional[str] = None) -> "Box":
         self._check_not_shut_down()
@@ -546,7 +544,7 @@ def _c_options(o: BoxOptions, name):
         raise TypeError(f"expected BoxOptions, not {type(o).__name__}")
     missing = o.unsupported()
     if missing:
-        raise NativeError(13, "not supported yet by boxlite: " + ", ".join(missing))
+        raise from_kind("Unsupported", "not supported yet by boxlite: " + ", ".join(missing))
     sec = o.advanced.security if o.advanced is not None else None
     if sec is not None:
         kept = sec._kept_on()
@@ -594,7 +592,8 @@ def _c_options(o: BoxOptions, name):
         for host, guest, proto, ip in o.ports:
             code = lib.boxlite_options_add_port(p, host, guest, 1 if proto == "udp" else 0, _ffi.cstr(ip))
             if code != 0:
-                raise ValueError(f"invalid port ({host}, {guest}, {proto})")
+                raise from_kind("InvalidArgument",
+                                f"invalid port ({host}, {guest}, {proto}): the guest port must be 1..65535")
         for s in o.secrets:
             hosts = _ffi.str_array(s.hosts)
             lib.boxlite_options_add_secret(p, _ffi.cstr(s.name), _ffi.cstr(s.value), _ffi.cstr(s.placeholder),
@@ -785,6 +784,16 @@ def _copy_flags(overwrite, follow_symlinks, include_parent):
     return tuple(int(v) for v in values.values())
 
 
+def _with_spawn_failure(exc, spawn):
+    """exc (an ExecutionError of a command that could not start) with why, as the C
+    API reports it (boxlite_box_exec_acked_ex), and the exit code a shell gives it."""
+    name = SPAWN_FAILURES.get(spawn)
+    if name:
+        exc.spawn_failure = name
+        exc.exit_code = lib.boxlite_spawn_failure_exit_code(spawn)
+    return exc
+
+
 def _retrieve(fut):
     if not fut.cancelled():
         fut.exception()
@@ -811,7 +820,7 @@ class Execution:
 
     Output not yet read is held in this process up to max_unread_bytes (both
     streams together, 16 MiB by default): past that, no more output credit is
-    returned to the C API (boxlite_box_exec_acked), so at most another 1 MiB is
+    returned to the C API (boxlite_box_exec_acked_ex), so at most another 1 MiB is
     queued and the command then pauses on a full pipe until stdout()/stderr() are
     read (or it is killed). A command writing more than that must have its output
     read, as with a shell pipe; SimpleBox.exec always reads both streams."""
@@ -842,8 +851,13 @@ class Execution:
                                 _ffi.cstr(cwd), _ffi.cstr(user), float(timeout), int(bool(tty)))
 
         def begin(key, out, err):
-            return lib.boxlite_box_exec_acked(box._handle(), ctypes.byref(c), _bridge.stdout_cb,
-                                              _bridge.stderr_cb, key, ctypes.byref(out), ctypes.byref(err))
+            spawn = ctypes.c_int(0)
+            code = lib.boxlite_box_exec_acked_ex(box._handle(), ctypes.byref(c), _bridge.stdout_cb,
+                                                 _bridge.stderr_cb, key, ctypes.byref(out), ctypes.byref(spawn),
+                                                 ctypes.byref(err))
+            if code != 0:
+                raise _with_spawn_failure(_bridge.exception_of(err), spawn.value)
+            return code
         return await cls._begin(box, begin, timeout)
 
     @classmethod
@@ -899,7 +913,7 @@ class Execution:
         code = lib.boxlite_execution_wait(ex._ptr, _bridge._wait_cb, wait_key, ctypes.byref(err))
         if code != 0:
             _bridge.unregister(wait_key)
-            raise _bridge.native_error(*_ffi.take_error(err))
+            raise _bridge.exception_of(err)
         return ex
 
     def __del__(self):

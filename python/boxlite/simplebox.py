@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-from .errors import ExecError, TimeoutError
+from .errors import ExecError, ExecutionError, TimeoutError
 from .options import BoxOptions
 from .runtime import AsyncStartStop, Boxlite
 
@@ -15,10 +15,12 @@ from .runtime import AsyncStartStop, Boxlite
 @dataclass
 class ExecResult:
     """exit_code (negative: killed by that signal, e.g. on timeout), decoded output,
-    and error_message, set only when the process died abnormally."""
+    timed_out (the exec's timeout ended it), and error_message, set only when the
+    process died abnormally. Upstream's fields, in its order."""
     exit_code: int
     stdout: str
     stderr: str
+    timed_out: bool = False
     error_message: Optional[str] = None
 
 
@@ -113,7 +115,11 @@ class SimpleBox(AsyncStartStop):
     async def exec(self, cmd: str, *args: str, env: Optional[dict] = None, user: Optional[str] = None,
                    timeout: Optional[float] = None, cwd: Optional[str] = None) -> ExecResult:
         """Runs cmd with args to completion. A non-zero exit is a result, never an
-        error; on timeout the process is killed and exit_code is negative."""
+        error; on timeout the process is killed, exit_code is negative and timed_out
+        is True. A command that cannot start raises ExecError with the exit code a
+        shell gives it: 127 when there is no such command, 126 when it cannot be run
+        (not executable, a missing working directory, an unknown user), as upstream
+        does; boxlite's own failure to start it stays an ExecutionError."""
         box = self._started()
         if env is not None and not isinstance(env, dict):
             raise TypeError(f"env must be a dict[str, str], not {type(env).__name__}")
@@ -121,7 +127,12 @@ class SimpleBox(AsyncStartStop):
                                     or not timeout >= 0):
             raise ValueError(f"timeout must be a number >= 0, not {timeout!r}")
         pairs = [(str(k), str(v)) for k, v in (env or {}).items()]
-        ex = await box.exec(cmd, args=list(args), env=pairs, timeout_secs=timeout, cwd=cwd, user=user)
+        try:
+            ex = await box.exec(cmd, args=list(args), env=pairs, timeout_secs=timeout, cwd=cwd, user=user)
+        except ExecutionError as e:
+            if e.exit_code not in (126, 127):
+                raise
+            raise ExecError(" ".join([cmd, *args]), e.exit_code, str(e)) from e
         try:
             out, err = await asyncio.gather(_collect(ex.stdout()), _collect(ex.stderr()))
             res = await ex.wait()
@@ -130,7 +141,7 @@ class SimpleBox(AsyncStartStop):
             # in the box, not left running there (the kill is shielded).
             await ex._kill_quietly()
             raise
-        return ExecResult(res.exit_code, out, err, res.error_message)
+        return ExecResult(res.exit_code, out, err, res.timed_out, res.error_message)
 
     async def copy_in(self, host_path, container_dest, overwrite: bool = True, follow_symlinks: bool = False,
                       include_parent: bool = True):

@@ -66,14 +66,11 @@ void post_done(CBoxHandle* handle, const Outcome& o, Cb cb, void* user_data) {
       {[o, cb, user_data] { o.deliver([&](CBoxliteError* e) { cb(e, user_data); }); }, handle->token, nullptr, 0});
 }
 
-void require_handle(CBoxHandle* h, const char* fn) {
-  require(h, fn, "handle");
-  h->rt->check_open(fn);
-}
-
-template <class Cb>
-void require_cb(Cb cb, const char* fn) {
-  require(reinterpret_cast<void*>(cb), fn, "cb");
+// A handle whose runtime still takes work; `verb` says what the call does to the
+// box ("start", "copy into"), for "cannot start box <id>: ...".
+void require_handle(CBoxHandle* h, const char* verb) {
+  require(h, "handle");
+  h->rt->check_open(std::string(verb) + " box " + h->box->id());
 }
 
 // A CBoxInfo's strings, malloc'ed; throws bad_alloc (after freeing) on failure.
@@ -115,11 +112,11 @@ void submit_box_task(CBoxHandle* handle, Cb cb, void* user_data, Work work) {
 }
 
 template <class Work, class Cb>
-BoxliteErrorCode box_op(CBoxHandle* handle, Cb cb, void* user_data, CBoxliteError* out_error, const char* fn,
+BoxliteErrorCode box_op(CBoxHandle* handle, Cb cb, void* user_data, CBoxliteError* out_error, const char* op,
                         Work work) {
   return guard(out_error, [&] {
-    require_handle(handle, fn);
-    require_cb(cb, fn);
+    require_handle(handle, op);
+    require_cb(cb);
     submit_box_task(handle, cb, user_data, work);
   });
 }
@@ -195,13 +192,13 @@ extern "C" {
 BoxliteErrorCode boxlite_create_box(CBoxliteRuntime* runtime, CBoxliteOptions* opts, CBoxCreateBoxCb cb,
                                     void* user_data, CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_create_box";
-    require(runtime, fn, "runtime");
-    require(opts, fn, "opts");
-    require_cb(cb, fn);
+    const char* op = "create a box";
+    require(runtime, "runtime");
+    require(opts, "opts");
+    require_cb(cb);
     auto st = runtime->st;
-    st->check_open(fn);
-    BoxOptions o = checked_options(*opts, fn);
+    st->check_open(op);
+    BoxOptions o = checked_options(*opts);
     std::string name = opts->name;
     st->pool.submit([st, o, name, cb, user_data] {
       std::shared_ptr<Box> box;
@@ -217,14 +214,14 @@ BoxliteErrorCode boxlite_create_box(CBoxliteRuntime* runtime, CBoxliteOptions* o
 BoxliteErrorCode boxlite_get_or_create_box(CBoxliteRuntime* runtime, CBoxliteOptions* opts, CBoxGetOrCreateBoxCb cb,
                                            void* user_data, CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_get_or_create_box";
-    require(runtime, fn, "runtime");
-    require(opts, fn, "opts");
-    require_cb(cb, fn);
-    if (opts->name.empty()) invalid("boxlite_get_or_create_box: the options have no name (boxlite_options_set_name)");
+    const char* op = "get or create a box";
+    require(runtime, "runtime");
+    require(opts, "opts");
+    require_cb(cb);
+    if (opts->name.empty()) invalid("the options have no name: get-or-create finds the box by its name, so set one");
     auto st = runtime->st;
-    st->check_open(fn);
-    BoxOptions o = checked_options(*opts, fn);
+    st->check_open(op);
+    BoxOptions o = checked_options(*opts);
     std::string name = opts->name;
     st->pool.submit([st, o, name, cb, user_data] {
       std::shared_ptr<Box> box;
@@ -253,16 +250,16 @@ BoxliteErrorCode boxlite_get_or_create_box(CBoxliteRuntime* runtime, CBoxliteOpt
 }
 
 BoxliteErrorCode boxlite_start_box(CBoxHandle* handle, CBoxStartBoxCb cb, void* user_data, CBoxliteError* out_error) {
-  return box_op(handle, cb, user_data, out_error, "boxlite_start_box", [](Box& b) { b.start(); });
+  return box_op(handle, cb, user_data, out_error, "start", [](Box& b) { b.start(); });
 }
 
 BoxliteErrorCode boxlite_stop_box(CBoxHandle* handle, CBoxStopBoxCb cb, void* user_data, CBoxliteError* out_error) {
   // Stopping is allowed after a runtime shutdown: it is what shutdown does anyway.
   return guard(out_error, [&] {
-    const char* fn = "boxlite_stop_box";
-    require(handle, fn, "handle");
-    require_cb(cb, fn);
-    if (handle->rt->freed) throw Error(ErrorKind::InvalidState, "boxlite_stop_box: the runtime has been freed");
+    require(handle, "handle");
+    require_cb(cb);
+    if (handle->rt->freed)
+      throw Error(ErrorKind::InvalidState, "cannot stop box " + handle->box->id() + ": the runtime has been freed");
     submit_box_task(handle, cb, user_data, [](Box& b) { b.stop(); });
   });
 }
@@ -270,12 +267,12 @@ BoxliteErrorCode boxlite_stop_box(CBoxHandle* handle, CBoxStopBoxCb cb, void* us
 BoxliteErrorCode boxlite_get(CBoxliteRuntime* runtime, const char* id_or_name, CBoxGetBoxCb cb, void* user_data,
                              CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_get";
-    require(runtime, fn, "runtime");
-    require_str(id_or_name, fn, "id_or_name");
-    require_cb(cb, fn);
+    const char* op = "get a box";
+    require(runtime, "runtime");
+    require_str(id_or_name, "id_or_name");
+    require_cb(cb);
     auto st = runtime->st;
-    st->check_open(fn);
+    st->check_open(op);
     std::string id = id_or_name;
     st->pool.submit([st, id, cb, user_data] {
       std::shared_ptr<Box> box;
@@ -291,12 +288,12 @@ BoxliteErrorCode boxlite_get(CBoxliteRuntime* runtime, const char* id_or_name, C
 BoxliteErrorCode boxlite_remove(CBoxliteRuntime* runtime, const char* id_or_name, int force, CBoxRemoveBoxCb cb,
                                 void* user_data, CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_remove";
-    require(runtime, fn, "runtime");
-    require_str(id_or_name, fn, "id_or_name");
-    require_cb(cb, fn);
+    const char* op = "remove a box";
+    require(runtime, "runtime");
+    require_str(id_or_name, "id_or_name");
+    require_cb(cb);
     auto st = runtime->st;
-    st->check_open(fn);
+    st->check_open(op);
     std::string id = id_or_name;
     st->pool.submit([st, id, force, cb, user_data] {
       Outcome out = capture([&] {
@@ -323,12 +320,11 @@ BoxliteErrorCode boxlite_remove(CBoxliteRuntime* runtime, const char* id_or_name
 BoxliteErrorCode boxlite_get_info(CBoxliteRuntime* runtime, const char* id_or_name, CBoxInfoCb cb, void* user_data,
                                   CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_get_info";
-    require(runtime, fn, "runtime");
-    require_str(id_or_name, fn, "id_or_name");
-    require_cb(cb, fn);
+    require(runtime, "runtime");
+    require_str(id_or_name, "id_or_name");
+    require_cb(cb);
     auto st = runtime->st;
-    if (st->freed) throw Error(ErrorKind::InvalidState, "boxlite_get_info: the runtime has been freed");
+    if (st->freed) throw Error(ErrorKind::InvalidState, "cannot get a box's info: the runtime has been freed");
     std::string id = id_or_name;
     st->pool.submit([st, id, cb, user_data] {
       auto info = std::make_shared<BoxInfo>();
@@ -348,9 +344,9 @@ BoxliteErrorCode boxlite_get_info(CBoxliteRuntime* runtime, const char* id_or_na
 
 BoxliteErrorCode boxlite_box_metrics(CBoxHandle* handle, CBoxMetricsCb cb, void* user_data, CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_box_metrics";
-    require_handle(handle, fn);
-    require_cb(cb, fn);
+    const char* op = "read the metrics of";
+    require_handle(handle, op);
+    require_cb(cb);
     submit_box_value<BoxMetrics>(
         handle, cb, user_data, [](Box& b) { return b.metrics(); },
         [cb, user_data](const BoxMetrics& m) {
@@ -363,9 +359,9 @@ BoxliteErrorCode boxlite_box_metrics(CBoxHandle* handle, CBoxMetricsCb cb, void*
 BoxliteErrorCode boxlite_box_metrics_ex(CBoxHandle* handle, CBoxMetricsExCb cb, void* user_data,
                                         CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_box_metrics_ex";
-    require_handle(handle, fn);
-    require_cb(cb, fn);
+    const char* op = "read the metrics of";
+    require_handle(handle, op);
+    require_cb(cb);
     submit_box_value<BoxMetrics>(
         handle, cb, user_data, [](Box& b) { return b.metrics(); },
         [cb, user_data](const BoxMetrics& m) {
@@ -388,11 +384,10 @@ BoxliteErrorCode boxlite_box_metrics_ex(CBoxHandle* handle, CBoxMetricsExCb cb, 
 BoxliteErrorCode boxlite_list_info(CBoxliteRuntime* runtime, CBoxInfoListCb cb, void* user_data,
                                    CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_list_info";
-    require(runtime, fn, "runtime");
-    require_cb(cb, fn);
+    require(runtime, "runtime");
+    require_cb(cb);
     auto st = runtime->st;
-    if (st->freed) throw Error(ErrorKind::InvalidState, "boxlite_list_info: the runtime has been freed");
+    if (st->freed) throw Error(ErrorKind::InvalidState, "cannot list boxes: the runtime has been freed");
     st->pool.submit([st, cb, user_data] {
       auto infos = std::make_shared<std::vector<BoxInfo>>();
       Outcome out = capture([&] { *infos = st->core->list_info(); });
@@ -440,15 +435,15 @@ void boxlite_box_free(CBoxHandle* handle) {
 namespace {
 
 // copy_into and copy_out: the same checks, one direction each.
-BoxliteErrorCode submit_copy(const char* fn, const char* src_name, const char* dst_name, CBoxHandle* handle,
+BoxliteErrorCode submit_copy(const char* op, const char* src_name, const char* dst_name, CBoxHandle* handle,
                              const char* src, const char* dst, CBoxCopyCb cb, void* user_data, CBoxliteError* out_error,
                              void (Box::*copy)(const std::string&, const std::string&, const CopyOptions&),
                              CopyOptions opts = {}) {
   return guard(out_error, [&] {
-    require_str(src, fn, src_name);
-    require_str(dst, fn, dst_name);
-    require_handle(handle, fn);
-    require_cb(cb, fn);
+    require_str(src, src_name);
+    require_str(dst, dst_name);
+    require_handle(handle, op);
+    require_cb(cb);
     submit_box_task(handle, cb, user_data, [from = std::string(src), to = std::string(dst), copy, opts](Box& b) {
       (b.*copy)(from, to, opts);
     });
@@ -459,28 +454,28 @@ BoxliteErrorCode submit_copy(const char* fn, const char* src_name, const char* d
 
 BoxliteErrorCode boxlite_copy_into(CBoxHandle* handle, const char* host_src, const char* guest_dst, CBoxCopyCb cb,
                                    void* user_data, CBoxliteError* out_error) {
-  return submit_copy("boxlite_copy_into", "host_src", "guest_dst", handle, host_src, guest_dst, cb, user_data,
-                     out_error, &Box::copy_in);
+  return submit_copy("copy into", "host_src", "guest_dst", handle, host_src, guest_dst, cb, user_data, out_error,
+                     &Box::copy_in);
 }
 
 BoxliteErrorCode boxlite_copy_out(CBoxHandle* handle, const char* guest_src, const char* host_dst, CBoxCopyCb cb,
                                   void* user_data, CBoxliteError* out_error) {
-  return submit_copy("boxlite_copy_out", "guest_src", "host_dst", handle, guest_src, host_dst, cb, user_data, out_error,
+  return submit_copy("copy out of", "guest_src", "host_dst", handle, guest_src, host_dst, cb, user_data, out_error,
                      &Box::copy_out);
 }
 
 BoxliteErrorCode boxlite_copy_into_with(CBoxHandle* handle, const char* host_src, const char* guest_dst, int overwrite,
                                         int follow_symlinks, int include_parent, CBoxCopyCb cb, void* user_data,
                                         CBoxliteError* out_error) {
-  return submit_copy("boxlite_copy_into_with", "host_src", "guest_dst", handle, host_src, guest_dst, cb, user_data,
-                     out_error, &Box::copy_in, CopyOptions{overwrite != 0, follow_symlinks != 0, include_parent != 0});
+  return submit_copy("copy into", "host_src", "guest_dst", handle, host_src, guest_dst, cb, user_data, out_error,
+                     &Box::copy_in, CopyOptions{overwrite != 0, follow_symlinks != 0, include_parent != 0});
 }
 
 BoxliteErrorCode boxlite_copy_out_with(CBoxHandle* handle, const char* guest_src, const char* host_dst, int overwrite,
                                        int follow_symlinks, int include_parent, CBoxCopyCb cb, void* user_data,
                                        CBoxliteError* out_error) {
-  return submit_copy("boxlite_copy_out_with", "guest_src", "host_dst", handle, guest_src, host_dst, cb, user_data,
-                     out_error, &Box::copy_out, CopyOptions{overwrite != 0, follow_symlinks != 0, include_parent != 0});
+  return submit_copy("copy out of", "guest_src", "host_dst", handle, guest_src, host_dst, cb, user_data, out_error,
+                     &Box::copy_out, CopyOptions{overwrite != 0, follow_symlinks != 0, include_parent != 0});
 }
 
 void boxlite_free_box_info(CBoxInfo* info) {
@@ -525,10 +520,10 @@ void fill_snapshot(CSnapshotInfo& c, const SnapshotInfo& s) {
 // Runs work(box) -> optional<SnapshotInfo> on a worker; posts cb(info or NULL, err).
 template <class Work>
 BoxliteErrorCode snapshot_info_op(CBoxHandle* handle, CSnapshotInfoCb cb, void* user_data, CBoxliteError* out_error,
-                                  const char* fn, Work work) {
+                                  const char* op, Work work) {
   return guard(out_error, [&] {
-    require_handle(handle, fn);
-    require_cb(cb, fn);
+    require_handle(handle, op);
+    require_cb(cb);
     submit_box_value<std::optional<SnapshotInfo>>(
         handle, cb, user_data, work, [cb, user_data](const std::optional<SnapshotInfo>& info) {
           if (!info) return cb(nullptr, nullptr, user_data);
@@ -548,29 +543,29 @@ extern "C" {
 
 BoxliteErrorCode boxlite_box_snapshot_create(CBoxHandle* handle, const char* name, CSnapshotInfoCb cb, void* user_data,
                                              CBoxliteError* out_error) {
-  const char* fn = "boxlite_box_snapshot_create";
-  BoxliteErrorCode c = guard(out_error, [&] { require_str(name, fn, "name"); });
+  const char* op = "snapshot";
+  BoxliteErrorCode c = guard(out_error, [&] { require_str(name, "name"); });
   if (c != Ok) return c;
-  return snapshot_info_op(handle, cb, user_data, out_error, fn, [n = std::string(name)](Box& b) {
+  return snapshot_info_op(handle, cb, user_data, out_error, op, [n = std::string(name)](Box& b) {
     return std::optional<SnapshotInfo>(b.snapshot().create(n));
   });
 }
 
 BoxliteErrorCode boxlite_box_snapshot_get(CBoxHandle* handle, const char* name, CSnapshotInfoCb cb, void* user_data,
                                           CBoxliteError* out_error) {
-  const char* fn = "boxlite_box_snapshot_get";
-  BoxliteErrorCode c = guard(out_error, [&] { require_str(name, fn, "name"); });
+  const char* op = "read the snapshots of";
+  BoxliteErrorCode c = guard(out_error, [&] { require_str(name, "name"); });
   if (c != Ok) return c;
-  return snapshot_info_op(handle, cb, user_data, out_error, fn,
+  return snapshot_info_op(handle, cb, user_data, out_error, op,
                           [n = std::string(name)](Box& b) { return b.snapshot().get(n); });
 }
 
 BoxliteErrorCode boxlite_box_snapshot_list(CBoxHandle* handle, CSnapshotInfoListCb cb, void* user_data,
                                            CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_box_snapshot_list";
-    require_handle(handle, fn);
-    require_cb(cb, fn);
+    const char* op = "read the snapshots of";
+    require_handle(handle, op);
+    require_cb(cb);
     submit_box_value<std::vector<SnapshotInfo>>(
         handle, cb, user_data, [](Box& b) { return b.snapshot().list(); },
         [cb, user_data](const std::vector<SnapshotInfo>& infos) {
@@ -582,10 +577,10 @@ BoxliteErrorCode boxlite_box_snapshot_list(CBoxHandle* handle, CSnapshotInfoList
 BoxliteErrorCode boxlite_box_snapshot_remove(CBoxHandle* handle, const char* name, CBoxSnapshotDoneCb cb,
                                              void* user_data, CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_box_snapshot_remove";
-    require_str(name, fn, "name");
-    require_handle(handle, fn);
-    require_cb(cb, fn);
+    const char* op = "remove a snapshot of";
+    require_str(name, "name");
+    require_handle(handle, op);
+    require_cb(cb);
     submit_box_task(handle, cb, user_data, [n = std::string(name)](Box& b) { b.snapshot().remove(n); });
   });
 }
@@ -593,10 +588,10 @@ BoxliteErrorCode boxlite_box_snapshot_remove(CBoxHandle* handle, const char* nam
 BoxliteErrorCode boxlite_box_snapshot_restore(CBoxHandle* handle, const char* name, CBoxSnapshotDoneCb cb,
                                               void* user_data, CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_box_snapshot_restore";
-    require_str(name, fn, "name");
-    require_handle(handle, fn);
-    require_cb(cb, fn);
+    const char* op = "restore a snapshot of";
+    require_str(name, "name");
+    require_handle(handle, op);
+    require_cb(cb);
     submit_box_task(handle, cb, user_data, [n = std::string(name)](Box& b) { b.snapshot().restore(n); });
   });
 }
@@ -604,9 +599,9 @@ BoxliteErrorCode boxlite_box_snapshot_restore(CBoxHandle* handle, const char* na
 BoxliteErrorCode boxlite_box_clone(CBoxHandle* handle, const char* name, CBoxCreateBoxCb cb, void* user_data,
                                    CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_box_clone";
-    require_handle(handle, fn);
-    require_cb(cb, fn);
+    const char* op = "clone";
+    require_handle(handle, op);
+    require_cb(cb);
     auto st = handle->rt;
     std::string n = name ? name : "";
     std::shared_ptr<Box> source = handle->box;
@@ -624,10 +619,10 @@ BoxliteErrorCode boxlite_box_clone(CBoxHandle* handle, const char* name, CBoxCre
 BoxliteErrorCode boxlite_box_export(CBoxHandle* handle, const char* dest_dir, CBoxExportCb cb, void* user_data,
                                     CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_box_export";
-    require_str(dest_dir, fn, "dest_dir");
-    require_handle(handle, fn);
-    require_cb(cb, fn);
+    const char* op = "export";
+    require_str(dest_dir, "dest_dir");
+    require_handle(handle, op);
+    require_cb(cb);
     submit_box_value<std::string>(
         handle, cb, user_data,
         [st = handle->rt, dest = std::string(dest_dir)](Box& b) { return st->core->export_box(b, dest); },
@@ -638,12 +633,12 @@ BoxliteErrorCode boxlite_box_export(CBoxHandle* handle, const char* dest_dir, CB
 BoxliteErrorCode boxlite_runtime_import_box(CBoxliteRuntime* runtime, const char* archive_path, const char* name,
                                             CBoxCreateBoxCb cb, void* user_data, CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_runtime_import_box";
-    require(runtime, fn, "runtime");
-    require_str(archive_path, fn, "archive_path");
-    require_cb(cb, fn);
+    const char* op = "import a box";
+    require(runtime, "runtime");
+    require_str(archive_path, "archive_path");
+    require_cb(cb);
     auto st = runtime->st;
-    st->check_open(fn);
+    st->check_open(op);
     std::string path = archive_path, n = name ? name : "";
     st->pool.submit([st, path, n, cb, user_data] {
       std::shared_ptr<Box> box;

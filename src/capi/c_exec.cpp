@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 #include "capi/errors.hpp"
 #include "capi/state.hpp"
@@ -97,21 +98,20 @@ void pump_output(const std::shared_ptr<ExecState>& st) {
 namespace {
 
 ExecOptions exec_options(const BoxliteCommand& c) {
-  const char* fn = "boxlite_box_exec";
-  require_str(c.command, fn, "cmd->command");
+  require_str(c.command, "cmd->command");
   ExecOptions o;
   o.argv.emplace_back(c.command);
-  if (c.argc < 0) invalid("boxlite_box_exec: cmd->argc is negative");
-  if (c.argc > 0) require(c.args, fn, "cmd->args (with argc > 0)");
+  if (c.argc < 0) invalid("cmd->argc is negative");
+  if (c.argc > 0) require(c.args, "cmd->args (with argc > 0)");
   for (int i = 0; i < c.argc; ++i) {
-    if (!c.args[i]) invalid("boxlite_box_exec: cmd->args[" + std::to_string(i) + "] is NULL");
+    if (!c.args[i]) invalid("cmd->args[" + std::to_string(i) + "] is NULL");
     o.argv.emplace_back(c.args[i]);
   }
   if (c.env_pairs) {
-    if (c.env_count < 0) invalid("boxlite_box_exec: cmd->env_count is negative");
+    if (c.env_count < 0) invalid("cmd->env_count is negative");
     for (int i = 0; i + 1 < c.env_count; i += 2) {  // an odd trailing entry is ignored
       if (!c.env_pairs[i] || !c.env_pairs[i + 1]) {
-        invalid("boxlite_box_exec: cmd->env_pairs[" + std::to_string(i) + "] or its value is NULL");
+        invalid("cmd->env_pairs[" + std::to_string(i) + "] or its value is NULL");
       }
       o.env.emplace_back(c.env_pairs[i], c.env_pairs[i + 1]);
     }
@@ -119,7 +119,7 @@ ExecOptions exec_options(const BoxliteCommand& c) {
   if (c.workdir) o.cwd = c.workdir;
   if (c.user) o.user = c.user;
   if (!(c.timeout_secs >= 0) || std::isinf(c.timeout_secs)) {
-    invalid("boxlite_box_exec: cmd->timeout_secs must be a finite number >= 0 (0 = no timeout)");
+    invalid("cmd->timeout_secs must be a finite number >= 0 (0 = no timeout)");
   }
   o.timeout_secs = c.timeout_secs;
   o.tty = c.tty != 0;
@@ -127,23 +127,18 @@ ExecOptions exec_options(const BoxliteCommand& c) {
   return o;
 }
 
-ExecState& checked(CExecutionHandle* e, const char* fn) {
-  require(e, fn, "execution");
+ExecState& checked(CExecutionHandle* e) {
+  require(e, "execution");
   return *e->st;
-}
-
-template <class Cb>
-void require_cb(Cb cb, const char* fn) {
-  require(reinterpret_cast<void*>(cb), fn, "cb");
 }
 
 // boxlite_execution_on_stdout/stderr/exit: sets one callback slot of the execution.
 template <class Cb>
-BoxliteErrorCode set_callback(CExecutionHandle* execution, const char* fn, Cb cb, void* user_data,
-                              CBoxliteError* out_error, Cb ExecState::*cb_slot, void* ExecState::*ud_slot) {
+BoxliteErrorCode set_callback(CExecutionHandle* execution, Cb cb, void* user_data, CBoxliteError* out_error,
+                              Cb ExecState::*cb_slot, void* ExecState::*ud_slot) {
   return guard(out_error, [&] {
-    ExecState& st = checked(execution, fn);
-    require_cb(cb, fn);
+    ExecState& st = checked(execution);
+    require_cb(cb);
     std::lock_guard lk(st.mu);
     st.*cb_slot = cb;
     st.*ud_slot = user_data;
@@ -156,20 +151,24 @@ void post_done(ExecState& st, const Outcome& o, Cb cb, void* user_data) {
   st.rt->post({[o, cb, user_data] { o.deliver([&](CBoxliteError* e) { cb(e, user_data); }); }, st.token, nullptr, 0});
 }
 
-void check_runtime(ExecState& st, const char* fn) {
-  if (st.rt->freed) throw Error(ErrorKind::InvalidState, std::string(fn) + ": the runtime has been freed");
+// `verb` says what the call does to the command ("signal"), for "cannot signal
+// the command: ...".
+void check_runtime(ExecState& st, const char* verb) {
+  if (st.rt->freed)
+    throw Error(ErrorKind::InvalidState, std::string("cannot ") + verb + " the command: the runtime has been freed");
 }
 
 // Starts what `start` starts on the box (a command, or the attachment to its main
-// command); `setup` sees the execution before its output pump runs.
+// command); `setup` sees the execution before its output pump runs. `verb` is
+// what it does to the box ("exec in"), for "cannot exec in box <id>: ...".
 template <class Setup, class Start>
-void start_execution(CBoxHandle* handle, CExecutionHandle** out_execution, const char* fn, bool tty, Setup setup,
+void start_execution(CBoxHandle* handle, CExecutionHandle** out_execution, const char* verb, bool tty, Setup setup,
                      Start start) {
-  require(out_execution, fn, "out_execution");
+  require(out_execution, "out_execution");
   *out_execution = nullptr;
-  require(handle, fn, "handle");
+  require(handle, "handle");
   auto rt = handle->rt;
-  rt->check_open(fn);
+  rt->check_open(std::string(verb) + " box " + handle->box->id());
   auto st = std::make_shared<ExecState>();
   st->rt = rt;
   st->tty = tty;
@@ -190,12 +189,34 @@ void start_execution(CBoxHandle* handle, CExecutionHandle** out_execution, const
 }
 
 template <class Setup>
-void start_exec(CBoxHandle* handle, const BoxliteCommand* cmd, CExecutionHandle** out_execution, const char* fn,
-                Setup setup) {
-  require(cmd, fn, "cmd");
+void start_exec(CBoxHandle* handle, const BoxliteCommand* cmd, CExecutionHandle** out_execution, Setup setup) {
+  require(cmd, "cmd");
   ExecOptions o = exec_options(*cmd);
-  start_execution(handle, out_execution, fn, o.tty, setup, [&] { return handle->box->exec(o); });
+  start_execution(handle, out_execution, "exec in", o.tty, setup, [&] { return handle->box->exec(o); });
 }
+
+// The output callbacks of _streamed and _acked, set before the pump starts, so a
+// drain running on another thread never dispatches (and drops) a chunk ahead of
+// its callback.
+auto with_output_callbacks(CBoxStdoutCb on_stdout, CBoxStderrCb on_stderr, void* user_data, bool manual_ack) {
+  require_cb(on_stdout, "on_stdout");
+  require_cb(on_stderr, "on_stderr");
+  return [=](ExecState& st) {
+    st.out_cb = on_stdout;
+    st.out_ud = user_data;
+    st.err_cb = on_stderr;
+    st.err_ud = user_data;
+    st.manual_ack = manual_ack;
+  };
+}
+
+// The C enum is the core's SpawnFailure, number for number.
+static_assert(BoxliteSpawnFailureNone == static_cast<int>(SpawnFailure::None) &&
+              BoxliteSpawnFailureNotFound == static_cast<int>(SpawnFailure::NotFound) &&
+              BoxliteSpawnFailureNotExecutable == static_cast<int>(SpawnFailure::NotExecutable) &&
+              BoxliteSpawnFailureBadWorkingDir == static_cast<int>(SpawnFailure::BadWorkingDir) &&
+              BoxliteSpawnFailureUnknownUser == static_cast<int>(SpawnFailure::UnknownUser) &&
+              BoxliteSpawnFailureSetup == static_cast<int>(SpawnFailure::Setup));
 
 }  // namespace
 }  // namespace boxlite::capi
@@ -207,24 +228,14 @@ extern "C" {
 
 BoxliteErrorCode boxlite_box_exec(CBoxHandle* handle, const BoxliteCommand* cmd, CExecutionHandle** out_execution,
                                   CBoxliteError* out_error) {
-  return guard(out_error, [&] { start_exec(handle, cmd, out_execution, "boxlite_box_exec", [](ExecState&) {}); });
+  return guard(out_error, [&] { start_exec(handle, cmd, out_execution, [](ExecState&) {}); });
 }
 
 BoxliteErrorCode boxlite_box_exec_streamed(CBoxHandle* handle, const BoxliteCommand* cmd, CBoxStdoutCb on_stdout,
                                            CBoxStderrCb on_stderr, void* user_data, CExecutionHandle** out_execution,
                                            CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_box_exec_streamed";
-    require_cb(on_stdout, fn);
-    require_cb(on_stderr, fn);
-    // Set before the pump starts, so a drain running on another thread never
-    // dispatches (and drops) a chunk ahead of its callback.
-    start_exec(handle, cmd, out_execution, fn, [&](ExecState& st) {
-      st.out_cb = on_stdout;
-      st.out_ud = user_data;
-      st.err_cb = on_stderr;
-      st.err_ud = user_data;
-    });
+    start_exec(handle, cmd, out_execution, with_output_callbacks(on_stdout, on_stderr, user_data, false));
   });
 }
 
@@ -232,71 +243,71 @@ BoxliteErrorCode boxlite_box_exec_acked(CBoxHandle* handle, const BoxliteCommand
                                         CBoxStderrCb on_stderr, void* user_data, CExecutionHandle** out_execution,
                                         CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_box_exec_acked";
-    require_cb(on_stdout, fn);
-    require_cb(on_stderr, fn);
-    start_exec(handle, cmd, out_execution, fn, [&](ExecState& st) {
-      st.out_cb = on_stdout;
-      st.out_ud = user_data;
-      st.err_cb = on_stderr;
-      st.err_ud = user_data;
-      st.manual_ack = true;
-    });
+    start_exec(handle, cmd, out_execution, with_output_callbacks(on_stdout, on_stderr, user_data, true));
   });
+}
+
+BoxliteErrorCode boxlite_box_exec_acked_ex(CBoxHandle* handle, const BoxliteCommand* cmd, CBoxStdoutCb on_stdout,
+                                           CBoxStderrCb on_stderr, void* user_data, CExecutionHandle** out_execution,
+                                           BoxliteSpawnFailure* out_spawn_failure, CBoxliteError* out_error) {
+  if (out_spawn_failure) *out_spawn_failure = BoxliteSpawnFailureNone;
+  try {
+    start_exec(handle, cmd, out_execution, with_output_callbacks(on_stdout, on_stderr, user_data, true));
+    return Ok;
+  } catch (...) {
+    Error e = current_error();
+    if (out_spawn_failure) *out_spawn_failure = static_cast<BoxliteSpawnFailure>(e.spawn_failure());
+    return fill_error(out_error, e);
+  }
+}
+
+int boxlite_spawn_failure_exit_code(BoxliteSpawnFailure failure) {
+  // A C caller may pass any int; reading it as the C++ enum would be undefined.
+  int raw = 0;
+  static_assert(sizeof raw == sizeof failure);
+  std::memcpy(&raw, &failure, sizeof raw);
+  if (raw <= BoxliteSpawnFailureNone || raw > BoxliteSpawnFailureSetup) return 0;
+  return spawn_failure_exit_code(static_cast<SpawnFailure>(raw));
 }
 
 BoxliteErrorCode boxlite_box_attach_acked(CBoxHandle* handle, CBoxStdoutCb on_stdout, CBoxStderrCb on_stderr,
                                           void* user_data, CExecutionHandle** out_execution, CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_box_attach_acked";
-    require_cb(on_stdout, fn);
-    require_cb(on_stderr, fn);
-    require(handle, fn, "handle");
-    start_execution(
-        handle, out_execution, fn, handle->box->spec().main_tty,
-        [&](ExecState& st) {
-          st.out_cb = on_stdout;
-          st.out_ud = user_data;
-          st.err_cb = on_stderr;
-          st.err_ud = user_data;
-          st.manual_ack = true;
-        },
-        [&] { return handle->box->attach(/*with_stdin=*/false); });
+    auto setup = with_output_callbacks(on_stdout, on_stderr, user_data, true);
+    require(handle, "handle");
+    start_execution(handle, out_execution, "attach to", handle->box->spec().main_tty, setup,
+                    [&] { return handle->box->attach(/*with_stdin=*/false); });
   });
 }
 
 BoxliteErrorCode boxlite_execution_ack_output(CExecutionHandle* execution, size_t bytes, CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    ExecState& st = checked(execution, "boxlite_execution_ack_output");
+    ExecState& st = checked(execution);
     if (st.manual_ack) st.release(bytes);
   });
 }
 
 BoxliteErrorCode boxlite_execution_on_stdout(CExecutionHandle* execution, CBoxStdoutCb cb, void* user_data,
                                              CBoxliteError* out_error) {
-  return set_callback(execution, "boxlite_execution_on_stdout", cb, user_data, out_error, &ExecState::out_cb,
-                      &ExecState::out_ud);
+  return set_callback(execution, cb, user_data, out_error, &ExecState::out_cb, &ExecState::out_ud);
 }
 
 BoxliteErrorCode boxlite_execution_on_stderr(CExecutionHandle* execution, CBoxStderrCb cb, void* user_data,
                                              CBoxliteError* out_error) {
-  return set_callback(execution, "boxlite_execution_on_stderr", cb, user_data, out_error, &ExecState::err_cb,
-                      &ExecState::err_ud);
+  return set_callback(execution, cb, user_data, out_error, &ExecState::err_cb, &ExecState::err_ud);
 }
 
 BoxliteErrorCode boxlite_execution_on_exit(CExecutionHandle* execution, CBoxExitCb cb, void* user_data,
                                            CBoxliteError* out_error) {
-  return set_callback(execution, "boxlite_execution_on_exit", cb, user_data, out_error, &ExecState::exit_cb,
-                      &ExecState::exit_ud);
+  return set_callback(execution, cb, user_data, out_error, &ExecState::exit_cb, &ExecState::exit_ud);
 }
 
 BoxliteErrorCode boxlite_execution_stdin_write(CExecutionHandle* execution, const uint8_t* data, size_t len,
                                                CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_execution_stdin_write";
-    ExecState& st = checked(execution, fn);
-    if (len > 0) require(data, fn, "data");
-    check_runtime(st, fn);
+    ExecState& st = checked(execution);
+    if (len > 0) require(data, "data");
+    check_runtime(st, "write to");
     if (len == 0) return;
     st.exec->write_stdin(std::string_view(reinterpret_cast<const char*>(data), len));
   });
@@ -304,7 +315,7 @@ BoxliteErrorCode boxlite_execution_stdin_write(CExecutionHandle* execution, cons
 
 BoxliteErrorCode boxlite_execution_stdin_close(CExecutionHandle* execution, CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    ExecState& st = checked(execution, "boxlite_execution_stdin_close");
+    ExecState& st = checked(execution);
     st.exec->close_stdin();
   });
 }
@@ -312,10 +323,9 @@ BoxliteErrorCode boxlite_execution_stdin_close(CExecutionHandle* execution, CBox
 BoxliteErrorCode boxlite_execution_wait(CExecutionHandle* execution, CExecutionWaitCb cb, void* user_data,
                                         CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_execution_wait";
-    ExecState& st = checked(execution, fn);
-    require_cb(cb, fn);
-    check_runtime(st, fn);
+    ExecState& st = checked(execution);
+    require_cb(cb);
+    check_runtime(st, "wait for");
     st.add_waiter([cb, user_data](int code, const Error* err) {
       if (!err) return cb(code, nullptr, user_data);
       CallbackError e(*err);
@@ -327,10 +337,9 @@ BoxliteErrorCode boxlite_execution_wait(CExecutionHandle* execution, CExecutionW
 BoxliteErrorCode boxlite_execution_kill(CExecutionHandle* execution, CExecutionKillCb cb, void* user_data,
                                         CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_execution_kill";
-    ExecState& st = checked(execution, fn);
-    require_cb(cb, fn);
-    check_runtime(st, fn);
+    ExecState& st = checked(execution);
+    require_cb(cb);
+    check_runtime(st, "kill");
     {
       std::lock_guard lk(st.mu);
       st.discard = true;
@@ -346,11 +355,11 @@ BoxliteErrorCode boxlite_execution_kill(CExecutionHandle* execution, CExecutionK
 BoxliteErrorCode boxlite_execution_signal(CExecutionHandle* execution, int sig, CExecutionSignalCb cb, void* user_data,
                                           CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_execution_signal";
-    ExecState& st = checked(execution, fn);
-    require_cb(cb, fn);
-    if (sig <= 0 || sig >= NSIG) invalid("boxlite_execution_signal: invalid signal number " + std::to_string(sig));
-    check_runtime(st, fn);
+    ExecState& st = checked(execution);
+    require_cb(cb);
+    if (sig <= 0 || sig >= NSIG)
+      invalid("sig " + std::to_string(sig) + " is not a signal number (1.." + std::to_string(NSIG - 1) + ")");
+    check_runtime(st, "signal");
     post_done(st, capture([&] { st.exec->signal(sig); }), cb, user_data);
   });
 }
@@ -358,17 +367,14 @@ BoxliteErrorCode boxlite_execution_signal(CExecutionHandle* execution, int sig, 
 BoxliteErrorCode boxlite_execution_tty_resize(CExecutionHandle* execution, int rows, int cols, CExecutionResizeCb cb,
                                               void* user_data, CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_execution_tty_resize";
-    ExecState& st = checked(execution, fn);
-    require_cb(cb, fn);
+    ExecState& st = checked(execution);
+    require_cb(cb);
     if (rows < 1 || cols < 1 || rows > 65535 || cols > 65535) {
-      invalid("boxlite_execution_tty_resize: rows and cols must be 1..65535, got " + std::to_string(rows) + "x" +
-              std::to_string(cols));
+      invalid("rows and cols must be 1..65535, got " + std::to_string(rows) + "x" + std::to_string(cols));
     }
     if (!st.tty)
-      throw Error(ErrorKind::InvalidState,
-                  "boxlite_execution_tty_resize: the command has no TTY (start it with tty=1)");
-    check_runtime(st, fn);
+      throw Error(ErrorKind::InvalidState, "cannot resize the terminal: the command has no TTY (start it with tty=1)");
+    check_runtime(st, "resize the terminal of");
     post_done(st, capture([&] { st.exec->resize(static_cast<unsigned>(rows), static_cast<unsigned>(cols)); }), cb,
               user_data);
   });

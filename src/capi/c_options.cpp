@@ -10,37 +10,39 @@
 
 namespace boxlite::capi {
 
-BoxOptions checked_options(const CBoxliteOptions& o, const char* fn) {
-  if (!o.invalid.empty()) invalid(std::string(fn) + ": " + o.invalid.front());
+// A setter's bad value is reported as "box options: <option>: <what>": the
+// option says which call it was, far from the create that reports it. The core's
+// own checks name their field already ("cpus must be ...") and pass unchanged, as
+// the CLI shows them.
+BoxOptions checked_options(const CBoxliteOptions& o) {
+  if (!o.invalid.empty()) invalid("box options: " + o.invalid.front());
   std::vector<std::string> unsupported = o.unsupported;
   if (o.security_disabled) {
-    unsupported.push_back("disabling the security sandbox (boxlite_advanced_options_set_security_enabled(adv, 0))");
+    unsupported.push_back("disabling the security sandbox (security_enabled 0 in the advanced options)");
   }
   if (!unsupported.empty()) {
     std::string what;
     for (const auto& u : unsupported) what += (what.empty() ? "" : "; ") + u;
-    throw Error(ErrorKind::Unsupported, std::string(fn) + ": not supported yet: " + what);
+    throw Error(ErrorKind::Unsupported, "box options: not supported yet: " + what);
   }
-  try {
-    validate_box_options(o.core);
-  } catch (const Error& e) {
-    throw Error(e.kind(), std::string(fn) + ": " + e.what());
-  }
+  validate_box_options(o.core);
   return o.core;
 }
 
 namespace {
 
 // args[0..argc) as strings; a bad array is remembered as invalid.
-bool copy_args(CBoxliteOptions* o, const char* fn, const char* const* args, int argc, std::vector<std::string>& out) {
+// `option` names the list ("cmd", "entrypoint").
+bool copy_args(CBoxliteOptions* o, const char* option, const char* const* args, int argc,
+               std::vector<std::string>& out) {
   if (argc < 0 || (argc > 0 && !args)) {
-    o->invalid.push_back(std::string(fn) + ": args is NULL or argc is negative");
+    o->invalid.push_back(std::string(option) + ": args is NULL or argc is negative");
     return false;
   }
   std::vector<std::string> v;
   for (int i = 0; i < argc; ++i) {
     if (!args[i]) {
-      o->invalid.push_back(std::string(fn) + ": args[" + std::to_string(i) + "] is NULL");
+      o->invalid.push_back(std::string(option) + ": args[" + std::to_string(i) + "] is NULL");
       return false;
     }
     v.emplace_back(args[i]);
@@ -59,10 +61,9 @@ extern "C" {
 
 BoxliteErrorCode boxlite_options_new(const char* image, CBoxliteOptions** out_opts, CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_options_new";
-    require(out_opts, fn, "out_opts");
+    require(out_opts, "out_opts");
     *out_opts = nullptr;
-    require_str(image, fn, "image");
+    require_str(image, "image");
     auto* o = new CBoxliteOptions;
     o->core.image = image;
     *out_opts = o;
@@ -91,7 +92,7 @@ void boxlite_options_add_bind_mount(CBoxliteOptions* opts, const char* host_path
   if (!opts) return;
   try {
     if (!host_path || !*host_path || !guest_path || !*guest_path) {
-      opts->invalid.push_back("boxlite_options_add_bind_mount: host_path and guest_path must be non-empty");
+      opts->invalid.push_back("volumes: a bind mount needs a non-empty host_path and guest_path");
       return;
     }
     // Checked with the other options by boxlite_create_box (core/volumes.hpp).
@@ -103,14 +104,14 @@ void boxlite_options_add_bind_mount(CBoxliteOptions* opts, const char* host_path
 BoxliteErrorCode boxlite_options_add_port(CBoxliteOptions* opts, uint16_t host_port, uint16_t guest_port,
                                           BoxlitePortProtocol protocol, const char* host_ip) {
   return guard(nullptr, [&] {
-    require(opts, "boxlite_options_add_port", "opts");
-    if (guest_port == 0) invalid("boxlite_options_add_port: guest_port must be 1..65535");
+    require(opts, "opts");
+    if (guest_port == 0) invalid("ports: guest_port must be 1..65535");
     // A C caller may pass any int; reading it as the C++ enum would be undefined.
     unsigned raw = 0;
     static_assert(sizeof raw == sizeof protocol);
     std::memcpy(&raw, &protocol, sizeof raw);
     if (raw != BoxlitePortProtocolTcp && raw != BoxlitePortProtocolUdp) {
-      invalid("boxlite_options_add_port: protocol must be BoxlitePortProtocolTcp or BoxlitePortProtocolUdp");
+      invalid("ports: protocol must be BoxlitePortProtocolTcp or BoxlitePortProtocolUdp");
     }
     PortSpec p;
     p.host_port = host_port;
@@ -126,11 +127,11 @@ void boxlite_options_add_secret(CBoxliteOptions* opts, const char* name, const c
   if (!opts) return;
   try {
     if (!name || !*name || !value) {
-      opts->invalid.push_back("boxlite_options_add_secret: name must be non-empty and value non-NULL");
+      opts->invalid.push_back("secrets: a secret needs a non-empty name and a non-NULL value");
       return;
     }
     if (hosts_count < 0 || (hosts_count > 0 && !hosts)) {
-      opts->invalid.push_back("boxlite_options_add_secret: hosts is NULL or hosts_count is negative");
+      opts->invalid.push_back(std::string("secrets: secret '") + name + "': hosts is NULL or hosts_count is negative");
       return;
     }
     Secret sec;
@@ -139,7 +140,8 @@ void boxlite_options_add_secret(CBoxliteOptions* opts, const char* name, const c
     sec.placeholder = placeholder ? placeholder : "";
     for (int i = 0; i < hosts_count; ++i) {
       if (!hosts[i] || !*hosts[i]) {
-        opts->invalid.push_back("boxlite_options_add_secret: hosts[" + std::to_string(i) + "] is NULL or empty");
+        opts->invalid.push_back(std::string("secrets: secret '") + name + "': hosts[" + std::to_string(i) +
+                                "] is NULL or empty");
         return;
       }
       sec.hosts.emplace_back(hosts[i]);
@@ -161,7 +163,7 @@ void boxlite_options_add_allow_net(CBoxliteOptions* opts, const char* host) {
   if (!opts) return;
   try {
     if (!host || !*host) {
-      opts->invalid.push_back("boxlite_options_add_allow_net: host must be non-empty");
+      opts->invalid.push_back("allow_net: a host is empty");
       return;
     }
     opts->core.network.allow_net.emplace_back(host);
@@ -205,7 +207,7 @@ void boxlite_options_add_env(CBoxliteOptions* opts, const char* key, const char*
   if (!opts) return;
   try {
     if (!key || !*key || !value) {
-      opts->invalid.push_back("boxlite_options_add_env: key must be non-empty and value non-NULL");
+      opts->invalid.push_back("env: a variable needs a non-empty key and a non-NULL value");
       return;
     }
     opts->core.env.emplace_back(key, value);
@@ -216,7 +218,7 @@ void boxlite_options_add_env(CBoxliteOptions* opts, const char* key, const char*
 void boxlite_options_set_entrypoint(CBoxliteOptions* opts, const char* const* args, int argc) {
   if (!opts) return;
   try {
-    copy_args(opts, "boxlite_options_set_entrypoint", args, argc, opts->core.entrypoint);
+    copy_args(opts, "entrypoint", args, argc, opts->core.entrypoint);
   } catch (...) {
   }
 }
@@ -224,7 +226,7 @@ void boxlite_options_set_entrypoint(CBoxliteOptions* opts, const char* const* ar
 void boxlite_options_set_cmd(CBoxliteOptions* opts, const char* const* args, int argc) {
   if (!opts) return;
   try {
-    copy_args(opts, "boxlite_options_set_cmd", args, argc, opts->core.cmd);
+    copy_args(opts, "cmd", args, argc, opts->core.cmd);
   } catch (...) {
   }
 }
@@ -239,10 +241,10 @@ void boxlite_options_set_detach(CBoxliteOptions* opts, int detach) {
 
 BoxliteErrorCode boxlite_options_set_engine(CBoxliteOptions* opts, const char* engine, CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    require(opts, "boxlite_options_set_engine", "opts");
+    require(opts, "opts");
     // NULL or "": the default ($BOXLITE_ENGINE, the home config's, or vm).
     opts->core.engine.reset();
-    if (engine && *engine) opts->core.engine = parse_engine_kind(engine, "boxlite_options_set_engine");
+    if (engine && *engine) opts->core.engine = parse_engine_kind(engine);
   });
 }
 
@@ -256,7 +258,7 @@ void boxlite_options_free(CBoxliteOptions* opts) { delete opts; }
 
 BoxliteErrorCode boxlite_advanced_options_new(CAdvancedBoxOptions** out_opts, CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    require(out_opts, "boxlite_advanced_options_new", "out_opts");
+    require(out_opts, "out_opts");
     *out_opts = new CAdvancedBoxOptions;
   });
 }

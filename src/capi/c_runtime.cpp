@@ -133,9 +133,12 @@ void TaskPool::join() {
 
 // ---------------------------------------------------------------- runtime state
 
-void RuntimeState::check_open(const char* what) const {
-  if (freed) throw Error(ErrorKind::InvalidState, std::string(what) + ": the runtime has been freed");
-  if (shut_down) throw Error(ErrorKind::Stopped, std::string(what) + ": the runtime has been shut down");
+void RuntimeState::check_open(std::string_view op) const {
+  if (freed) throw Error(ErrorKind::InvalidState, "cannot " + std::string(op) + ": the runtime has been freed");
+  if (shut_down) {
+    throw Error(ErrorKind::Stopped,
+                "cannot " + std::string(op) + ": the runtime has been shut down; use a new runtime for more work");
+  }
 }
 
 std::shared_ptr<Box> RuntimeState::cached_box(const std::string& id) {
@@ -226,17 +229,18 @@ int dispatch_batch(RuntimeState* st, std::deque<Event>& batch) {
 
 int drain(CBoxliteRuntime* runtime, int timeout_ms, CBoxliteError* out_error) {
   if (!runtime) {
-    fill_error(out_error, ErrorKind::InvalidArgument, "boxlite_runtime_drain: runtime is NULL");
+    fill_error(out_error, ErrorKind::InvalidArgument, "runtime is NULL");
     return -1;
   }
   RuntimeState* st = runtime->st.get();
   if (tl_draining == st) {
     fill_error(out_error, ErrorKind::InvalidState,
-               "boxlite_runtime_drain: called from inside a callback of the same runtime");
+               "cannot drain a runtime from inside one of its own callbacks (it would deadlock): return from the "
+               "callback and drain after it");
     return -1;
   }
   if (st->freed) {
-    fill_error(out_error, ErrorKind::InvalidState, "boxlite_runtime_drain: the runtime has been freed");
+    fill_error(out_error, ErrorKind::InvalidState, "cannot drain: the runtime has been freed");
     return -1;
   }
   // Another thread draining at once may take what woke this one: wait again
@@ -271,8 +275,8 @@ ImageRegistry to_core(const BoxliteImageRegistry& c, int i) {
   static_assert(sizeof raw == sizeof c.transport);
   std::memcpy(&raw, &c.transport, sizeof raw);
   if (raw != BoxliteRegistryTransportHttps && raw != BoxliteRegistryTransportHttp) {
-    invalid("boxlite_runtime_new: image_registries[" + std::to_string(i) +
-            "].transport is not a BoxliteRegistryTransport");
+    invalid("image_registries[" + std::to_string(i) +
+            "].transport must be BoxliteRegistryTransportHttps or BoxliteRegistryTransportHttp");
   }
   r.transport = raw == BoxliteRegistryTransportHttp ? "http" : "https";
   r.skip_verify = c.skip_verify != 0;
@@ -283,7 +287,7 @@ ImageRegistry to_core(const BoxliteImageRegistry& c, int i) {
   try {
     registry::validate(r);
   } catch (const Error& e) {
-    throw Error(e.kind(), "boxlite_runtime_new: image_registries[" + std::to_string(i) + "]: " + e.what());
+    throw with_context(e, "image_registries[" + std::to_string(i) + "]");
   }
   return r;
 }
@@ -333,14 +337,13 @@ BoxliteErrorCode boxlite_runtime_new(const char* home_dir, const BoxliteImageReg
                                      int image_registries_count, CBoxliteRuntime** out_runtime,
                                      CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_runtime_new";
-    require(out_runtime, fn, "out_runtime");
+    require(out_runtime, "out_runtime");
     *out_runtime = nullptr;
-    if (image_registries_count < 0) invalid("boxlite_runtime_new: image_registries_count is negative");
-    if (image_registries_count > 0) require(image_registries, fn, "image_registries");
+    if (image_registries_count < 0) invalid("image_registries_count is negative");
+    if (image_registries_count > 0) require(image_registries, "image_registries (with image_registries_count > 0)");
     RuntimeOptions ro;
     for (int i = 0; i < image_registries_count; ++i) ro.image_registries.push_back(to_core(image_registries[i], i));
-    if (home_dir && !*home_dir) invalid("boxlite_runtime_new: home_dir is empty (pass NULL for the default)");
+    if (home_dir && !*home_dir) invalid("home_dir is empty (pass NULL for the default)");
     if (home_dir) ro.home_dir = home_dir;
     auto st = std::make_shared<RuntimeState>();
     st->core = std::make_shared<Runtime>(ro);
@@ -373,13 +376,13 @@ int boxlite_runtime_drain(CBoxliteRuntime* runtime, int timeout_ms, CBoxliteErro
 BoxliteErrorCode boxlite_runtime_shutdown(CBoxliteRuntime* runtime, int timeout_secs, CRuntimeShutdownCb cb,
                                           void* user_data, CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_runtime_shutdown";
-    require(runtime, fn, "runtime");
-    require(reinterpret_cast<void*>(cb), fn, "cb");
-    if (timeout_secs < -1)
-      invalid("boxlite_runtime_shutdown: timeout_secs must be 0 (10 s), -1 (no limit) or positive");
+    require(runtime, "runtime");
+    require_cb(cb);
+    if (timeout_secs < -1) {
+      invalid("timeout_secs must be 0 (10 s), -1 (no limit) or positive, got " + std::to_string(timeout_secs));
+    }
     auto st = runtime->st;
-    if (st->freed) throw Error(ErrorKind::InvalidState, "boxlite_runtime_shutdown: the runtime has been freed");
+    if (st->freed) throw Error(ErrorKind::InvalidState, "cannot shut down: the runtime has been freed");
     st->shut_down = true;  // before returning: later operations fail fast
     std::optional<double> secs;
     if (timeout_secs != 0) secs = timeout_secs;
@@ -395,11 +398,10 @@ BoxliteErrorCode boxlite_runtime_shutdown(CBoxliteRuntime* runtime, int timeout_
 BoxliteErrorCode boxlite_runtime_images(CBoxliteRuntime* runtime, CBoxliteImageHandle** out_handle,
                                         CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_runtime_images";
-    require(out_handle, fn, "out_handle");
+    require(out_handle, "out_handle");
     *out_handle = nullptr;
-    require(runtime, fn, "runtime");
-    runtime->st->check_open(fn);
+    require(runtime, "runtime");
+    runtime->st->check_open("use images");
     *out_handle = new CBoxliteImageHandle{runtime->st};
   });
 }
@@ -407,12 +409,11 @@ BoxliteErrorCode boxlite_runtime_images(CBoxliteRuntime* runtime, CBoxliteImageH
 BoxliteErrorCode boxlite_image_pull(CBoxliteImageHandle* handle, const char* image_ref, CBoxImagePullCb cb,
                                     void* user_data, CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_image_pull";
-    require(handle, fn, "handle");
-    require_str(image_ref, fn, "image_ref");
-    require(reinterpret_cast<void*>(cb), fn, "cb");
+    require(handle, "handle");
+    require_str(image_ref, "image_ref");
+    require_cb(cb);
     auto st = handle->rt;
-    st->check_open(fn);
+    st->check_open("pull " + std::string(image_ref));
     std::string ref = image_ref;
     st->pool.submit([st, ref, cb, user_data] {
       auto res = std::make_shared<registry::PullResult>();
@@ -435,11 +436,10 @@ BoxliteErrorCode boxlite_image_pull(CBoxliteImageHandle* handle, const char* ima
 BoxliteErrorCode boxlite_image_list(CBoxliteImageHandle* handle, CBoxImageListCb cb, void* user_data,
                                     CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_image_list";
-    require(handle, fn, "handle");
-    require(reinterpret_cast<void*>(cb), fn, "cb");
+    require(handle, "handle");
+    require_cb(cb);
     auto st = handle->rt;
-    st->check_open(fn);
+    st->check_open("list images");
     st->pool.submit([st, cb, user_data] {
       auto images = std::make_shared<std::vector<registry::StoredImage>>();
       Outcome out = capture([&] { *images = st->core->list_images(); });
@@ -459,11 +459,11 @@ BoxliteErrorCode boxlite_image_list(CBoxliteImageHandle* handle, CBoxImageListCb
 BoxliteErrorCode boxlite_runtime_metrics(CBoxliteRuntime* runtime, CRuntimeMetricsCb cb, void* user_data,
                                          CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_runtime_metrics";
-    require(runtime, fn, "runtime");
-    require(reinterpret_cast<void*>(cb), fn, "cb");
+    require(runtime, "runtime");
+    require_cb(cb);
     auto st = runtime->st;
-    if (st->freed) throw Error(ErrorKind::InvalidState, "boxlite_runtime_metrics: the runtime has been freed");
+    if (st->freed)
+      throw Error(ErrorKind::InvalidState, "cannot read the runtime's metrics: the runtime has been freed");
     st->pool.submit([st, cb, user_data] {
       auto m = std::make_shared<RuntimeMetrics>();
       Outcome out = capture([&] { *m = st->core->metrics(); });

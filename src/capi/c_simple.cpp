@@ -25,12 +25,13 @@ extern "C" {
 BoxliteErrorCode boxlite_simple_new(const char* image, int cpus, int memory_mib, CBoxliteSimple** out_box,
                                     CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_simple_new";
-    require(out_box, fn, "out_box");
+    require(out_box, "out_box");
     *out_box = nullptr;
-    require_str(image, fn, "image");
-    if (cpus < 0) invalid("boxlite_simple_new: cpus must be >= 0 (0 = the default, 1)");
-    if (memory_mib < 0) invalid("boxlite_simple_new: memory_mib must be >= 0 (0 = the default, 1024 MiB)");
+    require_str(image, "image");
+    if (cpus < 0) invalid("cpus must be >= 0 (0 = the default, 1), got " + std::to_string(cpus));
+    if (memory_mib < 0) {
+      invalid("memory_mib must be >= 0 (0 = the default, 1024 MiB), got " + std::to_string(memory_mib));
+    }
     auto simple = std::make_unique<CBoxliteSimple>();
     simple->rt = std::make_unique<Runtime>();
     BoxOptions o;
@@ -46,17 +47,16 @@ BoxliteErrorCode boxlite_simple_new(const char* image, int cpus, int memory_mib,
 BoxliteErrorCode boxlite_simple_run(CBoxliteSimple* box, const char* command, const char* const* args, int argc,
                                     CBoxliteExecResult** out_result, CBoxliteError* out_error) {
   return guard(out_error, [&] {
-    const char* fn = "boxlite_simple_run";
-    require(out_result, fn, "out_result");
+    require(out_result, "out_result");
     *out_result = nullptr;
-    require(box, fn, "box");
-    require_str(command, fn, "command");
-    if (argc < 0) invalid("boxlite_simple_run: argc is negative");
-    if (argc > 0) require(args, fn, "args (with argc > 0)");
+    require(box, "box");
+    require_str(command, "command");
+    if (argc < 0) invalid("argc is negative");
+    if (argc > 0) require(args, "args (with argc > 0)");
     ExecOptions o;
     o.argv.emplace_back(command);
     for (int i = 0; i < argc; ++i) {
-      if (!args[i]) invalid("boxlite_simple_run: args[" + std::to_string(i) + "] is NULL");
+      if (!args[i]) invalid("args[" + std::to_string(i) + "] is NULL");
       o.argv.emplace_back(args[i]);
     }
     BufferedResult r = box->box->run(o);

@@ -45,14 +45,20 @@ BoxliteErrorCode guard(CBoxliteError* out, F&& f) noexcept {
 
 [[noreturn]] inline void invalid(const std::string& message) { throw Error(ErrorKind::InvalidArgument, message); }
 
-// InvalidArgument "<fn>: <what> is NULL".
-inline void require(const void* p, const char* fn, const char* what) {
-  if (!p) invalid(std::string(fn) + ": " + what + " is NULL");
+// InvalidArgument "<what> is NULL", `what` the parameter as the header names it
+// ("runtime", "cmd->args"). The caller knows which call it made; messages never
+// name our functions (docs/c-api.md, "Error messages").
+inline void require(const void* p, const char* what) {
+  if (!p) invalid(std::string(what) + " is NULL");
 }
 // InvalidArgument for a NULL or empty string.
-inline void require_str(const char* s, const char* fn, const char* what) {
-  require(s, fn, what);
-  if (!*s) invalid(std::string(fn) + ": " + what + " is empty");
+inline void require_str(const char* s, const char* what) {
+  require(s, what);
+  if (!*s) invalid(std::string(what) + " is empty");
+}
+template <class Cb>
+void require_cb(Cb cb, const char* what = "cb") {
+  require(reinterpret_cast<void*>(cb), what);
 }
 
 // An error handed to a callback: lives for the callback's duration.

@@ -8,7 +8,7 @@ namespace boxlite::capi {
 
 // The core options, once every setter's value is known to be valid and every
 // requested feature supported. Throws InvalidArgument (a bad value, naming the
-// setter) or Unsupported (naming the option the core does not support yet).
-BoxOptions checked_options(const CBoxliteOptions& o, const char* fn);
+// option) or Unsupported (naming the option the core does not support yet).
+BoxOptions checked_options(const CBoxliteOptions& o);
 
 }  // namespace boxlite::capi

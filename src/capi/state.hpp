@@ -100,8 +100,9 @@ struct RuntimeState {
   std::mutex execs_mu;
   std::vector<std::weak_ptr<ExecState>> execs;
 
-  // Throws unless the runtime still takes new work.
-  void check_open(const char* what) const;
+  // Throws unless the runtime still takes new work: "cannot <op>: the runtime has
+  // been freed" (InvalidState) or "... shut down" (Stopped).
+  void check_open(std::string_view op) const;
   void post(Event ev) { queue.post(std::move(ev)); }
 };
 

@@ -11,7 +11,9 @@ using K = ErrorKind;
 // The one table every front end maps a kind through (docs/decisions.md, "Error
 // kinds"). Kinds the C API has no code for take the nearest one; REST codes that
 // several kinds share name the service the caller sees (the host-guest channel
-// and the shim are the engine to a REST client).
+// and the shim are the engine to a REST client). The Python class is upstream's
+// for the C code (one class per code, python/boxlite/errors.py): Python sees an
+// error through the C API, so a kind the C API folds raises its code's class.
 constexpr std::array<ErrorKindInfo, kErrorKindCount> kTable{{
     {K::Internal, "Internal", 1, "internal", "InternalError", 500, "InternalError"},
     {K::NotFound, "NotFound", 2, "not_found", "NotFoundError", 404, "NotFoundError"},
@@ -29,17 +31,17 @@ constexpr std::array<ErrorKindInfo, kErrorKindCount> kTable{{
     {K::Database, "Database", 14, "database_error", "DatabaseError", 500, "DatabaseError"},
     {K::Portal, "Portal", 15, "engine_unavailable", "EngineError", 503, "PortalError"},
     {K::Rpc, "Rpc", 16, "internal", "InternalError", 500, "RpcError"},
-    {K::RpcTransport, "RpcTransport", 17, "engine_unavailable", "EngineError", 503, "RpcError"},
+    {K::RpcTransport, "RpcTransport", 17, "engine_unavailable", "EngineError", 503, "RpcTransportError"},
     {K::Metadata, "Metadata", 18, "metadata_error", "MetadataError", 500, "MetadataError"},
-    {K::UnsupportedEngine, "UnsupportedEngine", 19, "engine_unavailable", "EngineError", 503, "EngineError"},
+    {K::UnsupportedEngine, "UnsupportedEngine", 19, "engine_unavailable", "EngineError", 503, "UnsupportedEngineError"},
     {K::ResourceExhausted, "ResourceExhausted", 20, "resource_exhausted", "ResourceExhaustedError", 429,
      "ResourceExhaustedError"},
     {K::SessionReaped, "SessionReaped", 21, "session_reaped", "SessionReapedError", 410, "SessionReapedError"},
-    {K::Unauthenticated, "Unauthenticated", 6, "unauthenticated", "AuthError", 401, "AuthError"},
-    {K::PermissionDenied, "PermissionDenied", 6, "permission_denied", "AuthError", 403, "AuthError"},
+    {K::Unauthenticated, "Unauthenticated", 6, "unauthenticated", "AuthError", 401, "ConfigError"},
+    {K::PermissionDenied, "PermissionDenied", 6, "permission_denied", "AuthError", 403, "ConfigError"},
     {K::UpstreamUnavailable, "UpstreamUnavailable", 9, "upstream_unavailable", "UpstreamUnavailableError", 502,
      "NetworkError"},
-    {K::Timeout, "Timeout", 12, "timeout", "TimeoutError", 504, "TimeoutError"},
+    {K::Timeout, "Timeout", 12, "timeout", "TimeoutError", 504, "EngineError"},
 }};
 
 constexpr bool table_in_kind_order() {

@@ -291,8 +291,8 @@ HttpResponse Session::perform(const std::string& url, const std::vector<std::str
                                         " (for a registry with a self-signed certificate set skip_verify)");
     }
     if (rc == CURLE_SSL_CONNECT_ERROR) {
-      throw Error(ErrorKind::Image, "TLS handshake with registry " + reg_.host + " failed: " + why +
-                                        " (for a plain http registry set transport=http)");
+      throw TlsHandshakeFailed("TLS handshake with registry " + reg_.host + " failed: " + why +
+                               " (for a plain http registry set transport=http)");
     }
     throw Error(ErrorKind::Network, "cannot reach registry " + reg_.host + " (" + url + "): " + why);
   }

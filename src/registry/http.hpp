@@ -31,6 +31,14 @@ using BodySink = std::function<bool(std::string_view)>;
 // connection refused or reset, timeouts, 5xx and 429. Other failures are Image errors.
 bool is_transient(const Error& e);
 
+// The TLS handshake with the registry failed (an Image error): what a registry
+// that speaks plain http answers to https. A type of its own, so the pull's
+// fallback to http never reads it from the message.
+class TlsHandshakeFailed : public Error {
+ public:
+  explicit TlsHandshakeFailed(const std::string& message) : Error(ErrorKind::Image, message) {}
+};
+
 class Session {
  public:
   // Throws Config if the registry's settings are invalid.

@@ -167,18 +167,18 @@ class BlobDownloader {
   // A blob that keeps failing verification ends as an Image error (the content is
   // wrong), though each mismatch was retried like a transfer failure.
   void download(const Descriptor& d) {
+    bool mismatched = false;  // the last attempt's bytes hashed to another digest
     try {
-      download_with_retries(d);
+      download_with_retries(d, mismatched);
     } catch (const Error& e) {
-      if (e.kind() == ErrorKind::Network && std::string(e.what()).find("failed verification") != std::string::npos) {
-        throw Error(ErrorKind::Image, e.what());
-      }
+      if (mismatched && e.kind() == ErrorKind::Network) throw Error(ErrorKind::Image, e.what());
       throw;
     }
   }
 
-  void download_with_retries(const Descriptor& d) {
+  void download_with_retries(const Descriptor& d, bool& mismatched) {
     with_retries(o_, [&](int attempt) {
+      mismatched = false;
       ImageStore::Ingest in(store_, d.digest);
       Sha256 h;
       LayerProgress p{d.digest, d.size, 0, false, false, attempt};
@@ -221,6 +221,7 @@ class BlobDownloader {
       if (actual != d.digest) {
         // A corrupted transfer is worth another try; a registry that keeps serving
         // wrong bytes fails after the last one, with this message.
+        mismatched = true;
         throw Error(ErrorKind::Network,
                     "blob " + d.digest + " from " + s_.host() + " failed verification: content hashes to " + actual);
       }
@@ -254,12 +255,10 @@ PullResult pull_one(ImageStore& store, const ImageRef& ref, const ImageRegistry&
   Fetched top;
   try {
     top = fetch_manifest(*s, ref.manifest_reference(), display, o);
-  } catch (const Error& e) {
+  } catch (const TlsHandshakeFailed&) {
     // Like docker, a registry on this machine that nobody configured may speak
     // plain http: https is tried first, http when the TLS handshake fails.
-    if (configured || !is_loopback_host(endpoint.host) ||
-        std::string(e.what()).find("TLS handshake") == std::string::npos)
-      throw;
+    if (configured || !is_loopback_host(endpoint.host)) throw;
     endpoint.transport = "http";
     s = std::make_unique<Session>(endpoint, ref.repository);
     top = fetch_manifest(*s, ref.manifest_reference(), display, o);

@@ -120,6 +120,7 @@ static void expect_create_fails(CBoxliteRuntime *rt, CBoxliteOptions *o, enum Bo
     fprintf(stderr, "message '%s' does not name '%s'\n", e.message, needle);
     exit(1);
   }
+  check_no_function_name(e.message);
   printf("create refused as expected: %s\n", e.message);
   boxlite_error_free(&e);
   boxlite_options_free(o);
@@ -175,7 +176,7 @@ int main(int argc, char **argv) {
   printf("drain(50) on an idle runtime returned after %.1f ms\n", waited * 1000);
   CHECK(waited >= 0.045 && waited < 0.5);
   CHECK(boxlite_runtime_drain(NULL, 0, &e) == -1);
-  CHECK(e.code == InvalidArgument && e.message != NULL);
+  CHECK(e.code == InvalidArgument && e.message != NULL && strcmp(e.message, "runtime is NULL") == 0);
   boxlite_error_free(&e);
   pthread_t th;
   CHECK(pthread_create(&th, NULL, post_later, NULL) == 0);
@@ -205,7 +206,7 @@ int main(int argc, char **argv) {
   expect_create_fails(rt, o, InvalidArgument, "cannot mount to system directory");
   o = opts(image);
   boxlite_options_add_bind_mount(o, NULL, "/data", 1);
-  expect_create_fails(rt, o, InvalidArgument, "add_bind_mount");
+  expect_create_fails(rt, o, InvalidArgument, "box options: volumes: a bind mount needs");
   o = opts(image);
   boxlite_options_set_disk_size_gb(o, 100000);
   expect_create_fails(rt, o, InvalidArgument, "disk_size_gb");
@@ -215,13 +216,16 @@ int main(int argc, char **argv) {
   boxlite_options_free(o); /* secrets reach a box in capi_wired_test */
   o = opts(image);
   boxlite_options_add_secret(o, "", "k", NULL, NULL, 0);
-  expect_create_fails(rt, o, InvalidArgument, "add_secret");
+  expect_create_fails(rt, o, InvalidArgument, "box options: secrets: a secret needs a non-empty name");
   o = opts(image);
   boxlite_options_add_allow_net(o, "");
-  expect_create_fails(rt, o, InvalidArgument, "add_allow_net");
+  expect_create_fails(rt, o, InvalidArgument, "box options: allow_net: a host is empty");
   o = opts(image);
   boxlite_options_add_secret(o, "API_KEY", "k", "{{API_KEY}}", NULL, 2);
-  expect_create_fails(rt, o, InvalidArgument, "add_secret");
+  expect_create_fails(rt, o, InvalidArgument, "box options: secrets: secret 'API_KEY': hosts is NULL");
+  o = opts(image);
+  boxlite_options_add_secret(o, "API_KEY", "", NULL, NULL, 0);
+  expect_create_fails(rt, o, InvalidArgument, "secret 'API_KEY' has an empty value");
   o = opts(image);
   CAdvancedBoxOptions *adv = NULL;
   CHECK_RC(boxlite_advanced_options_new(NULL, &e), InvalidArgument, &e);
@@ -229,23 +233,23 @@ int main(int argc, char **argv) {
   boxlite_advanced_options_set_security_enabled(adv, 0);
   boxlite_options_set_advanced(o, adv);
   boxlite_advanced_options_free(adv);
-  expect_create_fails(rt, o, Unsupported, "set_security_enabled");
+  expect_create_fails(rt, o, Unsupported, "box options: not supported yet: disabling the security sandbox");
   o = opts(image);
   boxlite_options_set_cpus(o, 0);
-  expect_create_fails(rt, o, InvalidArgument, "cpus");
+  expect_create_fails(rt, o, InvalidArgument, "cpus must be between 1 and 255, got 0");
   o = opts(image);
   boxlite_options_set_memory(o, 1);
   expect_create_fails(rt, o, InvalidArgument, "memory");
   o = opts(image);
   boxlite_options_add_env(o, "", "v");
-  expect_create_fails(rt, o, InvalidArgument, "add_env");
+  expect_create_fails(rt, o, InvalidArgument, "box options: env: a variable needs a non-empty key");
   o = opts(image);
   boxlite_options_set_cmd(o, NULL, 2);
-  expect_create_fails(rt, o, InvalidArgument, "set_cmd");
+  expect_create_fails(rt, o, InvalidArgument, "box options: cmd: args is NULL or argc is negative");
   o = opts(image);
   const char *bad_args[] = {"sh", NULL};
   boxlite_options_set_entrypoint(o, bad_args, 2);
-  expect_create_fails(rt, o, InvalidArgument, "set_entrypoint");
+  expect_create_fails(rt, o, InvalidArgument, "box options: entrypoint: args[1] is NULL");
   o = opts(image);
   boxlite_options_set_workdir(o, "relative");
   expect_create_fails(rt, o, InvalidArgument, "working_dir");

@@ -2,7 +2,9 @@
  * (the stage timings in a versioned extension struct), the SecurityOptions setters
  * (rlimits and seccomp on the jail engine; a limit on a vm box is Unsupported), and
  * boxlite_box_exec_acked / boxlite_execution_ack_output (output credit returned by
- * the caller, so unread output pauses the command instead of piling up).
+ * the caller, so unread output pauses the command instead of piling up), and
+ * boxlite_box_exec_acked_ex / boxlite_spawn_failure_exit_code (why a command could
+ * not start, as a kind: 127/126/125).
  * Usage: capi_ext_test IMAGE_DIR (jail engine). */
 #include <stddef.h>
 
@@ -211,6 +213,70 @@ static void test_acked(const char *image) {
   boxlite_box_free(box);
 }
 
+/* Starts cmd with boxlite_box_exec_acked_ex and expects it to fail to start
+ * because of `want`, with `exit_code` for it and a message holding `needle`. */
+static void expect_spawn_failure(CBoxHandle *box, BoxliteCommand cmd, enum BoxliteSpawnFailure want, int exit_code,
+                                 const char *needle) {
+  CBoxliteError e = {0};
+  CExecutionHandle *ex = NULL;
+  Count c = {0};
+  enum BoxliteSpawnFailure why = (enum BoxliteSpawnFailure)99;
+  enum BoxliteErrorCode rc = boxlite_box_exec_acked_ex(box, &cmd, count_cb, count_cb, &c, &ex, &why, &e);
+  printf("spawn failure %d (exit code %d): %s\n", (int)why, boxlite_spawn_failure_exit_code(why),
+         e.message ? e.message : "(none)");
+  CHECK(rc == Execution && e.code == Execution && ex == NULL);
+  CHECK(why == want && boxlite_spawn_failure_exit_code(why) == exit_code);
+  CHECK(e.message && strstr(e.message, needle) && !strstr(e.message, "boxlite_"));
+  boxlite_error_free(&e);
+}
+
+/* boxlite_box_exec_acked_ex: why a command did not start, typed (docs/c-api.md). */
+static void test_spawn_failure(const char *image) {
+  CBoxliteError e = {0};
+  Op op = {0};
+  CBoxHandle *box = create_with(image, NULL, NULL, &op);
+  CHECK(op.code == Ok);
+  CHECK(boxlite_spawn_failure_exit_code(BoxliteSpawnFailureNone) == 0);
+  CHECK(boxlite_spawn_failure_exit_code(BoxliteSpawnFailureSetup) == 125);
+  CHECK(boxlite_spawn_failure_exit_code((enum BoxliteSpawnFailure)42) == 0);
+  CHECK(boxlite_spawn_failure_exit_code((enum BoxliteSpawnFailure) - 1) == 0);
+  expect_spawn_failure(box, (BoxliteCommand){.command = "nope"}, BoxliteSpawnFailureNotFound, 127,
+                       "not found in $PATH");
+  expect_spawn_failure(box, (BoxliteCommand){.command = "/etc/passwd"}, BoxliteSpawnFailureNotExecutable, 126,
+                       "/etc/passwd");
+  expect_spawn_failure(box, (BoxliteCommand){.command = "true", .workdir = "/no/such/dir"},
+                       BoxliteSpawnFailureBadWorkingDir, 126, "/no/such/dir");
+  expect_spawn_failure(box, (BoxliteCommand){.command = "true", .user = "nosuchuser"}, BoxliteSpawnFailureUnknownUser,
+                       126, "nosuchuser");
+  /* Any other failure leaves None, and so does a start; a NULL out pointer is fine. */
+  CExecutionHandle *ex = NULL;
+  Count c = {0};
+  enum BoxliteSpawnFailure why = BoxliteSpawnFailureSetup;
+  BoxliteCommand bad = {.command = ""};
+  CHECK_RC(boxlite_box_exec_acked_ex(box, &bad, count_cb, count_cb, &c, &ex, &why, &e), InvalidArgument, &e);
+  CHECK(why == BoxliteSpawnFailureNone);
+  CHECK_RC(boxlite_box_exec_acked_ex(NULL, &bad, count_cb, count_cb, &c, &ex, &why, &e), InvalidArgument, &e);
+  CHECK_RC(boxlite_box_exec_acked_ex(box, &bad, count_cb, count_cb, &c, &ex, NULL, &e), InvalidArgument, &e);
+  const char *args[] = {"-c", "echo hi"};
+  BoxliteCommand ok = {.command = "sh", .args = args, .argc = 2};
+  why = BoxliteSpawnFailureSetup;
+  CHECK_RC(boxlite_box_exec_acked_ex(box, &ok, count_cb, count_cb, &c, &ex, &why, &e), Ok, &e);
+  CHECK(why == BoxliteSpawnFailureNone && ex != NULL);
+  Op w = {0};
+  CHECK_RC(boxlite_execution_wait(ex, op_wait, &w, &e), Ok, &e);
+  while (!w.done) {
+    CHECK(boxlite_runtime_drain(rt, 50, &e) >= 0);
+    if (c.delivered) CHECK_RC(boxlite_execution_ack_output(ex, c.delivered, &e), Ok, &e);
+  }
+  CHECK(w.code == Ok && w.exit_code == 0 && c.delivered == 3);
+  boxlite_execution_free(ex);
+  /* The documented functions are unchanged: a spawn failure is still Execution. */
+  BoxliteCommand nope = {.command = "nope"};
+  CHECK_RC(boxlite_box_exec_acked(box, &nope, count_cb, count_cb, &c, &ex, &e), Execution, &e);
+  CHECK_RC(boxlite_box_exec(box, &nope, &ex, &e), Execution, &e);
+  boxlite_box_free(box);
+}
+
 int main(int argc, char **argv) {
   CHECK(argc == 2);
   alarm(500);
@@ -219,6 +285,7 @@ int main(int argc, char **argv) {
   test_metrics_ex(argv[1]);
   test_security(argv[1]);
   test_acked(argv[1]);
+  test_spawn_failure(argv[1]);
   boxlite_runtime_free(rt);
   printf("capi_ext_test: ok\n");
   return 0;

@@ -188,14 +188,15 @@ static void dummy_export(const char *p, CBoxliteError *e, void *u) {
   (void)u;
 }
 
-/* NULL and empty arguments: InvalidArgument at once, naming the argument; nothing queued. */
+/* NULL and empty arguments: InvalidArgument at once, the message naming the
+ * argument and nothing else (no function name); nothing queued. */
 static void test_arguments(CBoxHandle *box) {
   CBoxliteError e = {0};
-#define EXPECT_INVALID(expr, what)                                            \
-  do {                                                                        \
-    CHECK((expr) == InvalidArgument);                                         \
-    CHECK(e.code == InvalidArgument && e.message && strstr(e.message, what)); \
-    boxlite_error_free(&e);                                                   \
+#define EXPECT_INVALID(expr, what)                                                 \
+  do {                                                                             \
+    CHECK((expr) == InvalidArgument);                                              \
+    CHECK(e.code == InvalidArgument && e.message && strcmp(e.message, what) == 0); \
+    boxlite_error_free(&e);                                                        \
   } while (0)
   EXPECT_INVALID(boxlite_box_snapshot_create(NULL, "a", dummy_info, NULL, &e), "handle is NULL");
   EXPECT_INVALID(boxlite_box_snapshot_create(box, NULL, dummy_info, NULL, &e), "name is NULL");

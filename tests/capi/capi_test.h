@@ -19,7 +19,16 @@
     }                                                                          \
   } while (0)
 
-/* expr must return `want`; a failure must come with a message, which is printed. */
+/* Messages never name our functions (docs/c-api.md, "Error messages"). */
+static inline void check_no_function_name(const char *message) {
+  if (message && strstr(message, "boxlite_")) {
+    fprintf(stderr, "message names a function: %s\n", message);
+    exit(1);
+  }
+}
+
+/* expr must return `want`; a failure must come with a message, which is printed
+ * and names no function. */
 #define CHECK_RC(expr, want, errp)                                                                              \
   do {                                                                                                          \
     enum BoxliteErrorCode rc_ = (expr);                                                                         \
@@ -31,6 +40,7 @@
     if (rc_ != Ok) {                                                                                            \
       CHECK((errp)->code == rc_);                                                                               \
       CHECK((errp)->message != NULL && (errp)->message[0] != '\0');                                             \
+      check_no_function_name((errp)->message);                                                                  \
       boxlite_error_free(errp);                                                                                 \
       CHECK((errp)->message == NULL);                                                                           \
     }                                                                                                           \
@@ -62,6 +72,7 @@ static inline void op_record(Op *op, CBoxliteError *err) {
   op->code = err ? (int)err->code : Ok;
   if (err && err->code != Ok) {
     snprintf(op->msg, sizeof op->msg, "%s", err->message ? err->message : "");
+    check_no_function_name(err->message);
   }
   op->thread = pthread_self();
   op->done = 1;

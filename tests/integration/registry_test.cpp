@@ -259,6 +259,9 @@ TEST_F(RegistryTest, CorruptBlobIsRefusedAndNothingPartialStays) {
   auto r = run_cli({"pull", reg.ref("test/busybox-extra")});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("failed verification"), std::string::npos) << r.err;
+  // Retried like a transfer failure, it ends as an Image error (the content is wrong).
+  auto kind = run_cli({"--debug", "pull", reg.ref("test/busybox-extra")});
+  EXPECT_NE(kind.err.find("Error [Image]: "), std::string::npos) << kind.err;
   registry::ImageStore store(home_ + "/images");
   EXPECT_FALSE(store.has_blob(layer));
   EXPECT_FALSE(store.lookup(reg.ref("test/busybox-extra:latest")));

@@ -173,7 +173,7 @@ def test_documented_runtime_errors():
             with pytest.raises(RuntimeError) as ei:  # a wrong image reference, as the reference catches it
                 async with SimpleBox(image="Not A Valid//Reference:!", runtime=rt):
                     pass
-            assert isinstance(ei.value, ValueError) and not isinstance(ei.value, boxlite.BoxliteError)
+            assert isinstance(ei.value, ValueError) and isinstance(ei.value, boxlite.InvalidArgumentError)
             assert await rt.list_info() == []
     run(main())
 

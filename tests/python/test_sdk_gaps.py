@@ -239,10 +239,10 @@ def test_rest_and_volumes_are_refused_by_name(monkeypatch):
 # ---- Stopped: "stopped: <message>"
 
 def test_stopped_errors_have_the_documented_form(image):
-    err = boxlite.NativeError(11, "Handle invalidated after stop(). Use runtime.get() to get a new handle.")
+    err = boxlite.errors.from_code(11, "Handle invalidated after stop(). Use runtime.get() to get a new handle.")
     assert str(err) == "stopped: Handle invalidated after stop(). Use runtime.get() to get a new handle."
-    assert isinstance(err, RuntimeError) and err.kind == "Stopped"
-    assert str(boxlite.NativeError(11, "stopped: x")) == "stopped: x"
+    assert isinstance(err, boxlite.errors.StoppedError) and isinstance(err, RuntimeError) and err.kind == "Stopped"
+    assert str(boxlite.errors.from_code(11, "stopped: x")) == "stopped: x"
 
     async def main():
         with boxlite.Boxlite(boxlite.Options()) as rt:

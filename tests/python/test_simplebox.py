@@ -32,12 +32,16 @@ def test_exec_results(image):
     run(main())
 
 
-def test_missing_command_is_runtime_error(image):
+def test_missing_command_is_exec_error_127(image):
+    """Issue 35 overrides the seed (a RuntimeError, not a BoxliteError): as upstream,
+    an ExecError with exit code 127, still a RuntimeError whose message has
+    spawn_failed and "not found in $PATH" (docs/decisions.md)."""
     async def main():
         async with SimpleBox(image=image) as box:
             with pytest.raises(RuntimeError) as ei:
                 await box.exec("nope")
-            assert not isinstance(ei.value, boxlite.BoxliteError)
+            assert isinstance(ei.value, boxlite.ExecError) and isinstance(ei.value, boxlite.BoxliteError)
+            assert (ei.value.command, ei.value.exit_code) == ("nope", 127)
             assert "spawn_failed" in str(ei.value) and "not found in $PATH" in str(ei.value)
     run(main())
 
@@ -49,7 +53,7 @@ def test_timeout_returns_negative_exit(image):
             r = await box.exec("sleep", "30", timeout=1.0)
             took = time.monotonic() - t
             assert r.exit_code < 0 and took < 5, (r, took)
-            assert r.error_message == "Command timed out after 1s"
+            assert r.timed_out and r.error_message == "Command timed out after 1s"
     run(main())
 
 

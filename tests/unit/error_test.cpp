@@ -78,6 +78,21 @@ TEST(ErrorKindTest, CApiCodesAreTheFirstKinds) {
   EXPECT_EQ(error_kind_info(ErrorKind::UnsupportedEngine).c_code, 19);
 }
 
+// Python sees a kind through its C code (python/boxlite/errors.py maps each code
+// to one of upstream's classes): the 21 codes have 21 classes, and a kind the C
+// API folds into a code has that code's class.
+TEST(ErrorKindTest, EachCCodeHasOnePythonClass) {
+  std::set<std::string_view> classes;
+  for (int c = 1; c <= 21; ++c) classes.insert(error_kind_info(*error_kind_from_c_code(c)).python_class);
+  EXPECT_EQ(classes.size(), 21u);
+  for (ErrorKind k : all_kinds()) {
+    const ErrorKindInfo& row = error_kind_info(k);
+    EXPECT_EQ(row.python_class, error_kind_info(*error_kind_from_c_code(row.c_code)).python_class) << row.name;
+  }
+  EXPECT_EQ(error_kind_info(ErrorKind::RpcTransport).python_class, "RpcTransportError");
+  EXPECT_EQ(error_kind_info(ErrorKind::UnsupportedEngine).python_class, "UnsupportedEngineError");
+}
+
 TEST(ErrorReportTest, AnErrorSurvivesItsEncoding) {
   Error e(ErrorKind::Execution, "spawn_failed: executable file 'x' not found in $PATH\nsecond line",
           SpawnFailure::NotFound);
