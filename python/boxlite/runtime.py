@@ -39,7 +39,7 @@ class AsyncStartStop:
 
 
 class BoxStateInfo:
-    """`BoxInfo.state`: status (str: "created", "running", "stopped", ...), running
+    """`BoxInfo.state`: status (str: "configured", "running", "stopped", ...), running
     (bool) and pid (int, or None without a process). For code written against the
     plain status string it was before, str() of it is the status and it compares
     equal to its status string (`info.state == "running"`)."""

@@ -196,7 +196,7 @@ std::string read_until_eof(int fd, double timeout_ms) {
   double deadline = now_ms() + timeout_ms;
   for (;;) {
     int left = static_cast<int>(deadline - now_ms());
-    if (left <= 0) throw Error(ErrorKind::Engine, "timed out waiting for the box shim to report");
+    if (left <= 0) throw Error(ErrorKind::Timeout, "timed out waiting for the box shim to report");
     pollfd p{fd, POLLIN, 0};
     int n = ::poll(&p, 1, left);
     if (n < 0 && errno == EINTR) continue;
@@ -211,25 +211,16 @@ std::string read_until_eof(int fd, double timeout_ms) {
 
 }  // namespace
 
-// The shim's report carries "STAGES <box_spawn> <guest_boot> <container_init>" (ms).
-void Box::record_timings(const std::string& report, double start_ms) {
+void Box::record_timings(const engine::BootStages& stages, double start_ms) {
   nlohmann::json t = nlohmann::json::object();
   try {
     t = nlohmann::json::parse(record_.timings_json);
   } catch (const std::exception&) {
   }
   t["start_ms"] = static_cast<int64_t>(start_ms);
-  for (const auto& line : split(report, '\n')) {
-    if (line.rfind("STAGES ", 0) != 0) continue;
-    auto f = split(line.substr(7), ' ');
-    if (f.size() < 3) continue;
-    try {
-      t["box_spawn_ms"] = std::stoll(f[0]);
-      t["guest_boot_ms"] = std::stoll(f[1]);
-      t["container_init_ms"] = std::stoll(f[2]);
-    } catch (const std::exception&) {
-    }
-  }
+  t["box_spawn_ms"] = stages.box_spawn_ms;
+  t["guest_boot_ms"] = stages.guest_boot_ms;
+  t["container_init_ms"] = stages.container_init_ms;
   record_.timings_json = t.dump();
 }
 
@@ -334,12 +325,13 @@ void Box::start() {
   // The box is recorded and started: its main command may run.
   launch->go();
   Child shim = launch->take_process();
-  std::string report = read_until_eof(launch->ready(), spec_.boot_timeout_secs * 1000 + 15000);
+  auto report = engine::decode_ready_report(read_until_eof(launch->ready(), spec_.boot_timeout_secs * 1000 + 15000),
+                                            "box " + id() + "'s shim");
   trace("core: shim ready");
-  if (report.rfind("OK", 0) != 0) {
+  if (!report || report->error) {
     if (counters_) ++counters_->boxes_failed;
     int status = shim.terminate(2000);
-    if (report.rfind("ERR ", 0) == 0) throw decode_error(std::string_view(report).substr(4), "box " + id() + "'s shim");
+    if (report) throw *report->error;
     std::string log;
     try {
       log = read_file(engine::shim_log_path(spec_.box_dir));
@@ -348,11 +340,8 @@ void Box::start() {
     throw Error(ErrorKind::Engine, "box " + id() + ": the shim exited during boot (" + describe_status(status) + ")" +
                                        (log.empty() ? "" : ": " + trim(log)));
   }
-  record_timings(report, now_ms() - spawn_started_ms);
-  for (const auto& line : split(report, '\n')) {
-    if (line.rfind("WARN ", 0) == 0)
-      std::fprintf(stderr, "boxlite: warning: box %s: %s\n", id().c_str(), line.c_str() + 5);
-  }
+  record_timings(report->stages, now_ms() - spawn_started_ms);
+  for (const auto& w : report->warnings) std::fprintf(stderr, "boxlite: warning: box %s: %s\n", id().c_str(), w.c_str());
   record_.started_at_ms = wall_clock_ms();
   try {
     client_ = core::ShimClient::connect(engine::shim_socket_path(spec_.box_dir), id());

@@ -124,7 +124,7 @@ class Box {
   // was killed) becomes stopped, with the reason the shim left.
   void refresh_locked();
   FileLock lock_box();
-  void record_timings(const std::string& shim_report, double start_ms);
+  void record_timings(const engine::BootStages& stages, double start_ms);
   bool join_started_elsewhere_locked();
   // A shim this handle does not know of, alive with no record of it running: its
   // starter died before recording it (it stops itself then, ShimLaunch::commit), or

@@ -36,10 +36,7 @@ class Shim {
   // How long each boot stage took (ms): the engine's start, the guest kernel and
   // agent up to its Hello, and the box's setup in the guest (phase 2 and the main
   // command's start).
-  struct BootStages {
-    int64_t box_spawn_ms = 0, guest_boot_ms = 0, container_init_ms = 0;
-  };
-  const BootStages& boot_stages() const { return stages_; }
+  const engine::BootStages& boot_stages() const { return stages_; }
   // Limits that could not be enforced, for the runtime to show.
   const std::vector<std::string>& warnings() const { return warnings_; }
   // Serves clients until the box stops. lifeline: EOF on it stops the box (-1: none).
@@ -130,7 +127,7 @@ class Shim {
   CappedLog console_log_, engine_log_, net_log_;
   int guest_errors_logged_ = 0;
   bool engine_killed_by_us_ = false;
-  BootStages stages_;
+  engine::BootStages stages_;
   uint64_t commands_executed_ = 0, exec_errors_ = 0;
   double cpu_sampled_ms_ = 0;
   uint64_t cpu_sampled_ns_ = 0;

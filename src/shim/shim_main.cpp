@@ -36,6 +36,8 @@ using namespace boxlite;
 
 namespace {
 
+std::string failed(const Error& e) { return engine::encode_ready_report({e, {}, {}}); }
+
 void report(int fd, const std::string& text) {
   if (fd < 0) return;
   try {
@@ -174,7 +176,7 @@ int shim_main(int argc, char** argv, const std::string& guest_dir) {
   if (box_dir.empty()) return 0;  // started early for a box that never came
   name_box_in_cmdline(box_dir, argc, argv);
   if (!redirect_output_to(engine::shim_log_path(box_dir))) {
-    report(ready_fd, "ERR " + encode_error(Error(ErrorKind::Internal,
+    report(ready_fd, failed(Error(ErrorKind::Internal,
                                                  errno_text("open the shim log " + engine::shim_log_path(box_dir)))));
     return 1;
   }
@@ -199,21 +201,16 @@ int shim_main(int argc, char** argv, const std::string& guest_dir) {
     s.boot();
     boxlite::trace("shim: booted");
     s.listen();
-    std::string ok = "OK\n";
-    const auto& st = s.boot_stages();
-    ok += "STAGES " + std::to_string(st.box_spawn_ms) + " " + std::to_string(st.guest_boot_ms) + " " +
-          std::to_string(st.container_init_ms) + "\n";
-    for (const auto& w : s.warnings()) ok += "WARN " + w + "\n";
-    report(ready_fd, ok);
+    report(ready_fd, engine::encode_ready_report({std::nullopt, s.boot_stages(), s.warnings()}));
     ready_fd = -1;
     s.serve(lifeline_fd);
   } catch (const Error& e) {
     std::fprintf(stderr, "boxlite-shim: %s\n", e.what());
-    report(ready_fd, "ERR " + encode_error(e));
+    report(ready_fd, failed(e));
     status = 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "boxlite-shim: %s\n", e.what());
-    report(ready_fd, "ERR " + encode_error(Error(ErrorKind::Internal, e.what())));
+    report(ready_fd, failed(Error(ErrorKind::Internal, e.what())));
     status = 1;
   }
   if (ephemeral && owner_is_gone(lifeline_fd)) remove_abandoned_box(box_dir, jail_root);

@@ -25,9 +25,9 @@ def test_box_info_state_name_and_list_info_filter(image):
                 assert box.name == "ref-info"
                 info = box.info()  # synchronous, as the reference's troubleshooting shows
                 assert isinstance(info.state, BoxStateInfo)
-                assert (info.state.status, info.state.running, info.state.pid) == ("created", False, None)
-                assert str(info.state) == "created" and info.state == "created" and info.status == "created"
-                assert (await box.info()).state.status == "created"  # and awaitable, as its table says
+                assert (info.state.status, info.state.running, info.state.pid) == ("configured", False, None)
+                assert str(info.state) == "configured" and info.state == "configured" and info.status == "configured"
+                assert (await box.info()).state.status == "configured"  # and awaitable, as its table says
                 await box.start()
                 info = await box.info()
                 assert info.state.status == "running" and info.state.running is True

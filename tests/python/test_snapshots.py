@@ -122,7 +122,7 @@ def test_check30_clone(image):
                 await src.clone_box("c30")
             clone = await src.clone_box(name="c30", options=boxlite.CloneOptions())  # of the running source
             assert isinstance(clone, boxlite.Box) and clone.id != src.id
-            assert clone.info().status == "created" and clone.info().name == "c30"
+            assert clone.info().status == "configured" and clone.info().name == "c30"
             assert await sh(clone, "cat /root/f; md5sum -c /root/r.md5 >/dev/null && echo same;"
                                    "echo clone > /root/f; echo only > /root/mine") == "shared\nsame\n"
             assert clone.info().status == "running"  # its first exec started it
@@ -168,7 +168,7 @@ def test_check31_export_and_import_into_a_new_home(image):
         with boxlite.Boxlite(boxlite.Options(home_dir=home2)) as rt2:
             imported = await rt2.import_box(path, name="imp31")
             assert isinstance(imported, boxlite.Box)
-            assert imported.info().status == "created" and imported.info().name == "imp31"
+            assert imported.info().status == "configured" and imported.info().name == "imp31"
             assert await sh(imported, "md5sum /proj/a /proj/bin") == sums
             unnamed = await rt2.import_box(path)
             assert unnamed.id != imported.id
