@@ -21,8 +21,8 @@ void add_box_flags(CLI::App* c, BoxFlags& f) {
   c->add_option("--entrypoint", f.entrypoint, "Override the image entrypoint (one executable)");
   c->add_option("--engine", f.engine, "vm (default) or jail")->envname("BOXLITE_ENGINE");
   c->add_option("--kernel", f.kernel, "Guest kernel: a path, or 'debian' for Debian's prebuilt kernel");
-  c->add_option("--cpus", f.cpus, "Virtual CPUs (default 1; over 255 is clamped)");
-  c->add_option("--memory", f.memory, "Memory in MiB (default 1024)");
+  c->add_option("--cpus", f.cpus, "Virtual CPUs (default 1; over 255 is clamped)")->transform(whole_number<int>());
+  c->add_option("--memory", f.memory, "Memory in MiB (default 1024)")->transform(whole_number<int>());
   c->add_option("-p,--publish", f.publish, "Publish a box port: [[host_ip:]host_port:]box_port[/tcp|udp] (repeatable)")
       ->allow_extra_args(false);  // one value per -p, so the image after it stays positional
   c->add_option("--network", f.network, "Network mode: enabled (default) or disabled (no interface but loopback)")
@@ -33,7 +33,8 @@ void add_box_flags(CLI::App* c, BoxFlags& f) {
   c->add_option("-v,--volume", f.volumes, "Share a host directory: HOST:GUEST[:ro|:rw] (repeatable; default rw)")
       ->allow_extra_args(false);
   c->add_option("--disk-size,--disk-size-gb", f.disk_size_gb,
-                "Root disk size in GB (sparse; default 10; never below the image; vm engine)");
+                "Root disk size in GB (sparse; default 10; never below the image; vm engine)")
+      ->transform(whole_number<int64_t>());
   c->add_option("--security", f.security,
                 "enable (default): the seccomp filter on the box (jail) or on QEMU (vm); disable: without it")
       ->envname("BOXLITE_SECURITY")

@@ -106,7 +106,7 @@ int for_each_box(const std::vector<std::string>& ids, Fn fn) {
       fn(id);
       std::printf("%s\n", id.c_str());
     } catch (const Error& e) {
-      std::fprintf(stderr, "Error: %s\n", e.what());
+      report_error(e);
       rc = 1;
     }
   }
@@ -143,7 +143,7 @@ void add_lifecycle(CLI::App& app, GlobalFlags& g, int& exit_code, const char* na
       Runtime rt(runtime_options(g));
       exit_code = for_each_box(*ids, [&](const std::string& id) { action(rt, id); });
     } catch (const Error& e) {
-      exit_code = report_error(e);
+      exit_code = report_box_error(e);
     }
   });
 }
@@ -178,7 +178,7 @@ void add_rm(CLI::App& app, GlobalFlags& g, int& exit_code) {
       // the others and says which are still running.
       exit_code = for_each_box(*ids, [&](const std::string& id) { rt.remove(id, *force); });
     } catch (const Error& e) {
-      exit_code = report_error(e);
+      exit_code = report_box_error(e);
     }
   });
 }
@@ -255,7 +255,7 @@ void add_inspect(CLI::App& app, GlobalFlags& g, int& exit_code) {
           }
         } catch (const Error& e) {
           if (ids->size() == 1) throw;
-          report_error(e);
+          report_box_error(e);
           ++missing;
         }
       }
@@ -268,7 +268,7 @@ void add_inspect(CLI::App& app, GlobalFlags& g, int& exit_code) {
         for (const auto& d : docs) std::printf("%s\n", render_template(*format, d).c_str());
       }
     } catch (const Error& e) {
-      exit_code = report_error(e);
+      exit_code = report_box_error(e);
     }
   });
 }
@@ -307,6 +307,7 @@ void parse_options_between_box_and_dashes(ExecFlags& f, GlobalFlags& g) {
   sub.add_option("--home", later_g.home);
   sub.add_option("--registry", later_g.registries)->allow_extra_args(false);
   sub.add_option("--config", later_g.config);
+  add_remote_flags(sub);
   std::vector<std::string> reversed(options.rbegin(), options.rend());  // CLI11 parses a vector back to front
   try {
     sub.parse(reversed);
@@ -365,7 +366,7 @@ void add_exec(CLI::App& app, GlobalFlags& g, int& exit_code) {
       }
       exit_code = exit_code_for_result(run_attached(*box, e, f->interactive, f->tty));
     } catch (const Error& e) {
-      exit_code = report_error(e);
+      exit_code = report_box_error(e);
     }
   });
 }

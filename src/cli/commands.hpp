@@ -2,11 +2,14 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/error.hpp"
@@ -22,6 +25,18 @@ struct GlobalFlags {
   std::vector<std::string> registries;  // --registry, repeatable
   std::string config;                   // --config FILE
 };
+
+// global_flags.cpp. Whether `arg` is a global option whose value is the next
+// argument (--home DIR, --url URL); whether it is any global option (--debug,
+// --home=DIR, --help, ...). For the scans of argv before CLI11's parse.
+bool is_global_option_with_value(std::string_view arg);
+bool is_global_option(std::string_view arg);
+// The documented remote selection (--url, --profile, --path-prefix), which this build
+// does not have yet: each, wherever it is given, is refused (Unsupported) as soon as
+// it is read, before any command runs.
+void add_remote_flags(CLI::App& app);
+// BOXLITE_REST_URL set asks for remote mode as --url does: refused (Unsupported).
+void refuse_remote_environment();
 
 // The runtime options the global flags ask for: --home, and the image registries
 // (--registry entries first, then --config's; none given = the home's config.json).
@@ -96,5 +111,46 @@ int exit_code_for_error(const Error& e);
 
 // Exit codes for failures of boxlite itself, as docker uses them.
 inline constexpr int kExitRuntimeError = 125;
+// A command line boxlite cannot take (an unknown command or flag, a bad value), as
+// docker's usage errors.
+inline constexpr int kExitUsageError = 125;
+// A box (or a snapshot of it) that is not there, for every command that takes a box,
+// as docker's "No such container".
+inline constexpr int kExitNoSuchBox = 1;
+
+// usage.cpp. The CLI reference's commands this build does not have yet
+// ("serve, auth, ..."), and whether `name` is one.
+bool is_documented_missing_command(std::string_view name);
+std::string documented_missing_commands();
+// "Error: unknown command 'x'", or that it is documented but not in this build, or
+// (when an unknown flag came just before it) that the flag is unknown; 125.
+int report_command_not_here(std::string_view command, std::string_view unknown_flag_before);
+// A CLI11 parse error as every other error ("Error: ..."), 125; --help and --version
+// print what they print, 0.
+int report_usage_error(CLI::App& app, const CLI::ParseError& e);
+// report_error for a command that takes a box: NotFound (no such box) exits 1.
+int report_box_error(const Error& e);
+
+// For an option that takes a whole number of type T (`->transform(...)`: it runs
+// before the option's checks and CLI11's conversion): "--cpus: expected a whole
+// number, got 'abc'" instead of CLI11's "Could not convert". The value is passed on
+// in decimal, so that CLI11 does not read "010" as octal or "0x10" as hex.
+template <typename T>
+CLI::Validator whole_number() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        T n{};
+        const char* end = value.data() + value.size();
+        auto [at, ec] = std::from_chars(value.data(), end, n);
+        if (ec == std::errc::result_out_of_range) {
+          return "expected a whole number from " + std::to_string(std::numeric_limits<T>::min()) + " to " +
+                 std::to_string(std::numeric_limits<T>::max()) + ", got '" + value + "'";
+        }
+        if (ec != std::errc() || at != end || value.empty()) return "expected a whole number, got '" + value + "'";
+        value = std::to_string(n);
+        return {};
+      },
+      "");
+}
 
 }  // namespace boxlite::cli

@@ -37,13 +37,14 @@ void add_logs_command(CLI::App& app, GlobalFlags& g, int& exit_code) {
           [](std::string& v) {
             return !v.empty() && v[0] == '-' ? "must be 0 (all) or a number of lines, got " + v : std::string();
           },
-          "N>=0"));
+          "N>=0"))
+      ->transform(whole_number<int64_t>());  // a transform runs first: "-1" is a number, then refused above
   c->add_flag("-f,--follow", f->follow, "Keep following the output while the box runs");
   c->callback([f, &g, &exit_code] {
     try {
       exit_code = logs(g, *f);
     } catch (const Error& e) {
-      exit_code = report_error(e);
+      exit_code = report_box_error(e);
     }
   });
 }

@@ -15,16 +15,29 @@ namespace {
 
 using Registrar = void (*)(CLI::App&, boxlite::cli::GlobalFlags&, int&);
 
-// The first argument that is neither a global flag nor a global option's value.
-std::string_view subcommand_in(int argc, char** argv) {
+// The first argument that is neither a global flag nor a global option's value (the
+// command CLI11 will take), and an unknown flag just before it, if there is one.
+struct CommandWord {
+  std::string_view name;
+  std::string_view unknown_flag_before;
+  int index = 0;  // in argv
+};
+CommandWord command_word(int argc, char** argv) {
+  std::string_view previous;
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
     if (a == "--") break;
-    if (a == "--home" || a == "--registry" || a == "--config") {
+    if (boxlite::cli::is_global_option_with_value(a)) {
       ++i;
+      previous = {};
       continue;
     }
-    if (!a.starts_with("-")) return a;
+    if (!a.starts_with("-")) {
+      bool unknown = !previous.empty() && !boxlite::cli::is_global_option(previous) &&
+                     previous.find('=') == std::string_view::npos;
+      return {a, unknown ? previous : std::string_view{}, i};
+    }
+    previous = a;
   }
   return {};
 }
@@ -78,12 +91,27 @@ void enable_debug_output_given_first(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
     if (a == "--debug") return boxlite::cli::enable_debug_output();
-    if (a == "--home" || a == "--registry" || a == "--config") {
+    if (boxlite::cli::is_global_option_with_value(a)) {
       ++i;
       continue;
     }
     if (!a.starts_with("-") || a == "--") return;  // the subcommand
   }
+}
+
+// `boxlite help [COMMAND]`, as clap has it: the help of boxlite or of COMMAND.
+int print_help(CLI::App& app, std::string_view topic) {
+  if (topic.empty()) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    if (sub->check_name(std::string(topic))) {
+      std::fputs(sub->help().c_str(), stdout);
+      return 0;
+    }
+  }
+  return boxlite::cli::report_command_not_here(topic, {});
 }
 
 }  // namespace
@@ -96,10 +124,27 @@ int main(int argc, char** argv) {
 #ifdef BOXLITE_STATIC_CLI
   boxlite::cli::use_linked_libraries();
 #endif
+  using namespace boxlite::cli;
+  // Defining every command's options costs ~0.35 ms (CLI11 allocates for each), a
+  // tenth of a whole `boxlite --version`: only the group that defines the command
+  // named is built. With none named (--help, --version) all are, so CLI11 lists
+  // them as usual.
+  CommandWord command = command_word(argc, argv);
+  Registrar add = registrar_of(command.name);
+  if (!add && !command.name.empty() && command.name != "help") {
+    return report_command_not_here(command.name, command.unknown_flag_before);
+  }
+  if (add) {
+    try {
+      refuse_remote_environment();
+    } catch (const boxlite::Error& e) {
+      return report_error(e);
+    }
+  }
   // An attached run's shim is spawned first thing (core/shim_launch.hpp), so that its
   // exec and start overlap the parsing, the store and the image. The run takes it
   // (cli/run.cpp); anything else (a bad flag, --help) lets it go at exit.
-  if (subcommand_in(argc, argv) == "run" && !run_detaches(argc, argv)) {
+  if (command.name == "run" && !run_detaches(argc, argv)) {
     try {
       boxlite::core::prestart_shim(/*detached=*/false);
       boxlite::trace("cli: shim spawned");
@@ -107,11 +152,12 @@ int main(int argc, char** argv) {
       // The run starts one itself, and says why if it cannot.
     }
   }
-  using namespace boxlite::cli;
   CLI::App app{"boxlite: sandboxes for AI agents, each box its own microVM", "boxlite"};
   app.set_version_flag("--version", std::string("boxlite ") + BOXLITE_VERSION);
-  app.require_subcommand(1);
-  app.fallthrough();  // global flags (--home, --debug) also after the subcommand
+  app.require_subcommand(0, 1);  // none given is said below
+  app.fallthrough();             // global flags (--home, --debug) also after the subcommand
+  app.footer("Documented, not in this build yet: the commands " + documented_missing_commands() +
+             "; remote mode (--url, --profile, --path-prefix, BOXLITE_REST_URL).");
   GlobalFlags g;
   app.add_flag_callback(
          "--debug",
@@ -127,32 +173,30 @@ int main(int argc, char** argv) {
          "Image registry HOST[:PORT][,transport=http][,skip_verify][,search=false] (repeatable; before --config's)")
       ->allow_extra_args(false);  // one value per --registry, also after the subcommand
   app.add_option("--config", g.config, "JSON config file with image_registries");
+  add_remote_flags(app);
   int exit_code = 0;
-  // Defining every command's options costs ~0.35 ms (CLI11 allocates for each), a
-  // tenth of a whole `boxlite --version`: only the group that defines the command
-  // named is built. With none recognised (help, a typo) all are, so CLI11 lists
-  // and checks them as usual.
-  std::string_view command = subcommand_in(argc, argv);
-  if (Registrar add = registrar_of(command)) {
+  if (add) {
     add(app, g, exit_code);
-  } else if (!command.empty() && command != "help") {
-    std::fprintf(stderr, "Error: unknown command '%.*s' (see boxlite --help)\n", static_cast<int>(command.size()),
-                 command.data());
-    return 2;
   } else {
     for (Registrar all : {add_run_command, add_info_command, add_cp_command, add_logs_command, add_stats_command,
                           add_box_commands, add_pull_command, add_image_commands, add_storage_commands}) {
       all(app, g, exit_code);
     }
   }
+  if (command.name == "help") {
+    std::string_view topic = command.index + 1 < argc ? argv[command.index + 1] : "";
+    return print_help(app, topic.starts_with("-") ? "" : topic);
+  }
   try {
     app.parse(argc, argv);
+    if (app.get_subcommands().empty()) {
+      std::fprintf(stderr, "Error: no command given (see boxlite --help)\n");
+      return kExitUsageError;
+    }
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    return report_usage_error(app, e);
   } catch (const boxlite::Error& e) {
-    std::fprintf(stderr, "Error: %s\n", e.what());
-    return kExitRuntimeError;
+    return report_error(e);
   } catch (const std::exception& e) {
     // A failure no command expected (a library's own exception): said, and the
     // stack unwound, so that every guard on the way cleans up what it made.

@@ -92,7 +92,7 @@ void add_stats_command(CLI::App& app, GlobalFlags& g, int& exit_code) {
     try {
       exit_code = stats(g, *f);
     } catch (const Error& e) {
-      exit_code = report_error(e);
+      exit_code = report_box_error(e);
     }
   });
 }

@@ -30,15 +30,16 @@ std::shared_ptr<Box> find_box(Runtime& rt, const std::string& id) {
   return box;
 }
 
-// Runs `fn` with a runtime, turning errors into the exit code.
+// Runs `fn` with a runtime, turning errors into the exit code (by default those of
+// a command that takes a box).
 template <typename Fn>
-void with_runtime(GlobalFlags& g, int& exit_code, Fn fn) {
+void with_runtime(GlobalFlags& g, int& exit_code, Fn fn, int (*report)(const Error&) = report_box_error) {
   try {
     Runtime rt(runtime_options(g));
     fn(rt);
     exit_code = 0;
   } catch (const Error& e) {
-    exit_code = report_error(e);
+    exit_code = report(e);
   }
 }
 
@@ -113,9 +114,10 @@ void add_storage_commands(CLI::App& app, GlobalFlags& g, int& exit_code) {
   imp->add_option("file", a->file, "The .boxlite archive")->required();
   imp->add_option("--name", a->name, "Name of the new box");
   imp->callback([a, &g, &exit_code] {
-    with_runtime(g, exit_code, [&](Runtime& rt) {
-      std::printf("%s\n", rt.import_box(a->file, a->name, /*detach=*/true)->id().c_str());
-    });
+    with_runtime(
+        g, exit_code,
+        [&](Runtime& rt) { std::printf("%s\n", rt.import_box(a->file, a->name, /*detach=*/true)->id().c_str()); },
+        report_error);  // takes no box
   });
 }
 
