@@ -84,8 +84,8 @@ class SecurityOptions:
     What the core enforces (docs/python.md): seccomp_enabled (with jailer_enabled,
     its master switch) turns the jail engine's seccomp filter, or a vm box's QEMU
     seccomp sandbox, on or off; each max_*
-    limit is an rlimit of a jail box's processes (max_processes also caps its pids
-    cgroup), and a vm box with a limit fails at create naming it (Unsupported).
+    limit is an rlimit of the box's processes on either engine (max_processes also
+    caps its pids cgroup: the host's for a jail, the guest kernel's for a VM).
     What boxlite keeps on whatever is asked (the jail's namespaces when
     jailer_enabled is False; closing inherited fds when close_fds is False) is
     reported with a RuntimeWarning naming the field, never silently. network_enabled

@@ -72,11 +72,11 @@ struct VolumeSpec {
 };
 
 // The documented SecurityOptions, as far as the core enforces them (docs/python.md):
-// the jail engine applies each limit as an rlimit of the box's processes
-// (max_processes also caps the box's pids cgroup) and skips its seccomp filter
-// when seccomp is false. The vm engine has no per-box rlimits yet: a limit on a vm
-// box is Unsupported at create, naming the field. nullopt = no limit beyond the
-// defaults (docs/jail.md).
+// each limit is an rlimit of the box's processes on both engines (a jail's init sets
+// it for the whole box; a VM's agent on every process it starts), and max_processes
+// also caps the box's pids cgroup (the host's for a jail, the guest kernel's for a
+// VM). seccomp=false skips the jail's seccomp filter, or QEMU's own sandbox on vm.
+// nullopt = no limit beyond the defaults (docs/jail.md, docs/decisions.md).
 struct SecurityOptions {
   bool seccomp = true;
   std::optional<uint64_t> max_open_files;  // RLIMIT_NOFILE

@@ -217,19 +217,11 @@ std::vector<std::pair<const char*, uint64_t>> security_limits(const SecurityOpti
   return out;
 }
 
-// The limits are enforced by the jail engine only; a vm box asking for one fails,
-// naming it, rather than run without it.
-void check_security(const SecurityOptions& s, EngineKind engine) {
-  auto limits = security_limits(s);
-  for (const auto& [name, v] : limits) {
+// Every limit must be positive (nullopt is "no limit"). Both engines enforce them:
+// a jail's init sets them for the whole box, a VM's agent on each process it starts.
+void check_security(const SecurityOptions& s) {
+  for (const auto& [name, v] : security_limits(s)) {
     if (v == 0) throw Error(ErrorKind::InvalidArgument, std::string("security ") + name + " must be > 0");
-  }
-  if (engine == EngineKind::Vm && !limits.empty()) {
-    std::string names;
-    for (const auto& [name, v] : limits) names += (names.empty() ? "" : ", ") + std::string(name);
-    throw Error(ErrorKind::Unsupported, "security " + names +
-                                            " not supported by the vm engine (it sets no per-box rlimits yet; "
-                                            "the jail engine enforces them)");
   }
 }
 
@@ -678,7 +670,7 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   if (!name.empty() && store()->find_exact(name))
     throw Error(ErrorKind::AlreadyExists, "box name '" + name + "' is already in use");
   EngineKind engine = opts.engine ? *opts.engine : default_engine();
-  check_security(opts.security, engine);
+  check_security(opts.security);
   if (engine == EngineKind::Jail && opts.disk_size_gb) {
     throw Error(ErrorKind::Unsupported,
                 "disk_size_gb is not supported by the jail engine: its root is an overlay on the host's file system, "

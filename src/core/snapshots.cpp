@@ -96,6 +96,62 @@ void freeze_top(const std::string& box_dir, const std::string& frozen) {
   ::chmod(frozen.c_str(), 0400);  // frozen layers never change again
 }
 
+namespace {
+
+// The file of a node's description as query-block gives it: a path, or once the
+// node was given its backing explicitly (a live freeze's new top) "json:{...}" with
+// the path as file.filename.
+std::string node_file(const std::string& described) {
+  if (described.rfind("json:", 0) != 0) return described;
+  try {
+    auto j = nlohmann::json::parse(described.substr(5));
+    return j.at("file").at("filename").get<std::string>();
+  } catch (const nlohmann::json::exception&) {
+    return described;
+  }
+}
+
+// The file name QEMU knows the box's current top by (query-block): disk.qcow2 as it
+// booted, or the one-time name the last live freeze gave the new top (disk.qcow2.<hex>,
+// renamed to disk.qcow2 since). Only those two are believed: the VM's QEMU is not.
+std::string qemu_top_name(engine::vm::Qmp& qmp, const std::string& top) {
+  nlohmann::json blocks = qmp.execute("query-block");
+  std::string name;
+  for (const auto& b : blocks.is_array() ? blocks : nlohmann::json::array()) {
+    if (b.value("device", "") == "root" && b.contains("inserted")) name = node_file(b["inserted"].value("file", ""));
+  }
+  std::string suffix = name.size() > top.size() + 1 && name.compare(0, top.size() + 1, top + ".") == 0
+                           ? name.substr(top.size() + 1)
+                           : "";
+  bool one_time = !suffix.empty() && std::all_of(suffix.begin(), suffix.end(),
+                                                 [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+  if (name != top && !one_time) {
+    throw Error(ErrorKind::Engine, "the box's QEMU names its disk '" + name + "', not " + top +
+                                       " or a name a freeze gave it: restart the box");
+  }
+  return name;
+}
+
+// A name for `top` that lasts while it is in scope: the name QEMU knows it by, which
+// its read-only reopen at the switch goes by.
+struct TemporaryName {
+  std::string path;
+  bool made = false;
+  TemporaryName(const std::string& top, const std::string& name) : path(name) {
+    if (name == top) return;
+    ::unlink(name.c_str());  // one left by a freeze cut short: ours, never in use
+    if (::link(top.c_str(), name.c_str()) != 0) throw_errno(ErrorKind::Storage, "link " + top + " as " + name);
+    made = true;
+  }
+  ~TemporaryName() {
+    if (made) ::unlink(path.c_str());
+  }
+  TemporaryName(const TemporaryName&) = delete;
+  TemporaryName& operator=(const TemporaryName&) = delete;
+};
+
+}  // namespace
+
 void freeze_running_top(const std::string& box_dir, const std::string& frozen) {
   std::string top = box_dir + "/disk.qcow2";
   uint64_t vsize = virtual_size(top);
@@ -114,13 +170,15 @@ void freeze_running_top(const std::string& box_dir, const std::string& frozen) {
       }
     }
   } resume{qmp};
-  // No rename of the file QEMU has open until QEMU is done with its name: after
-  // the switch it reopens the old top read-only BY NAME (file-posix cannot turn an
-  // O_RDWR fd into O_RDONLY), so that name must still be the frozen file then.
+  // When QEMU puts the old top under the new one it reopens it read-only BY THE NAME
+  // IT KNOWS IT BY (file-posix cannot turn an O_RDWR fd into O_RDONLY). That name must
+  // be the top then: were it another file the disk would be corrupt at the next boot,
+  // and were it gone QEMU would keep the layer read-write, holding the write lock that
+  // a clone's QEMU, which opens it as a backing file, cannot share. So no rename before
+  // the switch, and the one-time name of the last live freeze is given back for it.
+  TemporaryName known(top, qemu_top_name(qmp, top));
   // The frozen layer gets its own name as a hardlink; the new top is made under a
-  // name used once, and takes `disk.qcow2` only after the switch. (QEMU's later
-  // read-only reopen of that new top, at the next live freeze, finds its one-time
-  // name gone and keeps its read-write fd: harmless, a backing file is never written.)
+  // name used once, and takes `disk.qcow2` only after the switch.
   if (::link(top.c_str(), frozen.c_str()) != 0) throw_errno(ErrorKind::Storage, "freeze " + top + " as " + frozen);
   std::string next = top + "." + random_hex(6);
   try {

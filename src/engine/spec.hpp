@@ -46,10 +46,14 @@ struct ShimSpec {
   std::string root_mountpoint;
   unsigned uid_offset = 1u << 20;  // box uid 0 = this host uid
   int pids_limit = 4096;
-  // SecurityOptions (jail): seccomp filter on/off and rlimits of the box's
-  // processes, 0 = the engine's default (docs/jail.md).
+  // ---- engine-common: SecurityOptions (docs/python.md) ----
+  // seccomp: the jail's filter, or QEMU's own sandbox (vm). The rlimits of the box's
+  // processes, 0 = the engine's default: a jail's init sets them (docs/jail.md), a
+  // VM's agent on every process it starts, with rlimit_nproc also its pids cgroup
+  // (docs/decisions.md, "SecurityOptions limits on the vm engine").
   bool seccomp = true;
   uint64_t rlimit_nofile = 0, rlimit_fsize = 0, rlimit_nproc = 0, rlimit_as = 0, rlimit_cpu = 0;
+  // ---- end of the engine-common SecurityOptions ----
   std::string guest_binary;  // boxlite-guest: a VM's /init (a jail's zygote is the one beside the shim)
   // Removed when it stops (auto_remove): its files need not survive a host crash,
   // so the jail's overlay skips syncing the host's file system at unmount.

@@ -322,6 +322,8 @@ void Agent::start_exec(uint32_t stream, const proto::ExecRequest& req, bool main
   sr.cols = req.cols();
   sr.stdin_open = req.stdin();
   sr.cpus = config_.cpus();
+  const proto::ResourceLimits& limits = config_.limits();
+  sr.limits = {limits.nofile(), limits.fsize(), limits.nproc(), limits.as(), limits.cpu()};
   // The first process, whichever it is (configure starts the main command or the
   // holder init before anything else), gets the box's /proc.
   FirstProcess first = std::exchange(first_, FirstProcess{});

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <initializer_list>
 #include <memory>
@@ -212,6 +213,25 @@ void setup_vm_root(const proto::BoxConfig& cfg) {
   if (::mount(".", "/", nullptr, MS_MOVE, nullptr) != 0) throw_errno(ErrorKind::Engine, "move " + root + " to /");
   if (::chroot(".") != 0) throw_errno(ErrorKind::Engine, "chroot " + root);
   if (::chdir("/") != 0) throw_errno(ErrorKind::Engine, "chdir /");
+}
+
+void limit_vm_box_processes(const proto::BoxConfig& cfg) {
+  if (cfg.limits().nproc() == 0) return;
+  const std::string cgroup = "/sys/fs/cgroup", group = cgroup + "/boxlite";
+  mount_or_throw("cgroup2", cgroup, "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC);
+  auto write_control = [](const std::string& path, const std::string& value) {
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fd || ::write(fd.get(), value.data(), value.size()) != static_cast<ssize_t>(value.size())) {
+      throw_errno(ErrorKind::Engine, "set the box's max_processes limit (" + value + " to " + path + ")");
+    }
+  };
+  write_control(cgroup + "/cgroup.subtree_control", "+pids");
+  if (::mkdir(group.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorKind::Engine, "mkdir " + group);
+  // pids.max is an int64 in the kernel: a larger limit is no limit.
+  uint64_t max = cfg.limits().nproc();
+  write_control(group + "/pids.max", max > static_cast<uint64_t>(INT64_MAX) ? "max" : std::to_string(max));
+  // The agent first: every process it starts from now on is charged there too.
+  write_control(group + "/cgroup.procs", std::to_string(::getpid()));
 }
 
 void apply_box_identity(const proto::BoxConfig& cfg) {

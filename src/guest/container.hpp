@@ -18,6 +18,12 @@ std::string find_virtio_port(const std::string& name);
 // it, then make it the root (MS_MOVE + chroot: initramfs cannot be pivot_root'ed).
 void setup_vm_root(const proto::BoxConfig& cfg);
 
+// Phase 2 in a VM, after setup_vm_root: with a max_processes limit (BoxConfig.limits
+// nproc), the agent moves itself into a pids cgroup of the guest kernel capped to it
+// (cgroup2 at /sys/fs/cgroup, group "boxlite"), so that it and every process of the
+// box count, as in a jail box's pids cgroup. Nothing without one.
+void limit_vm_box_processes(const proto::BoxConfig& cfg);
+
 // Settings common to both engines: hostname, clock, entropy.
 void apply_box_identity(const proto::BoxConfig& cfg);
 

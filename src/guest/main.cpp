@@ -33,6 +33,7 @@ int run_vm() {
         std::move(channel),
         [](const proto::BoxConfig& cfg) {
           guest::setup_vm_root(cfg);
+          guest::limit_vm_box_processes(cfg);
           guest::apply_box_identity(cfg);
           guest::configure_network(cfg, true);
         },

@@ -8,6 +8,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -84,7 +85,27 @@ struct ChildPlan {
   const std::vector<std::string>* builtin_args = nullptr;
   const std::vector<int>* changed_signals = nullptr;  // changed_dispositions()
   unsigned cpus = 0;                                  // the child's CPU count, when limited (pin_to_cpus)
+  // The rlimits the child sets (SpawnRequest::limits, the ones asked for).
+  struct Limit {
+    int resource;
+    rlim_t value;
+  };
+  Limit limits[5] = {};
+  size_t nlimits = 0;
 };
+
+// The limits a child sets: those of `l` that are not 0.
+void plan_limits(ChildPlan& plan, const ResourceLimits& l) {
+  const ChildPlan::Limit all[] = {{RLIMIT_NOFILE, l.nofile},
+                                  {RLIMIT_FSIZE, l.fsize},
+                                  {RLIMIT_NPROC, l.nproc},
+                                  {RLIMIT_AS, l.as},
+                                  {RLIMIT_CPU, l.cpu}};
+  plan.nlimits = 0;
+  for (const auto& limit : all) {
+    if (limit.value != 0) plan.limits[plan.nlimits++] = limit;
+  }
+}
 
 // The kernel's struct sigaction: glibc's sigaction() refuses to touch signals 32
 // and 33 (its own), which posix_spawn leaves ignored in the processes it starts
@@ -174,6 +195,11 @@ void pin_to_cpus(unsigned count) {
     child_fail(p.report, 9);
   }
   if (::dup2(p.in, 0) < 0 || ::dup2(p.out, 1) < 0 || ::dup2(p.err, 2) < 0) child_fail(p.report, 3);
+  // Before the ids change: a user over its RLIMIT_NPROC then cannot exec.
+  for (size_t i = 0; i < p.nlimits; ++i) {
+    rlimit r{p.limits[i].value, p.limits[i].value};
+    if (::setrlimit(p.limits[i].resource, &r) != 0) child_fail(p.report, 16);
+  }
   // Raw syscalls, as glibc's posix_spawn makes them: its wrappers would act for
   // every thread of the process whose memory this child shares.
   if (::syscall(SYS_setgroups, p.id.groups.size(), p.id.groups.data()) != 0) child_fail(p.report, 4);
@@ -342,6 +368,7 @@ const char* stage_name(int stage) {
     case 12: return "harden the box's first process for";  // engine::jail::kFirstProcessHardeningFailed
     case 14: return "detach the host's root for";          // engine::jail::kFirstProcessDetachFailed
     case 15: return "read the plan of";
+    case 16: return "set the box's resource limits (SecurityOptions) for";
     default: return "exec";
   }
 }
@@ -572,6 +599,7 @@ Spawned spawn_process(const SpawnRequest& req) {
       spawn_failed(SpawnFailure::NotFound, "executable file '" + req.argv[0] + "' not found in $PATH");
   }
   plan.cpus = req.cpus;
+  plan_limits(plan, req.limits);
   plan.proc_swap = req.proc_swap;
 
   std::vector<std::string> argv_store = req.argv;

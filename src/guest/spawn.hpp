@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,13 @@ void await_first_process_isolated(const WaitingFirstProcess& first);
 // cannot be (its hardening failed).
 void start_holder_in(const WaitingFirstProcess& first);
 
+// The box's SecurityOptions rlimits (BoxConfig.limits: a VM's; a jail's init set
+// them for the whole box). Each is set as both soft and hard limit in the child,
+// before it takes its user's ids; 0 = not limited.
+struct ResourceLimits {
+  uint64_t nofile = 0, fsize = 0, nproc = 0, as = 0, cpu = 0;
+};
+
 struct SpawnRequest {
   std::vector<std::string> argv;
   std::vector<std::string> env;  // final K=V list
@@ -74,6 +82,7 @@ struct SpawnRequest {
   // > 0: the command runs on this many of the agent's CPUs, starting with the one its
   // process is on (no migration at the start): a jail box's `cpus` (BoxConfig.cpus).
   unsigned cpus = 0;
+  ResourceLimits limits;
 };
 
 struct Spawned {

@@ -95,6 +95,17 @@ int64_t wall_clock_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
+
+// The box's SecurityOptions rlimits, for an agent that sets them itself (0 = none).
+void set_resource_limits(proto::BoxConfig& cfg, const engine::ShimSpec& spec) {
+  if (!spec.rlimit_nofile && !spec.rlimit_fsize && !spec.rlimit_nproc && !spec.rlimit_as && !spec.rlimit_cpu) return;
+  proto::ResourceLimits* l = cfg.mutable_limits();
+  l->set_nofile(spec.rlimit_nofile);
+  l->set_fsize(spec.rlimit_fsize);
+  l->set_nproc(spec.rlimit_nproc);
+  l->set_as(spec.rlimit_as);
+  l->set_cpu(spec.rlimit_cpu);
+}
 }  // namespace
 
 struct Shim::Client {
@@ -304,6 +315,8 @@ void Shim::send_hello_and_config() {
       v->set_guest_path(spec_.volumes[i].guest_path);
       v->set_read_only(spec_.volumes[i].read_only);
     }
+    // A jail's init set them for the whole box already; a VM's agent sets them.
+    set_resource_limits(cfg, spec_);
   }
   std::string entropy(32, '\0');
   if (::getrandom(entropy.data(), entropy.size(), 0) == static_cast<ssize_t>(entropy.size())) cfg.set_entropy(entropy);

@@ -1,5 +1,6 @@
 // Storage (issue 8): volumes on both engines (live both ways, read-only that root
 // in the box cannot lift, owners on the host), the CLI's -v, and disk_size_gb.
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -735,6 +736,28 @@ class LiveStorageTest : public WithBoxes<PerEngineTest> {
               "(i=0; while [ $i -lt 2000 ]; do echo $i >> /root/busy; i=$((i+1)); done) >/dev/null 2>&1 </dev/null & "
               "cat /root/r.md5");
   }
+  // Every layer under the running vm box's disk is open read-only in its QEMU: the
+  // one write lock it holds is on the disk itself, so others may open the layers.
+  void expect_frozen_layers_read_only(Box& b) {
+    auto qemu = processes_mentioning(b.dir() + "/disk.qcow2");
+    ASSERT_EQ(qemu.size(), 1u);
+    std::string fds = "/proc/" + std::to_string(qemu[0]) + "/fd";
+    struct stat top {};
+    ASSERT_EQ(::stat((b.dir() + "/disk.qcow2").c_str(), &top), 0);
+    int layers = 0;
+    for (const auto& e : fs::directory_iterator(fds)) {
+      struct stat st {};
+      std::error_code ec;
+      std::string target = fs::read_symlink(e.path(), ec).string();
+      if (ec || target.find(".qcow2") == std::string::npos || ::stat(e.path().c_str(), &st) != 0) continue;
+      if (st.st_ino == top.st_ino) continue;
+      ++layers;
+      std::string info = read_file("/proc/" + std::to_string(qemu[0]) + "/fdinfo/" + e.path().filename().string());
+      auto flags = std::stoul(info.substr(info.find("flags:") + 6), nullptr, 8);
+      EXPECT_EQ(flags & O_ACCMODE, static_cast<unsigned long>(O_RDONLY)) << target << " is open for writing";
+    }
+    EXPECT_GE(layers, 2) << "the frozen layers are open in QEMU";
+  }
 };
 
 TEST_P(LiveStorageTest, SnapshotOfARunningBoxKeepsItsFilesAndTheBoxRunsOn) {
@@ -809,6 +832,39 @@ TEST_P(LiveStorageTest, ExportOfARunningBoxImportsWithItsFiles) {
   EXPECT_EQ(sh(*box, "cat /root/data"), "after\n");
   stop(box);
   rt_->remove("exp");
+}
+
+// The documented snapshot-then-clone of a running box (the snapshots page's main
+// example; issue 35): the clone's QEMU opens the layer the second live freeze made as
+// its backing file while the source's QEMU still has it open, which needs that QEMU
+// to hold every frozen layer read-only. Before the fix it kept the second one
+// read-write (its reopen went by a name that was gone) and the clone never booted
+// (`Failed to get shared "write" lock`).
+TEST_P(LiveStorageTest, SnapshotThenCloneOfARunningBoxBootsWhileTheSourceRunsOn) {
+  auto src = new_box("src");
+  std::string sum = write_files(*src);
+  EXPECT_EQ(src->snapshot().create("s1").name, "s1");
+  auto clone = rt_->clone_box(*src, "copy");
+  boxes_.push_back(clone);
+  if (vm()) expect_frozen_layers_read_only(*src);
+  EXPECT_EQ(sh(*clone, "cat /root/data; md5sum /root/r; echo clone > /root/data"), "v1\n" + sum);
+  // Both run, each on its own disk: the source keeps writing.
+  EXPECT_EQ(sh(*src, "cat /root/data; echo src-after > /root/data; echo more >> /root/busy; cat /root/data"),
+            "v1\nsrc-after\n");
+  EXPECT_EQ(sh(*clone, "cat /root/data"), "clone\n");
+  // A third live freeze (an export) while the clone runs over the second.
+  std::string out = home_ + "/out";
+  make_dirs(out);
+  EXPECT_FALSE(rt_->export_box(*src, out).empty());
+  EXPECT_EQ(sh(*src, "cat /root/data"), "src-after\n");
+  if (vm()) expect_frozen_layers_read_only(*src);
+  stop(clone);
+  stop(src);
+  src->snapshot().restore("s1");
+  EXPECT_EQ(sh(*src, "cat /root/data; md5sum -c /root/r.md5 >/dev/null && echo same"), "v1\nsame\n");
+  stop(src);
+  rt_->remove("copy");
+  rt_->remove("src");
 }
 
 BOXLITE_ON_BOTH_ENGINES(LiveStorageTest);

@@ -94,10 +94,6 @@ def test_security_presets_are_usable_and_enforced(image):
                 r = await box.exec("sh", "-c", f"ulimit -n; {limit('Max cpu time')}; {limit('Max address space')}; "
                                    "dd if=/dev/zero of=/f bs=1024 count=2048 2>/dev/null; wc -c </f")
                 assert r.stdout.split() == ["77", "600", str(8 << 30), str(1 << 20)], r.stdout
-            # The vm engine sets no per-box rlimits: refused, naming the fields.
-            with pytest.raises(RuntimeError, match="security max_open_files, max_file_size, max_processes not "
-                                                   "supported by the vm engine"):
-                await rt.create(BoxOptions(image=image, engine="vm", advanced=sec))
     with pytest.raises(ValueError, match="max_processes must be a positive int"):
         boxlite.SecurityOptions(max_processes=0)
     run(main())

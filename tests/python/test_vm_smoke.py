@@ -1,10 +1,12 @@
 """The vm engine through Python (QEMU TCG here): a box boots, execs, streams."""
 import asyncio
 import os
+import re
 
 import pytest
 
 import boxlite
+import test_seed_examples as seeds
 
 
 def test_vm_simplebox(image):
@@ -23,10 +25,32 @@ def test_vm_simplebox(image):
                          "stage_box_spawn_ms", "stage_container_init_ms"):
                 assert isinstance(getattr(m, name), int), name
             assert m.guest_boot_duration_ms > 0
-            # standard() is usable on vm (maximum()'s limits are refused there: test_sdk_gaps.py)
-            sec = boxlite.AdvancedBoxOptions(security=boxlite.SecurityOptions.standard())
-            async with boxlite.SimpleBox(image=image, engine="vm", advanced=sec) as b2:
-                assert (await b2.exec("true")).exit_code == 0
+    asyncio.run(main())
+
+
+def test_vm_security_maximum_is_enforced_in_the_vm(image):
+    """maximum() on the default engine (issue 35: it was refused there): the agent sets
+    its limits on every process it starts (soft and hard) and caps the VM's pids cgroup."""
+    def limits(name):
+        return f"grep '^{name}  ' /proc/self/limits | awk '{{print $(NF-2), $(NF-1)}}'"
+
+    async def main():
+        sec = boxlite.AdvancedBoxOptions(security=boxlite.SecurityOptions.maximum())
+        # A main command that reaps the orphans it adopts (busybox sh's `wait` takes them)
+        # and forks nothing while it idles (JailEscapeTest.AForkBombIsStoppedByThePidsLimit).
+        reaper = ["sh", "-c", "mkfifo /tmp/idle && exec 3<>/tmp/idle && while :; do wait; read -t 0.2 x <&3; done"]
+        async with boxlite.SimpleBox(image=image, engine="vm", advanced=sec, cmd=reaper) as box:
+            r = await box.exec("sh", "-c", f"{limits('Max open files')}; {limits('Max processes')}; "
+                               f"{limits('Max file size')}; cat /proc/self/cgroup /sys/fs/cgroup/boxlite/pids.max")
+            assert r.stdout.split("\n")[:5] == ["1024 1024", "100 100", f"{1 << 30} {1 << 30}", "0::/boxlite",
+                                                "100"], r.stdout
+            # A fork bomb stops at the limit (the agent and the box's processes count), and
+            # once its processes are gone the box runs commands again.
+            r = await box.exec("sh", "-c", "i=0; while [ $i -lt 150 ]; do sleep 2 & i=$((i+1)); done; echo all")
+            assert r.exit_code != 0 and "all" not in r.stdout and "fork" in r.stderr, (r.exit_code, r.stdout, r.stderr)
+            await asyncio.sleep(3)
+            r = await box.exec("cat", "/sys/fs/cgroup/boxlite/pids.current")
+            assert r.exit_code == 0 and int(r.stdout) < 10, r.stdout
     asyncio.run(main())
 
 
@@ -70,3 +94,12 @@ def test_vm_snapshot_clone_export(image):
             for name, force in (("vmimp", False), ("vmsnap", True), ("vmclone", False)):
                 await rt.remove(name, force=force)
     asyncio.run(main())
+
+
+def test_vm_seed_snapshot_clone_export():
+    """The snapshots page's example on the default engine (issue 35): the clone of a
+    running box that was snapshotted first boots while its source runs."""
+    assert os.environ.get("BOXLITE_ENGINE") == "vm"
+    r = seeds.run_example("snapshot_clone_export.py")
+    assert r.returncode == 0 and re.fullmatch(seeds.EXPECTED["snapshot_clone_export.py"], r.stdout), \
+        r.stdout + r.stderr
