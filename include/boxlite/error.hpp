@@ -55,7 +55,7 @@ struct ErrorKindInfo {
   std::string_view python_class;  // boxlite.errors class (upstream's hierarchy)
 };
 
-const ErrorKindInfo& error_kind_info(ErrorKind kind);
+const ErrorKindInfo &error_kind_info(ErrorKind kind);
 inline std::string_view error_kind_name(ErrorKind kind) { return error_kind_info(kind).name; }
 // By name ("NotFound"); nullopt for a name that is not one.
 std::optional<ErrorKind> error_kind_from_name(std::string_view name);
@@ -82,7 +82,7 @@ int spawn_failure_exit_code(SpawnFailure f);
 
 class Error : public std::runtime_error {
  public:
-  Error(ErrorKind kind, const std::string& message, SpawnFailure spawn = SpawnFailure::None)
+  Error(ErrorKind kind, const std::string &message, SpawnFailure spawn = SpawnFailure::None)
       : std::runtime_error(message), kind_(kind), spawn_(spawn) {}
   ErrorKind kind() const { return kind_; }
   // Set on an Execution error whose command could not start.

@@ -26,6 +26,6 @@ std::optional<BoxState> box_state_from_name(std::string_view name);
 // Whether a box may move from `from` to `to`. Staying put is always legal.
 bool can_transition(BoxState from, BoxState to);
 // Throws InvalidState "box <id> is <from>: cannot <op>" for an illegal move.
-void check_transition(BoxState from, BoxState to, const std::string& box_id, std::string_view op);
+void check_transition(BoxState from, BoxState to, const std::string &box_id, std::string_view op);
 
 }  // namespace boxlite

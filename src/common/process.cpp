@@ -247,4 +247,21 @@ std::string which(const std::string& name) {
   return "";
 }
 
+uint64_t process_cpu_ns(pid_t pid) {
+  std::string stat;
+  try {
+    stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  } catch (const Error&) {
+    return 0;  // exited meanwhile
+  }
+  auto close = stat.rfind(')');  // the command name may hold spaces and parens
+  if (close == std::string::npos) return 0;
+  auto fields = split(stat.substr(close + 2), ' ');
+  // After "(comm) ": state is field 3, utime..cstime are fields 14..17.
+  if (fields.size() < 15) return 0;
+  uint64_t ticks = 0;
+  for (int i = 11; i <= 14; ++i) ticks += std::stoull(fields[static_cast<size_t>(i)]);
+  return ticks * (1000000000ull / static_cast<uint64_t>(::sysconf(_SC_CLK_TCK)));
+}
+
 }  // namespace boxlite

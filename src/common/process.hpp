@@ -86,4 +86,7 @@ std::string own_executable_dir();
 // Where a binary lives on PATH, or "".
 std::string which(const std::string& name);
 
+// CPU time of one process including its reaped children (/proc/PID/stat), or 0.
+uint64_t process_cpu_ns(pid_t pid);
+
 }  // namespace boxlite

@@ -341,7 +341,8 @@ void Box::start() {
                                        (log.empty() ? "" : ": " + trim(log)));
   }
   record_timings(report->stages, now_ms() - spawn_started_ms);
-  for (const auto& w : report->warnings) std::fprintf(stderr, "boxlite: warning: box %s: %s\n", id().c_str(), w.c_str());
+  for (const auto& w : report->warnings)
+    std::fprintf(stderr, "boxlite: warning: box %s: %s\n", id().c_str(), w.c_str());
   record_.started_at_ms = wall_clock_ms();
   try {
     client_ = core::ShimClient::connect(engine::shim_socket_path(spec_.box_dir), id());

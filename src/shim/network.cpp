@@ -129,7 +129,7 @@ void wait_ready(NetProcess& net, const engine::ShimSpec& spec, double deadline_m
   throw Error(ErrorKind::Network, why);
 }
 
-NetProcess start_vm_network(const engine::ShimSpec& spec) {
+NetProcess start_net_listening(const engine::ShimSpec& spec) {
   // Bound before QEMU starts, so its connect lands in the backlog at once.
   std::string path = engine::net_socket_path(spec.box_dir);
   UniqueFd listener = unix_listen(path, 1);
@@ -138,7 +138,7 @@ NetProcess start_vm_network(const engine::ShimSpec& spec) {
   return net;
 }
 
-UniqueFd make_jail_tap(int box_netns) {
+UniqueFd make_box_tap(int box_netns) {
   UniqueFd tap;
   in_netns(box_netns, [&] {
     tap = UniqueFd(::open("/dev/net/tun", O_RDWR | O_CLOEXEC));
@@ -164,6 +164,6 @@ UniqueFd make_jail_tap(int box_netns) {
   return tap;
 }
 
-NetProcess start_jail_netd(const engine::ShimSpec& spec, int tap_fd) { return start_netd(spec, "tap", tap_fd); }
+NetProcess start_net_on_tap(const engine::ShimSpec& spec, int tap_fd) { return start_netd(spec, "tap", tap_fd); }
 
 }  // namespace boxlite::shim

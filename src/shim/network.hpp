@@ -16,20 +16,21 @@ struct NetProcess {
   Child child;
   UniqueFd ready;  // "ok\n", or the reason it could not start, then EOF
   UniqueFd log;    // read end of its stdout and stderr (the shim caps them into net.log)
-  // vm: our copy of net.sock's listener, so QEMU's connect lands in its backlog
+  // StreamSocket: our copy of net.sock's listener, so QEMU's connect lands in its backlog
   // even if boxlite-net fails before accepting (the boot then reports its reason).
   UniqueFd listener;
 };
 
-// vm engine, before QEMU starts: boxlite-net listens on net.sock for QEMU's
-// -netdev stream.
-NetProcess start_vm_network(const engine::ShimSpec& spec);
+// An engine whose link connects (engine::NetLink::StreamSocket: QEMU's -netdev
+// stream), before it starts: boxlite-net listens on net.sock for it.
+NetProcess start_net_listening(const engine::ShimSpec& spec);
 
-// jail engine, once its init exists: a TAP "eth0" in the box's network namespace
+// An engine with a network namespace of its own (engine::NetLink::Tap: a jail),
+// once it exists: a TAP "eth0" in the box's network namespace
 // (`box_netns`), configured here (the box keeps no CAP_NET_ADMIN; IPv6 off:
-// boxlite-net serves IPv4 only), which boxlite-net then reads (start_jail_netd).
-UniqueFd make_jail_tap(int box_netns);
-NetProcess start_jail_netd(const engine::ShimSpec& spec, int tap_fd);
+// boxlite-net serves IPv4 only), which boxlite-net then reads (start_net_on_tap).
+UniqueFd make_box_tap(int box_netns);
+NetProcess start_net_on_tap(const engine::ShimSpec& spec, int tap_fd);
 
 // Throws Error(Network) with boxlite-net's reason (e.g. a host port in use).
 void wait_ready(NetProcess& net, const engine::ShimSpec& spec, double deadline_ms);

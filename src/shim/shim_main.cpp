@@ -176,8 +176,8 @@ int shim_main(int argc, char** argv, const std::string& guest_dir) {
   if (box_dir.empty()) return 0;  // started early for a box that never came
   name_box_in_cmdline(box_dir, argc, argv);
   if (!redirect_output_to(engine::shim_log_path(box_dir))) {
-    report(ready_fd, failed(Error(ErrorKind::Internal,
-                                                 errno_text("open the shim log " + engine::shim_log_path(box_dir)))));
+    report(ready_fd,
+           failed(Error(ErrorKind::Internal, errno_text("open the shim log " + engine::shim_log_path(box_dir)))));
     return 1;
   }
   boxlite::trace("shim: has its box");
@@ -190,10 +190,10 @@ int shim_main(int argc, char** argv, const std::string& guest_dir) {
     if (lifeline_fd >= 0) set_cloexec(lifeline_fd);
     engine::ShimSpec spec = engine::read_spec(box_dir);
     ephemeral = spec.ephemeral;
-    if (spec.engine == EngineKind::Jail) jail_root = engine::jail::root_mountpoint(spec);
-    // The jail's overlay and every mount under it live and die with this process.
-    if (spec.engine == EngineKind::Jail) engine::jail::enter_private_mount_namespace();
-    shim::Shim s(std::move(spec), std::move(zygote));
+    std::unique_ptr<engine::Engine> engine = engine::make_engine(spec, std::move(zygote));
+    jail_root = engine->mounted_root();
+    engine->prepare_shim_process();
+    shim::Shim s(std::move(spec), std::move(engine));
     if (go_fd >= 0) {
       set_cloexec(go_fd);
       s.set_go_fd(UniqueFd(go_fd));

@@ -209,7 +209,7 @@ TEST_P(LifecycleTest, ListFormatsInspectTemplatesAndRmAll) {
   EXPECT_NE(yaml.out.find("Name: \"alpha\""), std::string::npos) << yaml.out;
   auto table = run_cli({"ps", "-a"});
   EXPECT_EQ(table.out.rfind("ID ", 0), 0u) << table.out;
-  EXPECT_EQ(trim(run_cli({"inspect", "-f", "{{.Name}}/{{.State.Status}}", "alpha"}).out), "alpha/created");
+  EXPECT_EQ(trim(run_cli({"inspect", "-f", "{{.Name}}/{{.State.Status}}", "alpha"}).out), "alpha/configured");
   EXPECT_EQ(nlohmann::json::parse(run_cli({"inspect", "--latest"}).out)[0]["Id"], b);
   EXPECT_EQ(run_cli({"inspect", "--latest", "alpha"}).exit_code, 125) << "--latest conflicts with BOX";
   EXPECT_EQ(run_cli({"start"}).exit_code, 125) << "start needs a BOX";

@@ -84,8 +84,6 @@ struct Usage {
   uint64_t memory_bytes = 0;
 };
 std::optional<Usage> usage(const std::string& box_id);
-// CPU time of one process including its reaped children (/proc/PID/stat), or 0.
-uint64_t process_cpu_ns(pid_t pid);
 
 // cgroup v2 hosts: the first cgroup attach after a quiet spell waits for an RCU
 // grace period (~10 ms: the kernel's cgroup_threadgroup_rwsem switching to its
