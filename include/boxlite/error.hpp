@@ -93,4 +93,7 @@ class Error : public std::runtime_error {
   SpawnFailure spawn_;
 };
 
+// The same error with `context + ": "` before its message (its kind and detail kept).
+Error with_context(const Error &e, std::string_view context);
+
 }  // namespace boxlite

@@ -2,9 +2,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "capi/errors.hpp"
-#include "capi/options.hpp"
-#include "capi/state.hpp"
+#include "errors.hpp"
+#include "options.hpp"
+#include "state.hpp"
 
 namespace boxlite::capi {
 

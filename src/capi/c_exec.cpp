@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "capi/errors.hpp"
-#include "capi/state.hpp"
+#include "errors.hpp"
+#include "state.hpp"
 
 namespace boxlite::capi {
 
@@ -275,7 +275,7 @@ BoxliteErrorCode boxlite_box_attach_acked(CBoxHandle* handle, CBoxStdoutCb on_st
   return guard(out_error, [&] {
     auto setup = with_output_callbacks(on_stdout, on_stderr, user_data, true);
     require(handle, "handle");
-    start_execution(handle, out_execution, "attach to", handle->box->spec().main_tty, setup,
+    start_execution(handle, out_execution, "attach to", handle->box->main_tty(), setup,
                     [&] { return handle->box->attach(/*with_stdin=*/false); });
   });
 }

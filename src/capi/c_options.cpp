@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "capi/errors.hpp"
-#include "capi/options.hpp"
+#include "errors.hpp"
+#include "options.hpp"
 
 namespace boxlite::capi {
 

@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "capi/errors.hpp"
-#include "capi/state.hpp"
+#include "errors.hpp"
+#include "state.hpp"
 
 namespace boxlite::capi {
 
@@ -285,14 +285,14 @@ ImageRegistry to_core(const BoxliteImageRegistry& c, int i) {
   r.password = opt(c.password);
   r.bearer_token = opt(c.bearer_token);
   try {
-    registry::validate(r);
+    validate_image_registry(r);
   } catch (const Error& e) {
     throw with_context(e, "image_registries[" + std::to_string(i) + "]");
   }
   return r;
 }
 
-CImageInfoList* image_list(const std::vector<registry::StoredImage>& images) {
+CImageInfoList* image_list(const std::vector<ImageInfo>& images) {
   auto* list = static_cast<CImageInfoList*>(std::calloc(1, sizeof(CImageInfoList)));
   if (!list) throw std::bad_alloc();
   if (!images.empty()) {
@@ -416,7 +416,7 @@ BoxliteErrorCode boxlite_image_pull(CBoxliteImageHandle* handle, const char* ima
     st->check_open("pull " + std::string(image_ref));
     std::string ref = image_ref;
     st->pool.submit([st, ref, cb, user_data] {
-      auto res = std::make_shared<registry::PullResult>();
+      auto res = std::make_shared<PullResult>();
       Outcome out = capture([&] { *res = st->core->pull_image(ref); });
       st->post({[out, res, cb, user_data] {
                   if (!out.ok()) return out.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });
@@ -441,7 +441,7 @@ BoxliteErrorCode boxlite_image_list(CBoxliteImageHandle* handle, CBoxImageListCb
     auto st = handle->rt;
     st->check_open("list images");
     st->pool.submit([st, cb, user_data] {
-      auto images = std::make_shared<std::vector<registry::StoredImage>>();
+      auto images = std::make_shared<std::vector<ImageInfo>>();
       Outcome out = capture([&] { *images = st->core->list_images(); });
       st->post({[out, images, cb, user_data] {
                   if (!out.ok()) return out.deliver([&](CBoxliteError* e) { cb(nullptr, e, user_data); });

@@ -2,8 +2,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "capi/errors.hpp"
-#include "capi/state.hpp"
+#include "errors.hpp"
+#include "state.hpp"
 
 using namespace boxlite;
 using namespace boxlite::capi;

@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "boxlite.h"
-#include "common/error.hpp"
+#include "boxlite/error.hpp"
 
 namespace boxlite::capi {
 

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "boxlite.h"
-#include "capi/state.hpp"
+#include "state.hpp"
 
 namespace boxlite::capi {
 

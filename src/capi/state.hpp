@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "boxlite.h"
-#include "common/error.hpp"
-#include "core/runtime.hpp"
+#include "boxlite/error.hpp"
+#include "boxlite/runtime.hpp"
 
 namespace boxlite::capi {
 

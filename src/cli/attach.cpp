@@ -14,10 +14,10 @@
 #include <optional>
 #include <thread>
 
-#include "cli/commands.hpp"
-#include "common/error.hpp"
-#include "common/io.hpp"
-#include "common/trace.hpp"
+#include "boxlite/error.hpp"
+#include "boxlite/trace.hpp"
+#include "commands.hpp"
+#include "output.hpp"
 
 namespace boxlite::cli {
 namespace {
@@ -64,7 +64,7 @@ EnvList parse_env(const std::vector<std::string>& items) {
 void enable_debug_output() {
   ::setenv("BOXLITE_TRACE", "/dev/stderr", 0);
   ::setenv("BOXLITE_DEBUG", "1", 1);
-  trace_after_fork();  // the trace reads BOXLITE_TRACE again
+  trace_reopen();  // the trace reads BOXLITE_TRACE again
 }
 
 int report_error(const Error& e) {
@@ -174,7 +174,7 @@ ExecResult follow(Box& /*box*/, const std::function<Execution()>& open, bool int
   std::optional<Error> failure;
   try {
     while (auto chunk = exec.next_output()) {
-      write_all(chunk->stream == StreamKind::Stdout ? 1 : 2, chunk->data.data(), chunk->data.size());
+      write_out(chunk->stream == StreamKind::Stdout ? 1 : 2, chunk->data.data(), chunk->data.size());
     }
     result = exec.wait();
   } catch (const Error& err) {

@@ -1,8 +1,7 @@
 // The box-shaping flags `run` and `create` share, and the BoxOptions they make.
 #include <cstdio>
 
-#include "cli/commands.hpp"
-#include "core/volumes.hpp"
+#include "commands.hpp"
 
 namespace boxlite::cli {
 

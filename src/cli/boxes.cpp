@@ -8,10 +8,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "cli/commands.hpp"
-#include "cli/output.hpp"
-#include "common/io.hpp"
-#include "core/runtime.hpp"
+#include "boxlite/runtime.hpp"
+#include "commands.hpp"
+#include "output.hpp"
 
 namespace boxlite::cli {
 

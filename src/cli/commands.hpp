@@ -12,10 +12,10 @@
 #include <string_view>
 #include <vector>
 
-#include "common/error.hpp"
-#include "core/box.hpp"
-#include "core/options.hpp"
-#include "core/runtime.hpp"
+#include "boxlite/box.hpp"
+#include "boxlite/error.hpp"
+#include "boxlite/options.hpp"
+#include "boxlite/runtime.hpp"
 
 namespace boxlite::cli {
 
@@ -24,6 +24,8 @@ struct GlobalFlags {
   std::string home;
   std::vector<std::string> registries;  // --registry, repeatable
   std::string config;                   // --config FILE
+  // An attached run's shim, started first thing (main.cpp) for the run's runtime.
+  EarlyShim early_shim;
 };
 
 // global_flags.cpp. Whether `arg` is a global option whose value is the next

@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <optional>
 
-#include "cli/commands.hpp"
-#include "common/error.hpp"
-#include "core/runtime.hpp"
+#include "boxlite/error.hpp"
+#include "boxlite/runtime.hpp"
+#include "commands.hpp"
 
 namespace boxlite::cli {
 namespace {

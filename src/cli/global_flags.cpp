@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "cli/commands.hpp"
+#include "commands.hpp"
 
 namespace boxlite::cli {
 namespace {

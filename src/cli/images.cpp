@@ -4,9 +4,8 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
-#include "cli/commands.hpp"
-#include "cli/output.hpp"
-#include "registry/reference.hpp"
+#include "commands.hpp"
+#include "output.hpp"
 
 namespace boxlite::cli {
 
@@ -41,10 +40,10 @@ std::string ago(int64_t ms) {
   return std::to_string(s / 86400) + " days ago";
 }
 
-Row row_of(const registry::StoredImage& i) {
+Row row_of(const ImageInfo& i) {
   Row r;
   try {
-    auto ref = registry::parse_reference(i.reference);
+    auto ref = parse_image_reference(i.reference);
     r.repository = ref.registry + "/" + ref.repository;
     r.tag = ref.digest.empty() ? ref.tag : "<none>";
   } catch (const Error&) {

@@ -5,9 +5,9 @@
 
 #include <iostream>
 
-#include "cli/commands.hpp"
-#include "cli/output.hpp"
-#include "core/runtime.hpp"
+#include "boxlite/runtime.hpp"
+#include "commands.hpp"
+#include "output.hpp"
 
 namespace boxlite::cli {
 namespace {

@@ -2,10 +2,10 @@
 // stderr to stderr. -f follows a running box until its main command exits.
 #include <string>
 
-#include "cli/commands.hpp"
-#include "common/error.hpp"
-#include "common/io.hpp"
-#include "core/runtime.hpp"
+#include "boxlite/error.hpp"
+#include "boxlite/runtime.hpp"
+#include "commands.hpp"
+#include "output.hpp"
 
 namespace boxlite::cli {
 namespace {
@@ -16,7 +16,7 @@ struct LogsFlags {
   bool follow = false;
 };
 
-void print(const OutputChunk& c) { write_all(c.stream == StreamKind::Stdout ? 1 : 2, c.data.data(), c.data.size()); }
+void print(const OutputChunk& c) { write_out(c.stream == StreamKind::Stdout ? 1 : 2, c.data.data(), c.data.size()); }
 
 int logs(const GlobalFlags& g, const LogsFlags& f) {
   Runtime rt(runtime_options(g));

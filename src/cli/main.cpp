@@ -4,12 +4,10 @@
 #include <initializer_list>
 #include <string_view>
 
-#include "cli/commands.hpp"
-#include "cli/linked_libraries.hpp"
-#include "common/error.hpp"
-#include "common/trace.hpp"
-#include "core/shim_launch.hpp"
-#include "store/store.hpp"
+#include "boxlite/error.hpp"
+#include "boxlite/static_link.hpp"
+#include "boxlite/trace.hpp"
+#include "commands.hpp"
 
 namespace {
 
@@ -120,9 +118,9 @@ int main(int argc, char** argv) {
   enable_debug_output_given_first(argc, argv);
   boxlite::trace("cli: main");
   // This executable's SQLite is its own (linked statically).
-  boxlite::store::zero_wal_index_instead_of_truncating();
+  boxlite::zero_wal_index_instead_of_truncating();
 #ifdef BOXLITE_STATIC_CLI
-  boxlite::cli::use_linked_libraries();
+  boxlite::use_linked_libarchive();
 #endif
   using namespace boxlite::cli;
   // Defining every command's options costs ~0.35 ms (CLI11 allocates for each), a
@@ -141,12 +139,13 @@ int main(int argc, char** argv) {
       return report_error(e);
     }
   }
-  // An attached run's shim is spawned first thing (core/shim_launch.hpp), so that its
-  // exec and start overlap the parsing, the store and the image. The run takes it
-  // (cli/run.cpp); anything else (a bad flag, --help) lets it go at exit.
+  // An attached run's shim is spawned first thing (boxlite::EarlyShim), so that its
+  // exec and start overlap the parsing, the store and the image. The run's runtime
+  // takes it (run.cpp); anything else (a bad flag, --help) lets it go at exit.
+  GlobalFlags g;
   if (command.name == "run" && !run_detaches(argc, argv)) {
     try {
-      boxlite::core::prestart_shim(/*detached=*/false);
+      g.early_shim = boxlite::EarlyShim::start(/*detached=*/false);
       boxlite::trace("cli: shim spawned");
     } catch (const boxlite::Error&) {
       // The run starts one itself, and says why if it cannot.
@@ -158,7 +157,6 @@ int main(int argc, char** argv) {
   app.fallthrough();             // global flags (--home, --debug) also after the subcommand
   app.footer("Documented, not in this build yet: the commands " + documented_missing_commands() +
              "; remote mode (--url, --profile, --path-prefix, BOXLITE_REST_URL).");
-  GlobalFlags g;
   app.add_flag_callback(
          "--debug",
          [&g] {

@@ -1,7 +1,15 @@
-#include "cli/output.hpp"
+#include "output.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 
 #include <cstdio>
 #include <string>
+
+#include "boxlite/error.hpp"
 
 namespace boxlite::cli {
 namespace {
@@ -52,6 +60,34 @@ void print_yaml(const nlohmann::json& j, std::ostream& out, int indent) {
     } else {
       out << " " << value.dump() << "\n";
     }
+  }
+}
+
+std::vector<std::string> split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i) {
+    if (i == s.size() || s[i] == sep) {
+      out.emplace_back(s.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  return out;
+}
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void write_out(int fd, const void* data, size_t len) {
+  const char* p = static_cast<const char*>(data);
+  while (len > 0) {
+    ssize_t n = ::write(fd, p, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      throw Error(ErrorKind::Internal, "writing output to fd " + std::to_string(fd) + ": " + std::strerror(errno));
+    p += n;
+    len -= static_cast<size_t>(n);
   }
 }
 

@@ -5,8 +5,8 @@
 #include <chrono>
 #include <mutex>
 
-#include "cli/commands.hpp"
-#include "cli/output.hpp"
+#include "commands.hpp"
+#include "output.hpp"
 
 namespace boxlite::cli {
 
@@ -14,7 +14,7 @@ struct PullDisplay::State {
   FILE* out = nullptr;
   std::mutex mu;
   std::string reference;
-  std::vector<registry::LayerProgress> layers;
+  std::vector<LayerProgress> layers;
   std::chrono::steady_clock::time_point start, last_draw;
   size_t drawn_lines = 0;
 
@@ -52,7 +52,7 @@ PullDisplay::PullDisplay(Runtime& rt, FILE* out, bool quiet) : rt_(rt), state_(s
   state_->out = out;
   auto st = state_;
   rt_.set_pull_observer(
-      [st](const std::string& reference, const std::vector<registry::LayerProgress>& layers) {
+      [st](const std::string& reference, const std::vector<LayerProgress>& layers) {
         std::lock_guard lk(st->mu);
         st->reference = reference;
         st->layers = layers;
@@ -61,7 +61,7 @@ PullDisplay::PullDisplay(Runtime& rt, FILE* out, bool quiet) : rt_(rt), state_(s
         st->drawn_lines = 0;
         st->draw(true);
       },
-      [st](const registry::LayerProgress& p) {
+      [st](const LayerProgress& p) {
         std::lock_guard lk(st->mu);
         for (auto& l : st->layers) {
           if (l.digest == p.digest) l = p;

@@ -1,7 +1,7 @@
 // boxlite pull [-q] IMAGE: pull an image into the home's image store.
 #include <cstdio>
 
-#include "cli/commands.hpp"
+#include "commands.hpp"
 
 namespace boxlite::cli {
 
@@ -17,7 +17,7 @@ void add_pull_command(CLI::App& app, GlobalFlags& g, int& exit_code) {
   c->callback([f, &g, &exit_code] {
     try {
       Runtime rt(runtime_options(g));
-      registry::PullResult r;
+      PullResult r;
       {
         PullDisplay progress(rt, stdout, f->quiet);
         r = rt.pull_image(f->image);

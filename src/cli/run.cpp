@@ -4,12 +4,10 @@
 #include <cstdio>
 #include <optional>
 
-#include "cli/commands.hpp"
-#include "common/error.hpp"
-#include "common/io.hpp"
-#include "common/trace.hpp"
-#include "core/runtime.hpp"
-#include "core/shim_launch.hpp"
+#include "boxlite/error.hpp"
+#include "boxlite/runtime.hpp"
+#include "boxlite/trace.hpp"
+#include "commands.hpp"
 
 namespace boxlite::cli {
 namespace {
@@ -19,20 +17,21 @@ struct RunFlags : BoxFlags {
 };
 
 // A run opens the store on a thread: it overlaps the image and the spec.
-RuntimeOptions run_runtime_options(const GlobalFlags& g) {
+RuntimeOptions run_runtime_options(GlobalFlags& g) {
   RuntimeOptions ro = runtime_options(g);
   ro.open_store_in_background = true;
+  ro.early_shim = std::move(g.early_shim);
   return ro;
 }
 
-int run_detached(const GlobalFlags& g, const RunFlags& f) {
+int run_detached(GlobalFlags& g, const RunFlags& f) {
   BoxOptions o = box_options_from(f);
   o.detach = true;
   o.auto_remove = false;  // as documented: -d forces auto_remove=false
   o.main_tty = f.tty;
   o.main_stdin = true;  // nobody writes it, but a shell main command keeps the box up
-  // Its start overlaps ours (core/shim_launch.hpp).
-  core::prestart_shim(/*detached=*/true);
+  // Its start overlaps ours (boxlite::EarlyShim).
+  g.early_shim = EarlyShim::start(/*detached=*/true);
   Runtime rt(run_runtime_options(g));
   PullDisplay progress(rt, stderr);
   auto box = rt.create_to_start(o, f.name);
@@ -49,7 +48,7 @@ int run_detached(const GlobalFlags& g, const RunFlags& f) {
   return 0;
 }
 
-int run_box(const GlobalFlags& g, const RunFlags& f) {
+int run_box(GlobalFlags& g, const RunFlags& f) {
   if (f.detach) return run_detached(g, f);
   BoxOptions o = box_options_from(f);
   o.auto_remove = f.rm;
@@ -57,7 +56,7 @@ int run_box(const GlobalFlags& g, const RunFlags& f) {
   o.main_stdin = f.interactive;
   if (f.tty) terminal_size(o.main_rows, o.main_cols);
   // It lives as long as we do. Usually main() spawned it already, before parsing.
-  if (!core::has_prestarted_shim(/*detached=*/false)) core::prestart_shim(/*detached=*/false);
+  if (!g.early_shim) g.early_shim = EarlyShim::start(/*detached=*/false);
 
   Runtime rt(run_runtime_options(g));
   trace("cli: runtime open");

@@ -7,10 +7,10 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "cli/commands.hpp"
-#include "cli/output.hpp"
-#include "common/error.hpp"
-#include "core/runtime.hpp"
+#include "boxlite/error.hpp"
+#include "boxlite/runtime.hpp"
+#include "commands.hpp"
+#include "output.hpp"
 
 namespace boxlite::cli {
 namespace {

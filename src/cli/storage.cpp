@@ -8,8 +8,8 @@
 #include <ctime>
 #include <memory>
 
-#include "cli/commands.hpp"
-#include "core/runtime.hpp"
+#include "boxlite/runtime.hpp"
+#include "commands.hpp"
 
 namespace boxlite::cli {
 namespace {

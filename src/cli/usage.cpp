@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <string>
 
-#include "cli/commands.hpp"
+#include "commands.hpp"
 
 namespace boxlite::cli {
 namespace {

@@ -23,9 +23,6 @@ std::string encode_error(const Error& e);
 Error decode_error(std::string_view report, std::string_view sender);
 Error decode_error(std::string_view kind, std::string_view spawn, std::string message, std::string_view sender);
 
-// The same error with `context + ": "` before its message (its kind and detail kept).
-Error with_context(const Error& e, std::string_view context);
-
 // "what: strerror(errno)"; call right after the failing syscall.
 inline std::string errno_text(std::string_view what, int err = errno) {
   return std::string(what) + ": " + std::strerror(err);

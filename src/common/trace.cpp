@@ -28,7 +28,8 @@ int trace_fd() {
 }
 }  // namespace
 
-void trace_after_fork() { trace_fd_value.store(kNotOpened); }
+void trace_reopen() { trace_fd_value.store(kNotOpened); }
+void trace_after_fork() { trace_reopen(); }
 
 void trace(const char* event) {
   int fd = trace_fd();

@@ -1,12 +1,10 @@
-// Opt-in timeline tracing for performance work: with BOXLITE_TRACE=<file>, each
-// trace("event") appends "<CLOCK_MONOTONIC µs> <pid> <event>" to that file, so the
-// CLI's, the shim's and boxlite-net's events merge into one timeline (sort -n).
-// Without the variable it costs one getenv per process.
+// Tracing (boxlite/trace.hpp), and what host code forked without exec needs of it.
 #pragma once
+
+#include "boxlite/trace.hpp"
 
 namespace boxlite {
 
-void trace(const char* event);
 // In a child forked without exec, whose descriptors were renumbered or closed:
 // its next trace() opens the file again.
 void trace_after_fork();

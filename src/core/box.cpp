@@ -30,14 +30,14 @@
 
 namespace boxlite {
 
-Box::Box(engine::ShimSpec spec, std::string name, std::vector<std::string> default_argv, bool auto_remove)
+LocalBox::LocalBox(engine::ShimSpec spec, std::string name, std::vector<std::string> default_argv, bool auto_remove)
     : spec_(std::move(spec)),
       name_(std::move(name)),
       default_argv_(std::move(default_argv)),
       auto_remove_(auto_remove) {}
 
-Box::Box(engine::ShimSpec spec, store::BoxRecord record, std::vector<std::string> default_argv,
-         std::shared_ptr<store::Store> store)
+LocalBox::LocalBox(engine::ShimSpec spec, store::BoxRecord record, std::vector<std::string> default_argv,
+                   std::shared_ptr<store::Store> store)
     : spec_(std::move(spec)),
       name_(record.name),
       default_argv_(std::move(default_argv)),
@@ -45,7 +45,8 @@ Box::Box(engine::ShimSpec spec, store::BoxRecord record, std::vector<std::string
       record_(std::move(record)),
       store_(std::move(store)) {}
 
-std::shared_ptr<Box> Box::attach(engine::ShimSpec spec, store::BoxRecord record, std::shared_ptr<store::Store> store) {
+std::shared_ptr<LocalBox> LocalBox::attach(engine::ShimSpec spec, store::BoxRecord record,
+                                           std::shared_ptr<store::Store> store) {
   auto box = attach_to_shim(std::move(spec), record.shim_pid);
   box->name_ = record.name;
   box->auto_remove_ = record.auto_remove;
@@ -54,7 +55,7 @@ std::shared_ptr<Box> Box::attach(engine::ShimSpec spec, store::BoxRecord record,
   return box;
 }
 
-void Box::persist() {
+void LocalBox::persist() {
   if (!store_) return;
   try {
     store_->update(record_);
@@ -63,13 +64,13 @@ void Box::persist() {
   }
 }
 
-void Box::move_to_locked(BoxState to, std::string_view op) {
+void LocalBox::move_to_locked(BoxState to, std::string_view op) {
   check_transition(record_.state, to, id(), op);
   record_.state = to;
 }
 
 // The shim leaves its exit record saying why the box stopped.
-void Box::record_stopped() {
+void LocalBox::record_stopped() {
   move_to_locked(BoxState::Stopped, "stop");
   record_.shim_pid = 0;
   record_.stopped_at_ms = wall_clock_ms();
@@ -82,11 +83,13 @@ void Box::record_stopped() {
   persist();
 }
 
-std::shared_ptr<Box> Box::attach(engine::ShimSpec spec) { return attach_to_shim(std::move(spec), /*shim_pid=*/0); }
+std::shared_ptr<LocalBox> LocalBox::attach(engine::ShimSpec spec) {
+  return attach_to_shim(std::move(spec), /*shim_pid=*/0);
+}
 
-std::shared_ptr<Box> Box::attach_to_shim(engine::ShimSpec spec, pid_t shim_pid) {
+std::shared_ptr<LocalBox> LocalBox::attach_to_shim(engine::ShimSpec spec, pid_t shim_pid) {
   std::string id = spec.box_id;
-  auto box = std::make_shared<Box>(std::move(spec), "", std::vector<std::string>{}, /*auto_remove=*/false);
+  auto box = std::make_shared<LocalBox>(std::move(spec), "", std::vector<std::string>{}, /*auto_remove=*/false);
   box->attached_ = true;
   try {
     box->client_ = core::ShimClient::connect(engine::shim_socket_path(box->dir()), id);
@@ -103,7 +106,7 @@ std::shared_ptr<Box> Box::attach_to_shim(engine::ShimSpec spec, pid_t shim_pid) 
   return box;
 }
 
-Box::~Box() {
+LocalBox::~LocalBox() {
   // A shim handed the box at its creation that it never started: stopped.
   core::take_handed_shim(spec_.box_dir);
   // Not ours to stop (another process's, or detached to outlive us), or gone.
@@ -126,13 +129,13 @@ Box::~Box() {
   }
 }
 
-BoxState Box::state() {
+BoxState LocalBox::state() {
   std::lock_guard lk(mu_);
   refresh_locked();
   return record_.state;
 }
 
-void Box::refresh_locked() {
+void LocalBox::refresh_locked() {
   if (record_.state != BoxState::Running || !client_ || !client_->closed()) return;
   // The shim writes exit.json and closes its clients just before it exits.
   if (shim_.valid()) {
@@ -146,7 +149,7 @@ void Box::refresh_locked() {
   record_stopped();
 }
 
-std::vector<OutputChunk> Box::main_log(size_t tail_lines) {
+std::vector<OutputChunk> LocalBox::main_log(size_t tail_lines) {
   std::vector<OutputChunk> out;
   for (auto& f : protocol::tail_lines(protocol::read_main_log(spec_.box_dir), tail_lines)) {
     out.push_back(OutputChunk{f.type == protocol::FrameType::Stdout ? StreamKind::Stdout : StreamKind::Stderr,
@@ -155,7 +158,7 @@ std::vector<OutputChunk> Box::main_log(size_t tail_lines) {
   return out;
 }
 
-void Box::logs(size_t tail_lines, bool follow, const std::function<void(const OutputChunk&)>& sink) {
+void LocalBox::logs(size_t tail_lines, bool follow, const std::function<void(const OutputChunk&)>& sink) {
   if (!follow || state() != BoxState::Running) {
     for (const auto& c : main_log(tail_lines)) sink(c);
     return;
@@ -182,7 +185,7 @@ void Box::logs(size_t tail_lines, bool follow, const std::function<void(const Ou
   }
 }
 
-std::optional<int> Box::main_exit_code() {
+std::optional<int> LocalBox::main_exit_code() {
   std::lock_guard lk(mu_);
   refresh_locked();
   if (record_.state != BoxState::Stopped) return std::nullopt;
@@ -211,7 +214,7 @@ std::string read_until_eof(int fd, double timeout_ms) {
 
 }  // namespace
 
-void Box::record_timings(const engine::BootStages& stages, double start_ms) {
+void LocalBox::record_timings(const engine::BootStages& stages, double start_ms) {
   nlohmann::json t = nlohmann::json::object();
   try {
     t = nlohmann::json::parse(record_.timings_json);
@@ -224,7 +227,7 @@ void Box::record_timings(const engine::BootStages& stages, double start_ms) {
   record_.timings_json = t.dump();
 }
 
-BoxMetrics Box::metrics() {
+BoxMetrics LocalBox::metrics() {
   BoxMetrics m;
   std::shared_ptr<core::ShimClient> client;
   nlohmann::json t = nlohmann::json::object();
@@ -268,24 +271,24 @@ BoxMetrics Box::metrics() {
   return m;
 }
 
-FileLock Box::lock_box() {
+FileLock LocalBox::lock_box() {
   // Serialises start/stop/remove of this box across processes (mu_ does it
   // within one). The kernel drops it if the holder dies. A shim handed the box
   // ahead of a start() that did not come holds it: it is stopped first.
   return core::lock_box_directory(spec_.box_dir);
 }
 
-bool Box::invalidated() {
+bool LocalBox::invalidated() {
   std::lock_guard lk(mu_);
   return invalidated_;
 }
 
-void Box::check_valid_locked() const {
+void LocalBox::check_valid_locked() const {
   if (invalidated_)
     throw Error(ErrorKind::Stopped, "Handle invalidated after stop(). Use runtime.get() to get a new handle.");
 }
 
-void Box::start() {
+void LocalBox::start() {
   trace("core: start");
   std::lock_guard lk(mu_);
   // Handed the box when it was created, under the lock held since: nobody else can
@@ -313,8 +316,9 @@ void Box::start() {
   // (A handed shim's create primed it already.)
   if (spec_.engine == EngineKind::Jail && !handed) engine::jail::prime_cgroup_attach();
   // The CLI's `run` started one already (core/shim_launch.hpp); else start it now.
-  std::optional<core::ShimLaunch> launch =
-      handed ? std::optional(handed->take_launch()) : core::take_prestarted_shim(record_.detach);
+  std::optional<core::ShimLaunch> launch = handed        ? std::optional(handed->take_launch())
+                                           : early_shim_ ? early_shim_->take(record_.detach)
+                                                         : std::nullopt;
   double spawn_started_ms = handed ? handed->handed_at_ms() : now_ms();
   if (!launch) launch.emplace(core::ShimLaunch::spawn(record_.detach));
   if (!handed) {
@@ -368,12 +372,12 @@ void Box::start() {
   launch->commit();
 }
 
-void Box::make_detached() {
+void LocalBox::make_detached() {
   std::lock_guard lk(mu_);
   if (record_.state != BoxState::Running) record_.detach = true;
 }
 
-Execution Box::exec(const ExecOptions& o) {
+Execution LocalBox::exec(const ExecOptions& o) {
   if (o.argv.empty() || o.argv[0].empty()) throw Error(ErrorKind::InvalidArgument, "exec: the command is empty");
   if (o.timeout_secs < 0) throw Error(ErrorKind::InvalidArgument, "exec: timeout must be >= 0 seconds (0 = none)");
   // As the box's working_dir (Runtime::create): a relative one would be taken from
@@ -416,7 +420,7 @@ Execution Box::exec(const ExecOptions& o) {
   }
 }
 
-std::optional<Execution> Box::finished_main_locked() {
+std::optional<Execution> LocalBox::finished_main_locked() {
   refresh_locked();
   if (record_.state != BoxState::Stopped || !record_.main_exit_code) return std::nullopt;
   return replay_main_locked(*record_.main_exit_code);
@@ -427,7 +431,7 @@ std::optional<Execution> Box::finished_main_locked() {
 // (~0.5 ms: its mounts' teardown) need not be waited for (refresh_locked does), nor
 // the box's row written as stopped; a destroy() then overlaps that exit with the
 // removal of the box's layers, as after a main command that ended while attached.
-std::optional<Execution> Box::main_from_exit_record_locked() {
+std::optional<Execution> LocalBox::main_from_exit_record_locked() {
   if (record_.state != BoxState::Running || !client_ || !client_->box_down()) return std::nullopt;
   auto exit = engine::read_exit_record(spec_.box_dir);
   if (!exit || !exit->main_exit_code) return std::nullopt;
@@ -435,7 +439,7 @@ std::optional<Execution> Box::main_from_exit_record_locked() {
 }
 
 // It already ran: hand back that run, read from its log.
-Execution Box::replay_main_locked(int exit_code) {
+Execution LocalBox::replay_main_locked(int exit_code) {
   auto stream = std::make_shared<core::ExecStream>();
   stream->started = true;
   for (auto& f : protocol::read_main_log(spec_.box_dir)) {
@@ -449,7 +453,7 @@ Execution Box::replay_main_locked(int exit_code) {
   return Execution(core::ShimClient::offline(id()), stream);
 }
 
-Execution Box::attach(bool with_stdin) {
+Execution LocalBox::attach(bool with_stdin) {
   {
     std::lock_guard lk(mu_);
     check_valid_locked();
@@ -477,7 +481,7 @@ Execution Box::attach(bool with_stdin) {
   }
 }
 
-std::shared_ptr<core::ShimClient> Box::running_client() {
+std::shared_ptr<core::ShimClient> LocalBox::running_client() {
   if (state() != BoxState::Running) start();
   std::lock_guard lk(mu_);
   if (!client_ && !unanswered_.empty()) {
@@ -487,7 +491,7 @@ std::shared_ptr<core::ShimClient> Box::running_client() {
   return client_;
 }
 
-Execution Box::exec_builtin(const std::string& name, const std::vector<std::string>& args, bool stdin_open) {
+Execution LocalBox::exec_builtin(const std::string& name, const std::vector<std::string>& args, bool stdin_open) {
   {
     std::lock_guard lk(mu_);
     check_valid_locked();
@@ -503,7 +507,7 @@ Execution Box::exec_builtin(const std::string& name, const std::vector<std::stri
   return Execution(client, stream);
 }
 
-BufferedResult Box::run(const ExecOptions& opts) {
+BufferedResult LocalBox::run(const ExecOptions& opts) {
   Execution e = exec(opts);
   BufferedResult r;
   while (auto chunk = e.next_output()) {
@@ -523,7 +527,7 @@ BufferedResult Box::run(const ExecOptions& opts) {
 
 // Another process started this box while we held a stale handle: use its shim
 // rather than booting a second one.
-bool Box::join_started_elsewhere_locked() {
+bool LocalBox::join_started_elsewhere_locked() {
   if (!store_) return false;
   auto fresh = store_->find(id());
   if (!fresh || fresh->id != id() || fresh->state != BoxState::Running || !process_alive(fresh->shim_pid)) return false;
@@ -537,7 +541,7 @@ bool Box::join_started_elsewhere_locked() {
   return true;
 }
 
-bool Box::adopt_unrecorded_shim_locked() {
+bool LocalBox::adopt_unrecorded_shim_locked() {
   pid_t pid = unix_listener_pid(engine::shim_socket_path(spec_.box_dir));
   if (pid <= 0) return false;
   try {
@@ -551,12 +555,12 @@ bool Box::adopt_unrecorded_shim_locked() {
   return true;
 }
 
-void Box::reach_current_shim_locked() {
+void LocalBox::reach_current_shim_locked() {
   if (shim_.valid() || client_ || !unanswered_.empty()) return;
   if (!join_started_elsewhere_locked()) adopt_unrecorded_shim_locked();
 }
 
-void Box::stop() {
+void LocalBox::stop() {
   std::lock_guard lk(mu_);
   FileLock box_lock = lock_box();
   invalidated_ = true;
@@ -564,14 +568,14 @@ void Box::stop() {
   stop_locked();
 }
 
-void Box::stop_own() {
+void LocalBox::stop_own() {
   std::lock_guard lk(mu_);
   FileLock box_lock = lock_box();
   invalidated_ = true;
   stop_locked();
 }
 
-void Box::stop(int timeout_ms) {
+void LocalBox::stop(int timeout_ms) {
   std::lock_guard lk(mu_);
   FileLock box_lock = lock_box();
   invalidated_ = true;
@@ -579,7 +583,7 @@ void Box::stop(int timeout_ms) {
   stop_locked(timeout_ms < 0 ? std::numeric_limits<int>::max() : timeout_ms);
 }
 
-void Box::stop_locked(int timeout_ms, bool record) {
+void LocalBox::stop_locked(int timeout_ms, bool record) {
   if (client_ && !client_->closed()) {  // a shim that hung up is stopping already
     try {
       client_->request_shutdown();
@@ -632,9 +636,9 @@ void remove_tree_quietly(const std::string& path) {
 }
 }  // namespace
 
-void Box::destroy() { destroy(/*reach_current_shim=*/true); }
+void LocalBox::destroy() { destroy(/*reach_current_shim=*/true); }
 
-void Box::destroy(bool reach_current_shim) {
+void LocalBox::destroy(bool reach_current_shim) {
   std::lock_guard lk(mu_);
   FileLock box_lock = lock_box();
   if (reach_current_shim) reach_current_shim_locked();
@@ -717,5 +721,12 @@ void Box::destroy(bool reach_current_shim) {
   if (store_ && !early) store_->remove(id(), /*durable=*/!auto_remove_);
   removed_ = true;
 }
+
+LocalBox& local(Box& b) {
+  if (auto* l = dynamic_cast<LocalBox*>(&b)) return *l;
+  throw Error(ErrorKind::InvalidArgument, "box " + b.id() + " is not a box of this runtime");
+}
+
+const LocalBox& local(const Box& b) { return local(const_cast<Box&>(b)); }
 
 }  // namespace boxlite

@@ -12,9 +12,9 @@
 #include <thread>
 
 #include "boxlite.pb.h"
+#include "boxlite/options.hpp"
 #include "common/error.hpp"
 #include "common/fd.hpp"
-#include "core/options.hpp"
 #include "protocol/frame.hpp"
 
 namespace boxlite::core {

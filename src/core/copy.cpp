@@ -1,4 +1,4 @@
-// Box::copy_in and Box::copy_out (core/copy.hpp): the host end of a copy. The box
+// LocalBox::copy_in and LocalBox::copy_out (core/copy.hpp): the host end of a copy. The box
 // end is the agent's "copy-in"/"copy-out" builtin (src/guest/copy.cpp); both ends
 // use image/copy_archive.hpp.
 #include <fcntl.h>
@@ -198,7 +198,7 @@ std::optional<Error> unpack_in_confined_child(Execution& e, const std::string& d
 
 }  // namespace
 
-void Box::copy_in(const std::string& host_path, const std::string& box_path, const CopyOptions& opts) {
+void LocalBox::copy_in(const std::string& host_path, const std::string& box_path, const CopyOptions& opts) {
   std::string src = host_path_of(host_path, "copy_in");
   std::string dst = box_path_of(box_path, "copy_in");
   std::string context = "box " + id() + ": copy_in " + host_path + " -> " + dst;
@@ -239,7 +239,7 @@ void Box::copy_in(const std::string& host_path, const std::string& box_path, con
   if (box_gone) throw Error(ErrorKind::Internal, context + ": the box stopped reading the copy but reported success");
 }
 
-void Box::copy_out(const std::string& box_path, const std::string& host_path, const CopyOptions& opts) {
+void LocalBox::copy_out(const std::string& box_path, const std::string& host_path, const CopyOptions& opts) {
   std::string src = box_path_of(box_path, "copy_out");
   std::string dst = host_path_of(host_path, "copy_out");
   std::string context = "box " + id() + ": copy_out " + src + " -> " + host_path;

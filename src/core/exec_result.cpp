@@ -1,6 +1,6 @@
 #include <cstdio>
 
-#include "core/options.hpp"
+#include "boxlite/options.hpp"
 
 namespace boxlite {
 namespace {

@@ -1,4 +1,4 @@
-#include "core/execution.hpp"
+#include "boxlite/execution.hpp"
 
 #include <signal.h>
 

@@ -45,7 +45,7 @@ uint64_t file_size(const std::string& path) {
 
 }  // namespace
 
-registry::PullResult Runtime::pull_into(const std::string& images_dir, const std::string& reference) const {
+registry::PullResult LocalRuntime::pull_into(const std::string& images_dir, const std::string& reference) const {
   registry::PullOptions o;
   o.registries = registries_;
   o.progress = pull_progress_;
@@ -53,7 +53,7 @@ registry::PullResult Runtime::pull_into(const std::string& images_dir, const std
   return registry::pull_in_helper(core::libexec_dir() + "/boxlite-pull", images_dir, reference, o);
 }
 
-image::LayoutRef Runtime::resolve_registry_image(const std::string& reference, std::string& normalized) {
+image::LayoutRef LocalRuntime::resolve_registry_image(const std::string& reference, std::string& normalized) {
   registry::ImageStore store(layout_.images());
   auto hit = registry::find_cached(store, reference, registries_);
   registry::PullResult r = hit ? *hit : pull_into(layout_.images(), reference);
@@ -61,18 +61,18 @@ image::LayoutRef Runtime::resolve_registry_image(const std::string& reference, s
   return {store.layout_dir(), r.reference};
 }
 
-registry::PullResult Runtime::pull_image(const std::string& reference) {
+registry::PullResult LocalRuntime::pull_image(const std::string& reference) {
   return pull_into(layout_.images(), reference);
 }
 
-std::vector<registry::StoredImage> Runtime::list_images() {
+std::vector<registry::StoredImage> LocalRuntime::list_images() {
   registry::ImageStore store(layout_.images());
   auto out = store.list();
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.created_ms > b.created_ms; });
   return out;
 }
 
-std::vector<std::string> Runtime::remove_image(const std::string& reference_or_id) {
+std::vector<std::string> LocalRuntime::remove_image(const std::string& reference_or_id) {
   registry::ImageStore store(layout_.images());
   auto images = store.list();
   std::vector<std::string> refs;
@@ -119,11 +119,11 @@ std::vector<std::string> Runtime::remove_image(const std::string& reference_or_i
   return refs;
 }
 
-uint64_t Runtime::prune_images(bool all) { return prune_store(all, nullptr); }
+uint64_t LocalRuntime::prune_images(bool all) { return prune_store(all, nullptr); }
 
 // `only`: restrict the derived caches removed to these digests' (hex) — what an
 // image removal just released; nullptr = every one no stored image names.
-uint64_t Runtime::prune_store(bool all, const std::set<std::string>* only) {
+uint64_t LocalRuntime::prune_store(bool all, const std::set<std::string>* only) {
   registry::ImageStore store(layout_.images());
   std::set<std::string> used_refs;
   std::set<std::string> used_paths;  // ext4 bases and jail layer dirs boxes run on
@@ -203,7 +203,7 @@ uint64_t Runtime::prune_store(bool all, const std::set<std::string>* only) {
 // The locks a layer build named `.tmp-<hex prefix>-<offset>-XXXXXX` is made under
 // (rootfs::ensure_overlay_layers): every layer-<hex>-<offset>.lock whose hex starts
 // so. None for a name of another shape: such a directory is left alone.
-std::optional<std::vector<std::string>> Runtime::layer_build_locks(const std::string& tmp_name) const {
+std::optional<std::vector<std::string>> LocalRuntime::layer_build_locks(const std::string& tmp_name) const {
   std::vector<std::string> parts = split(tmp_name.substr(5), '-');
   if (parts.size() != 3 || parts[0].empty() || !is_hex(parts[0]) || parts[1].empty() ||
       parts[1].find_first_not_of("0123456789") != std::string::npos) {
@@ -213,7 +213,7 @@ std::optional<std::vector<std::string>> Runtime::layer_build_locks(const std::st
 }
 
 // The lock files of this home whose names start and end so.
-std::vector<std::string> Runtime::locks_named(const std::string& prefix, const std::string& suffix) const {
+std::vector<std::string> LocalRuntime::locks_named(const std::string& prefix, const std::string& suffix) const {
   std::vector<std::string> out;
   for (const auto& l : dir_entries(layout_.locks())) {
     if (l.starts_with(prefix) && l.ends_with(suffix)) out.push_back(layout_.locks() + "/" + l);
@@ -224,7 +224,7 @@ std::vector<std::string> Runtime::locks_named(const std::string& prefix, const s
 // A build's scratch left by a builder that died (killed mid-unpack): removed once
 // none of the locks its builder would hold is held (a live build holds one while
 // its scratch exists). Returns what it freed.
-uint64_t Runtime::remove_abandoned_build(const std::string& path, const std::vector<std::string>& locks) {
+uint64_t LocalRuntime::remove_abandoned_build(const std::string& path, const std::vector<std::string>& locks) {
   std::vector<FileLock> held;
   for (const auto& l : locks) {
     FileLock lock = FileLock::try_acquire(l);

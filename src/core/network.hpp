@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "core/options.hpp"
+#include "boxlite/options.hpp"
 #include "net/config.hpp"
 #include "net/stats.hpp"
 

@@ -199,7 +199,7 @@ ProbeVerdict run_kvm_probe(const std::string& log_path) {
 
 }  // namespace
 
-std::string Runtime::make_box_id() { return new_box_id(); }
+std::string LocalRuntime::make_box_id() { return new_box_id(); }
 
 namespace {
 
@@ -273,7 +273,7 @@ void validate_box_options(const BoxOptions& o) {
   }
 }
 
-Runtime::Runtime(RuntimeOptions opts) {
+LocalRuntime::LocalRuntime(RuntimeOptions opts) {
   layout_.root = opts.home_dir.empty() ? core::default_home() : opts.home_dir;
   if (layout_.root.empty() || layout_.root[0] != '/') {
     throw Error(ErrorKind::InvalidArgument, "home directory must be an absolute path, got '" + layout_.root + "'");
@@ -288,6 +288,7 @@ Runtime::Runtime(RuntimeOptions opts) {
                                                " (a process holds " + layout_.locks() + "/runtime.lock)");
     }
   }
+  early_shim_ = std::make_shared<core::EarlyShimSlot>(opts.early_shim.take());
   for (const auto& r : opts.image_registries) registry::validate(r);
   registries_ = opts.image_registries;
   load_home_config(!registries_.empty());
@@ -307,9 +308,9 @@ Runtime::Runtime(RuntimeOptions opts) {
   });
 }
 
-Runtime::~Runtime() { join_store_opener(); }
+LocalRuntime::~LocalRuntime() { join_store_opener(); }
 
-void Runtime::join_store_opener() {
+void LocalRuntime::join_store_opener() {
   std::call_once(store_opener_joined_, [this] {
     if (!store_opener_.joinable()) return;
     store_opener_.join();
@@ -322,31 +323,23 @@ void Runtime::join_store_opener() {
   });
 }
 
-void Runtime::open_store() {
+void LocalRuntime::open_store() {
   store_ = std::make_shared<store::Store>(layout_.root + "/db/boxlite.db");
   trace("core: store open");
   sweep_half_made_boxes();
 }
 
-const std::shared_ptr<store::Store>& Runtime::store() {
+const std::shared_ptr<store::Store>& LocalRuntime::store() {
   join_store_opener();
   if (store_error_) std::rethrow_exception(store_error_);
   return store_;
-}
-
-std::shared_ptr<Runtime> Runtime::default_runtime() {
-  static std::mutex mu;
-  static std::shared_ptr<Runtime> instance;
-  std::lock_guard lk(mu);
-  if (!instance) instance = std::make_shared<Runtime>(RuntimeOptions{.home_dir = "", .exclusive = true});
-  return instance;
 }
 
 // A create killed between making the box directory and recording the box leaves a
 // directory nobody knows. A create spends milliseconds in that window, so one
 // older than a minute with no record is debris.
 // On the store's opener: store_, not store().
-void Runtime::sweep_half_made_boxes() {
+void LocalRuntime::sweep_half_made_boxes() {
   std::set<std::string> known;
   for (const auto& r : store_->list()) {
     known.insert(r.id);
@@ -391,7 +384,7 @@ void Runtime::sweep_half_made_boxes() {
 // was committed (core/record_copy.hpp). It is recorded again, stopped; under another
 // box's name now, it loses its name. A copy that cannot be read leaves the directory
 // alone: it is never swept.
-void Runtime::record_again(const std::string& box_dir) {
+void LocalRuntime::record_again(const std::string& box_dir) {
   store::BoxRecord r;
   try {
     r = core::read_record_copy(box_dir);
@@ -423,7 +416,7 @@ void Runtime::record_again(const std::string& box_dir) {
 // <home>/config.json: {"engine": "vm"|"jail", "accel": "auto"|"kvm"|"tcg",
 // "image_registries": [...]}. An
 // option beats the environment, which beats this file.
-void Runtime::load_home_config(bool registries_from_options) {
+void LocalRuntime::load_home_config(bool registries_from_options) {
   std::string path = layout_.root + "/config.json";
   if (!path_exists(path)) return;
   try {
@@ -456,16 +449,16 @@ void Runtime::load_home_config(bool registries_from_options) {
   }
 }
 
-EngineKind Runtime::default_engine() const {
+EngineKind LocalRuntime::default_engine() const {
   if (const char* env = std::getenv("BOXLITE_ENGINE"); env && *env) return parse_engine_kind(env, "BOXLITE_ENGINE");
   return config_engine_.value_or(kDefaultEngine);
 }
 
-std::string Runtime::default_accel() const {
+std::string LocalRuntime::default_accel() const {
   return env_or("BOXLITE_ACCEL", config_accel_.empty() ? "auto" : config_accel_);
 }
 
-HostInfo Runtime::host_info() {
+HostInfo LocalRuntime::host_info() {
   HostInfo h;
   h.version = BOXLITE_VERSION_STRING;
   h.home = layout_.root;
@@ -501,7 +494,7 @@ HostInfo Runtime::host_info() {
   return h;
 }
 
-void Runtime::warn(const std::string& msg) const {
+void LocalRuntime::warn(const std::string& msg) const {
   if (deferred_warnings) {
     deferred_warnings->push_back(msg);
   } else if (warn_) {
@@ -511,7 +504,7 @@ void Runtime::warn(const std::string& msg) const {
   }
 }
 
-std::string Runtime::resolve_accel(const std::string& requested) {
+std::string LocalRuntime::resolve_accel(const std::string& requested) {
   std::string want = requested.empty() ? default_accel() : requested;
   if (want == "tcg") return "tcg";
   // The probe runs in a child with a deadline (a broken KVM can hang KVM_RUN) and
@@ -531,14 +524,14 @@ std::string Runtime::resolve_accel(const std::string& requested) {
   return "tcg";
 }
 
-void Runtime::prepare_vm(engine::ShimSpec& spec, const BoxOptions& opts, const image::LocalImage& img) {
+void LocalRuntime::prepare_vm(engine::ShimSpec& spec, const BoxOptions& opts, const image::LocalImage& img) {
   prepare_vm_machine(spec, opts);
   spec.disk_base = rootfs::ensure_base_ext4(layout_.root, img);
 }
 
 // What a vm box needs from this machine (QEMU, kernel, initramfs, accelerator),
 // apart from its disk: also what an imported box gets.
-void Runtime::prepare_vm_machine(engine::ShimSpec& spec, const BoxOptions& opts) {
+void LocalRuntime::prepare_vm_machine(engine::ShimSpec& spec, const BoxOptions& opts) {
   spec.qemu = which("qemu-system-x86_64");
   if (spec.qemu.empty()) {
     throw Error(ErrorKind::Engine,
@@ -555,7 +548,7 @@ void Runtime::prepare_vm_machine(engine::ShimSpec& spec, const BoxOptions& opts)
   spec.accel = resolve_accel(opts.accel);
 }
 
-void Runtime::prepare_jail(engine::ShimSpec& spec, const image::LocalImage& img) {
+void LocalRuntime::prepare_jail(engine::ShimSpec& spec, const image::LocalImage& img) {
   if (::geteuid() != 0) {
     throw Error(ErrorKind::UnsupportedEngine,
                 "the jail engine needs root on this host (user namespaces with a mapped uid range and overlayfs); "
@@ -598,22 +591,23 @@ uint64_t disk_size_bytes(const BoxOptions& opts, const std::string& base) {
 
 }  // namespace
 
-std::shared_ptr<Box> Runtime::track(std::shared_ptr<Box> box) {
+std::shared_ptr<LocalBox> LocalRuntime::track(std::shared_ptr<LocalBox> box) {
   std::lock_guard lk(boxes_mu_);
   handed_out_.erase(std::remove_if(handed_out_.begin(), handed_out_.end(), [](const auto& w) { return w.expired(); }),
                     handed_out_.end());
   handed_out_.push_back(box);
   box->set_counters(counters_);
+  box->set_early_shim(early_shim_);
   return box;
 }
 
-void Runtime::shutdown(std::optional<double> timeout_secs) {
+void LocalRuntime::shutdown(std::optional<double> timeout_secs) {
   double secs = timeout_secs.value_or(10);
   if (secs < 0 && secs != -1)
     throw Error(ErrorKind::InvalidArgument, "shutdown timeout must be >= 0 seconds, or -1 to wait indefinitely");
   shut_down_ = true;
   int timeout_ms = secs < 0 ? -1 : static_cast<int>(secs * 1000);
-  std::vector<std::shared_ptr<Box>> boxes;
+  std::vector<std::shared_ptr<LocalBox>> boxes;
   {
     std::lock_guard lk(boxes_mu_);
     for (auto& w : handed_out_) {
@@ -633,7 +627,7 @@ void Runtime::shutdown(std::optional<double> timeout_secs) {
   for (auto& t : stoppers) t.join();
 }
 
-RuntimeMetrics Runtime::metrics() {
+RuntimeMetrics LocalRuntime::metrics() {
   RuntimeMetrics m;
   for (const auto& info : list_info()) m.num_running_boxes += info.status == BoxState::Running;
   m.boxes_created_total = counters_->boxes_created;
@@ -643,15 +637,16 @@ RuntimeMetrics Runtime::metrics() {
   return m;
 }
 
-std::shared_ptr<Box> Runtime::create(const BoxOptions& opts, const std::string& name) {
+std::shared_ptr<LocalBox> LocalRuntime::create(const BoxOptions& opts, const std::string& name) {
   return create_counted(opts, name, /*start_now=*/false);
 }
 
-std::shared_ptr<Box> Runtime::create_to_start(const BoxOptions& opts, const std::string& name) {
+std::shared_ptr<LocalBox> LocalRuntime::create_to_start(const BoxOptions& opts, const std::string& name) {
   return create_counted(opts, name, /*start_now=*/true);
 }
 
-std::shared_ptr<Box> Runtime::create_counted(const BoxOptions& opts, const std::string& name, bool start_now) {
+std::shared_ptr<LocalBox> LocalRuntime::create_counted(const BoxOptions& opts, const std::string& name,
+                                                       bool start_now) {
   if (shut_down_) throw Error(ErrorKind::Stopped, "Cannot create box: runtime has been shut down");
   try {
     auto box = create_box(opts, name, start_now);
@@ -664,7 +659,7 @@ std::shared_ptr<Box> Runtime::create_counted(const BoxOptions& opts, const std::
   }
 }
 
-std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::string& name, bool start_now) {
+std::shared_ptr<LocalBox> LocalRuntime::create_box(const BoxOptions& opts, const std::string& name, bool start_now) {
   validate_box_options(opts);
   validate_name(name);
   if (!name.empty() && store()->find_exact(name))
@@ -764,7 +759,7 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   // name taken meanwhile (a race with another creator) fails the insert, and by then
   // the box's main command must not have run. A shim stopped mid-boot (the box not
   // recorded, or never started) leaves its cgroups: they go after it.
-  std::optional<core::ShimLaunch> early = start_now ? core::take_prestarted_shim(opts.detach) : std::nullopt;
+  std::optional<core::ShimLaunch> early = start_now ? early_shim_->take(opts.detach) : std::nullopt;
   FileLock early_lock = early ? FileLock::acquire_directory(spec.box_dir) : FileLock();
   auto after_stop = [id = spec.box_id, jail = engine == EngineKind::Jail] {
     if (jail) engine::jail::remove_cgroups(id);
@@ -798,7 +793,7 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   drop_handed.committed = true;
   if (early) core::hand_and_keep(spec.box_dir, std::move(*early), std::move(early_lock), after_stop);
   guard.committed = true;
-  return track(std::make_shared<Box>(spec, rec, argv, store()));
+  return track(std::make_shared<LocalBox>(spec, rec, argv, store()));
 }
 
 // A box's directory is made before its row and, but for a jail box's destroy (which
@@ -808,7 +803,7 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
 // by a destroy that has yet to forget it, or before a host crash lost the unsynced
 // removal of its row. A directory whose row went first is swept as half-made once a
 // minute old (sweep_half_made_boxes).
-bool Runtime::forget_if_removed(const store::BoxRecord& r) {
+bool LocalRuntime::forget_if_removed(const store::BoxRecord& r) {
   struct stat st;
   if (!r.auto_remove || ::lstat(layout_.box_dir(r.id).c_str(), &st) == 0 || errno != ENOENT) return false;
   try {
@@ -819,7 +814,7 @@ bool Runtime::forget_if_removed(const store::BoxRecord& r) {
   return true;
 }
 
-bool Runtime::reconcile(store::BoxRecord& r) {
+bool LocalRuntime::reconcile(store::BoxRecord& r) {
   if (forget_if_removed(r)) return false;
   std::string dir = layout_.box_dir(r.id);
   if (r.state != BoxState::Running) return true;
@@ -843,7 +838,7 @@ bool Runtime::reconcile(store::BoxRecord& r) {
   return true;
 }
 
-std::shared_ptr<Box> Runtime::box_from_record(const store::BoxRecord& r) {
+std::shared_ptr<LocalBox> LocalRuntime::box_from_record(const store::BoxRecord& r) {
   std::string dir = layout_.box_dir(r.id);
   engine::ShimSpec spec;
   try {
@@ -860,11 +855,12 @@ std::shared_ptr<Box> Runtime::box_from_record(const store::BoxRecord& r) {
   } catch (const std::exception&) {
     argv = {"sh"};
   }
-  if (r.state == BoxState::Running) return track(Box::attach(std::move(spec), r, store()));
-  return track(std::make_shared<Box>(std::move(spec), r, argv, store()));
+  if (r.state == BoxState::Running) return track(LocalBox::attach(std::move(spec), r, store()));
+  return track(std::make_shared<LocalBox>(std::move(spec), r, argv, store()));
 }
 
-std::pair<std::shared_ptr<Box>, bool> Runtime::get_or_create(const BoxOptions& opts, const std::string& name) {
+std::pair<std::shared_ptr<LocalBox>, bool> LocalRuntime::get_or_create(const BoxOptions& opts,
+                                                                       const std::string& name) {
   if (name.empty()) throw Error(ErrorKind::InvalidArgument, "get_or_create needs a name");
   // By that name exactly: never another box whose ID happens to start with it.
   if (auto box = box_of(store()->find_exact(name))) return {box, false};
@@ -877,9 +873,9 @@ std::pair<std::shared_ptr<Box>, bool> Runtime::get_or_create(const BoxOptions& o
   }
 }
 
-std::shared_ptr<Box> Runtime::get(const std::string& id_or_name) { return box_of(store()->find(id_or_name)); }
+std::shared_ptr<LocalBox> LocalRuntime::get(const std::string& id_or_name) { return box_of(store()->find(id_or_name)); }
 
-std::shared_ptr<Box> Runtime::box_of(std::optional<store::BoxRecord> r) {
+std::shared_ptr<LocalBox> LocalRuntime::box_of(std::optional<store::BoxRecord> r) {
   if (!r || !reconcile(*r)) return nullptr;
   try {
     return box_from_record(*r);
@@ -915,7 +911,7 @@ static BoxInfo info_of(const store::BoxRecord& r) {
   return i;
 }
 
-Error Runtime::no_such_box(const std::string& id_or_name) {
+Error LocalRuntime::no_such_box(const std::string& id_or_name) {
   int matches = 0;
   for (const auto& r : store()->list()) matches += r.id.starts_with(id_or_name) ? 1 : 0;
   if (!id_or_name.empty() && matches > 1) {
@@ -926,13 +922,13 @@ Error Runtime::no_such_box(const std::string& id_or_name) {
   return Error(ErrorKind::NotFound, "No such box: " + id_or_name);
 }
 
-BoxInfo Runtime::get_info(const std::string& id_or_name) {
+BoxInfo LocalRuntime::get_info(const std::string& id_or_name) {
   auto r = store()->find(id_or_name);
   if (!r || !reconcile(*r)) throw no_such_box(id_or_name);
   return info_of(*r);
 }
 
-std::vector<BoxInfo> Runtime::list_info() {
+std::vector<BoxInfo> LocalRuntime::list_info() {
   std::vector<BoxInfo> out;
   for (auto& r : store()->list()) {
     if (reconcile(r)) out.push_back(info_of(r));
@@ -940,7 +936,7 @@ std::vector<BoxInfo> Runtime::list_info() {
   return out;
 }
 
-void Runtime::remove(const std::string& id_or_name, bool force) {
+void LocalRuntime::remove(const std::string& id_or_name, bool force) {
   auto r = store()->find(id_or_name);
   if (!r || !reconcile(*r)) throw no_such_box(id_or_name);
   if (r->state == BoxState::Running && !force) {
@@ -963,7 +959,7 @@ void Runtime::remove(const std::string& id_or_name, bool force) {
   store()->remove(r->id, /*durable=*/!r->auto_remove);
 }
 
-std::shared_ptr<Box> Runtime::attach(const std::string& id) {
+std::shared_ptr<LocalBox> LocalRuntime::attach(const std::string& id) {
   if (auto r = store()->find(id); r && reconcile(*r)) {
     if (r->state != BoxState::Running) throw Error(ErrorKind::Stopped, "box " + r->id + " is not running");
     return box_from_record(*r);

@@ -1,4 +1,6 @@
-// The runtime: owns a home directory and creates, finds and removes boxes.
+// LocalRuntime: the runtime of a home on this host, behind the public Runtime
+// (boxlite/runtime.hpp documents what each call does). It owns the home directory,
+// its store and image store, and creates, finds and removes boxes (LocalBox).
 #pragma once
 
 #include <atomic>
@@ -14,10 +16,11 @@
 #include <utility>
 #include <vector>
 
+#include "boxlite/options.hpp"
+#include "boxlite/runtime.hpp"
 #include "common/error.hpp"
 #include "common/file_lock.hpp"
 #include "core/box.hpp"
-#include "core/options.hpp"
 #include "core/paths.hpp"
 #include "engine/spec.hpp"
 #include "image/oci_layout.hpp"
@@ -26,67 +29,36 @@
 
 namespace boxlite {
 
-// What this host can run, and why not where it cannot (`boxlite info`).
-struct EngineStatus {
-  std::string name;
-  bool usable = false;
-  std::string reason;  // why not usable, or a note
-};
-struct HostInfo {
-  std::string version, home;
-  EngineKind default_engine = kDefaultEngine;
-  std::vector<EngineStatus> engines;       // vm, jail
-  std::vector<EngineStatus> accelerators;  // kvm, tcg
-};
-
-// What list_info()/get_info() report, never booting a box.
-struct BoxInfo {
-  std::string id, name, image;
-  EngineKind engine = kDefaultEngine;
-  BoxState status = BoxState::Configured;
-  std::string stop_reason;  // why it last stopped
-  int64_t created_at_ms = 0, started_at_ms = 0, stopped_at_ms = 0;
-  int shim_pid = 0;
-  int cpus = 1, memory_mib = 1024;
-  bool auto_remove = true, detach = false;
-};
-
-class Runtime {
+class LocalRuntime {
  public:
-  explicit Runtime(RuntimeOptions opts = {});
-  ~Runtime();
-  Runtime(const Runtime&) = delete;
-  Runtime& operator=(const Runtime&) = delete;
-  // The process-wide runtime of $BOXLITE_HOME (~/.boxlite), made on first use. It
-  // holds the home's lock until the process exits: a second process's default
-  // runtime on that home gets InvalidState "Another BoxliteRuntime is already
-  // using directory <home>". Runtimes made with RuntimeOptions take no lock and
-  // are what several processes sharing a home use.
-  static std::shared_ptr<Runtime> default_runtime();
+  explicit LocalRuntime(RuntimeOptions opts = {});
+  ~LocalRuntime();
+  LocalRuntime(const LocalRuntime&) = delete;
+  LocalRuntime& operator=(const LocalRuntime&) = delete;
   const std::string& home() const { return layout_.root; }
 
   // Prepares a box (image, root disk, engine settings) without booting it.
-  std::shared_ptr<Box> create(const BoxOptions& opts, const std::string& name = "");
-  // As create(), for a caller that starts the box at once (the CLI's `run`): a shim
-  // this process prestarted (core::prestart_shim) is handed the box as soon as its
-  // spec is written, under the box's lock, so that the shim's mounts and clone
+  std::shared_ptr<LocalBox> create(const BoxOptions& opts, const std::string& name = "");
+  // As create(), for a caller that starts the box at once (the CLI's `run`): the
+  // runtime's early shim (RuntimeOptions::early_shim) is handed the box as soon as
+  // its spec is written, under the box's lock, so that the shim's mounts and clone
   // overlap the box's record and the start's checks (~0.3 ms); the box's start()
   // then takes it. A box dropped unstarted has that shim stopped.
-  std::shared_ptr<Box> create_to_start(const BoxOptions& opts, const std::string& name = "");
+  std::shared_ptr<LocalBox> create_to_start(const BoxOptions& opts, const std::string& name = "");
 
   // A running box of this home (by id, name or unique id prefix) that another
   // process (or this one) created: connects to its shim.sock. The Box does not own
   // it (see Box::attach). Throws NotFound "No such box: <id>" when the home has no
   // such box, Stopped when it exists but is not running.
-  std::shared_ptr<Box> attach(const std::string& id);
+  std::shared_ptr<LocalBox> attach(const std::string& id);
 
   // The box named `name` if there is one (created=false), else a new one
   // (created=true). Safe against another process creating the same name meanwhile.
-  std::pair<std::shared_ptr<Box>, bool> get_or_create(const BoxOptions& opts, const std::string& name);
+  std::pair<std::shared_ptr<LocalBox>, bool> get_or_create(const BoxOptions& opts, const std::string& name);
 
   // A box by id, name or unique id prefix: nullptr when there is none. A running
   // box is reached through its shim; a created or stopped one can be started.
-  std::shared_ptr<Box> get(const std::string& id_or_name);
+  std::shared_ptr<LocalBox> get(const std::string& id_or_name);
   // NotFound "No such box", or InvalidArgument when `id_or_name` is a prefix of
   // several boxes' IDs (the store finds none for it): for callers that found none.
   Error no_such_box(const std::string& id_or_name);
@@ -112,12 +84,12 @@ class Runtime {
   // flattened, or the jail's upper layer) and returns its path. import_box: a new
   // box from one, of the engine it was exported from. `detach`: the new box, once
   // started, outlives the process that started it (BoxOptions::detach; the CLI's).
-  std::shared_ptr<Box> clone_box(Box& source, const std::string& name = "", bool detach = false);
+  std::shared_ptr<LocalBox> clone_box(LocalBox& source, const std::string& name = "", bool detach = false);
   // What Runtime::remove checks before removing box `id` through a handle the
   // caller holds (the C API): clone dependencies (force: released first).
   void prepare_remove(const std::string& id, bool force) { release_clones(id, force); }
-  std::string export_box(Box& box, const std::string& dest_dir);
-  std::shared_ptr<Box> import_box(const std::string& path, const std::string& name = "", bool detach = false);
+  std::string export_box(LocalBox& box, const std::string& dest_dir);
+  std::shared_ptr<LocalBox> import_box(const std::string& path, const std::string& name = "", bool detach = false);
 
   HostInfo host_info();
   RuntimeMetrics metrics();
@@ -125,8 +97,8 @@ class Runtime {
   // Images (images.cpp). pull_image always asks the registry (tags move) and
   // downloads only the blobs the home's store lacks; create() of a registry
   // reference uses the cached image when there is one, else pulls it the same way.
-  registry::PullResult pull_image(const std::string& reference);
-  std::vector<registry::StoredImage> list_images();
+  PullResult pull_image(const std::string& reference);
+  std::vector<ImageInfo> list_images();
   // By reference (as given to pull/create, or normalized) or by id (a manifest
   // digest or a unique prefix of its hex, at least 4 digits). An image a box uses
   // is never removed: InvalidState naming the box. NotFound for no such image.
@@ -157,13 +129,13 @@ class Runtime {
   // Refuses (InvalidState) removing a box other boxes are clones of, unless
   // force: then each clone is made independent first (storage.cpp).
   void release_clones(const std::string& id, bool force);
-  std::shared_ptr<Box> clone_jail(Box& source, const std::string& name, bool detach);
-  engine::ShimSpec clone_spec(const Box& source);
-  std::string export_jail(Box& box, const std::string& dest_dir);
-  std::string write_export(Box& box, const std::string& dest, const std::string& data_name,
+  std::shared_ptr<LocalBox> clone_jail(LocalBox& source, const std::string& name, bool detach);
+  engine::ShimSpec clone_spec(const LocalBox& source);
+  std::string export_jail(LocalBox& box, const std::string& dest_dir);
+  std::string write_export(LocalBox& box, const std::string& dest, const std::string& data_name,
                            const std::string& data_file);
-  std::shared_ptr<Box> import_jail(engine::ShimSpec spec, const nlohmann::json& manifest, const std::string& name,
-                                   const std::string& upper_tar, bool detach);
+  std::shared_ptr<LocalBox> import_jail(engine::ShimSpec spec, const nlohmann::json& manifest, const std::string& name,
+                                        const std::string& upper_tar, bool detach);
   void warn(const std::string& msg) const;
 
   void load_home_config(bool registries_from_options);
@@ -179,7 +151,7 @@ class Runtime {
   bool reconcile(store::BoxRecord& r);
   // The row of an auto_remove box whose directory is gone: forgotten (true).
   bool forget_if_removed(const store::BoxRecord& r);
-  std::shared_ptr<Box> box_from_record(const store::BoxRecord& r);
+  std::shared_ptr<LocalBox> box_from_record(const store::BoxRecord& r);
 
   core::HomeLayout layout_;
   FileLock home_lock_;
@@ -194,13 +166,14 @@ class Runtime {
   std::exception_ptr store_error_;
   std::vector<std::string> opener_warnings_;  // the opener's, given once it is joined
   std::mutex boxes_mu_;
-  std::vector<std::weak_ptr<Box>> handed_out_;
+  std::vector<std::weak_ptr<LocalBox>> handed_out_;
   std::atomic<bool> shut_down_{false};
-  std::shared_ptr<Box> track(std::shared_ptr<Box> box);
-  std::shared_ptr<Box> create_counted(const BoxOptions& opts, const std::string& name, bool start_now);
-  std::shared_ptr<Box> create_box(const BoxOptions& opts, const std::string& name, bool start_now);
+  std::shared_ptr<LocalBox> track(std::shared_ptr<LocalBox> box);
+  std::shared_ptr<LocalBox> create_counted(const BoxOptions& opts, const std::string& name, bool start_now);
+  std::shared_ptr<LocalBox> create_box(const BoxOptions& opts, const std::string& name, bool start_now);
   std::shared_ptr<core::RuntimeCounters> counters_ = std::make_shared<core::RuntimeCounters>();
-  std::optional<EngineKind> config_engine_;  // from <home>/config.json
+  std::shared_ptr<core::EarlyShimSlot> early_shim_;  // RuntimeOptions::early_shim
+  std::optional<EngineKind> config_engine_;          // from <home>/config.json
   std::string config_accel_;
   std::vector<ImageRegistry> registries_;  // options, else <home>/config.json
   std::function<void(const std::string&, const std::vector<registry::LayerProgress>&)> pull_on_manifest_;
@@ -211,7 +184,7 @@ class Runtime {
   std::optional<std::vector<std::string>> layer_build_locks(const std::string& tmp_name) const;
   std::vector<std::string> locks_named(const std::string& prefix, const std::string& suffix) const;
   // The box of a record found in the store (reconciled with its shim), or null.
-  std::shared_ptr<Box> box_of(std::optional<store::BoxRecord> r);
+  std::shared_ptr<LocalBox> box_of(std::optional<store::BoxRecord> r);
   uint64_t remove_abandoned_build(const std::string& path, const std::vector<std::string>& locks);
   // A registry reference -> the store's layout ref, pulling when not cached.
   image::LayoutRef resolve_registry_image(const std::string& reference, std::string& normalized);

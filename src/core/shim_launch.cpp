@@ -102,36 +102,17 @@ void ShimLaunch::hand_box_dir(const std::string& box_dir) {
   box_dir_.reset();
 }
 
-namespace {
-
-std::mutex prestarted_mu;
-// Destroyed at exit, which ends and reaps a shim nobody took.
-std::optional<ShimLaunch> prestarted;
-
-}  // namespace
-
-void prestart_shim(bool detached) {
-  ShimLaunch l = ShimLaunch::spawn(detached);
-  std::lock_guard lk(prestarted_mu);
-  prestarted = std::move(l);
-}
-
 bool is_shim_of(pid_t pid, const std::string& box_dir) {
   if (pid <= 0 || !process_alive(pid)) return false;
   auto cmdline = read_file_if_present("/proc/" + std::to_string(pid) + "/cmdline");
   return cmdline && cmdline->find(box_dir) != std::string::npos;
 }
 
-bool has_prestarted_shim(bool detached) {
-  std::lock_guard lk(prestarted_mu);
-  return prestarted && prestarted->detached() == detached;
-}
-
-std::optional<ShimLaunch> take_prestarted_shim(bool detached) {
-  std::lock_guard lk(prestarted_mu);
-  if (!prestarted || prestarted->detached() != detached) return std::nullopt;
-  std::optional<ShimLaunch> l = std::move(prestarted);
-  prestarted.reset();
+std::optional<ShimLaunch> EarlyShimSlot::take(bool detached) {
+  std::lock_guard lk(mu_);
+  if (!launch_ || launch_->detached() != detached) return std::nullopt;
+  std::optional<ShimLaunch> l(std::move(*launch_));
+  launch_.reset();
   return l;
 }
 
@@ -200,3 +181,13 @@ FileLock lock_box_directory(const std::string& box_dir) {
 }
 
 }  // namespace boxlite::core
+
+namespace boxlite {
+
+EarlyShim EarlyShim::start(bool detached) {
+  EarlyShim e;
+  e.launch_ = std::make_shared<core::ShimLaunch>(core::ShimLaunch::spawn(detached));
+  return e;
+}
+
+}  // namespace boxlite

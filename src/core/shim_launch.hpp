@@ -7,9 +7,12 @@
 
 #include <functional>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
+#include "boxlite/options.hpp"
 #include "common/fd.hpp"
 #include "common/file_lock.hpp"
 #include "common/process.hpp"
@@ -57,15 +60,18 @@ class ShimLaunch {
   bool detached_ = false;
 };
 
-// Starts a shim now for this process's next box start (Box::start takes it when it
-// wants the same kind, detached or not). For one-shot callers such as the CLI's
-// `run`; one that is never used ends when the process exits. The shim is always
-// exec'd, never a fork of the caller (docs/decisions.md, "The CLI starts the shim
-// early").
-void prestart_shim(bool detached);
-// The prestarted shim, if there is one of that kind.
-std::optional<ShimLaunch> take_prestarted_shim(bool detached);
-bool has_prestarted_shim(bool detached);
+// A runtime's early shim (boxlite::EarlyShim, RuntimeOptions::early_shim), taken
+// by its next box start of the same kind. The runtime shares it with its boxes.
+class EarlyShimSlot {
+ public:
+  explicit EarlyShimSlot(std::shared_ptr<ShimLaunch> launch) : launch_(std::move(launch)) {}
+  // The shim, if the slot holds one of that kind (detached or not).
+  std::optional<ShimLaunch> take(bool detached);
+
+ private:
+  std::mutex mu_;
+  std::shared_ptr<ShimLaunch> launch_;
+};
 
 // The process is alive and is the shim of that box directory, which a shim names in
 // its command line once handed its box: not a pid recycled since.

@@ -10,13 +10,13 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "boxlite/execution.hpp"
 #include "common/error.hpp"
 #include "common/file_lock.hpp"
 #include "common/io.hpp"
 #include "common/process.hpp"
 #include "core/box.hpp"
 #include "core/client.hpp"
-#include "core/execution.hpp"
 #include "engine/jail/jail.hpp"
 #include "engine/spec.hpp"
 #include "engine/vm/qmp.hpp"
@@ -241,10 +241,10 @@ std::vector<std::string> dir_entries(const std::string& path) {
   return out;
 }
 
-std::string snapshots_dir(const Box& b) { return b.dir() + "/snapshots"; }
-std::string index_path(const Box& b) { return snapshots_dir(b) + "/index.json"; }
+std::string snapshots_dir(const LocalBox& b) { return b.dir() + "/snapshots"; }
+std::string index_path(const LocalBox& b) { return snapshots_dir(b) + "/index.json"; }
 
-nlohmann::json load_index(const Box& b) {
+nlohmann::json load_index(const LocalBox& b) {
   if (!path_exists(index_path(b))) return nlohmann::json::array();
   try {
     return nlohmann::json::parse(read_file(index_path(b)));
@@ -255,7 +255,7 @@ nlohmann::json load_index(const Box& b) {
 
 uint64_t tree_bytes(const std::string& root);
 
-SnapshotInfo info_of(const Box& b, const nlohmann::json& j) {
+SnapshotInfo info_of(const LocalBox& b, const nlohmann::json& j) {
   SnapshotInfo s;
   s.id = j.at("id");
   s.box_id = b.id();
@@ -280,13 +280,13 @@ void validate_snapshot_name(const std::string& name) {
 }
 
 // The lock that keeps a start (in any process) out while the disk changes.
-FileLock lock_box_dir(Box& b) { return core::lock_box_directory(b.dir()); }
+FileLock lock_box_dir(LocalBox& b) { return core::lock_box_directory(b.dir()); }
 
-bool is_jail(const Box& b) { return b.spec().engine == EngineKind::Jail; }
+bool is_jail(const LocalBox& b) { return b.spec().engine == EngineKind::Jail; }
 
 // A jail's snapshot is a copy of its overlay's upper directory (O(data), unlike
 // the vm's O(1) chain): <box>/snapshots/<id>.upper.
-std::string jail_snapshot(const Box& b, const std::string& id) { return snapshots_dir(b) + "/" + id + ".upper"; }
+std::string jail_snapshot(const LocalBox& b, const std::string& id) { return snapshots_dir(b) + "/" + id + ".upper"; }
 
 uint64_t tree_bytes(const std::string& root) {
   uint64_t total = 0;
@@ -303,22 +303,22 @@ uint64_t tree_bytes(const std::string& root) {
 
 SnapshotInfo SnapshotHandle::create(const std::string& name) {
   validate_snapshot_name(name);
-  FileLock lock = lock_box_dir(box_);
-  auto index = load_index(box_);
+  FileLock lock = lock_box_dir(local(box_));
+  auto index = load_index(local(box_));
   for (const auto& s : index) {
     if (s.at("name") == name)
-      throw Error(ErrorKind::AlreadyExists, "snapshot '" + name + "' already exists on box " + box_.id());
+      throw Error(ErrorKind::AlreadyExists, "snapshot '" + name + "' already exists on box " + local(box_).id());
   }
-  make_dirs(snapshots_dir(box_), 0700);
+  make_dirs(snapshots_dir(local(box_)), 0700);
   std::string id = random_hex(8);
   uint64_t vsize = 0;
-  if (is_jail(box_)) {
-    copy_jail_upper(box_, jail_snapshot(box_, id));
-    vsize = tree_bytes(jail_snapshot(box_, id));
+  if (is_jail(local(box_))) {
+    copy_jail_upper(local(box_), jail_snapshot(local(box_), id));
+    vsize = tree_bytes(jail_snapshot(local(box_), id));
   } else {
-    std::string frozen = snapshots_dir(box_) + "/" + id + ".qcow2";
-    vsize = disk::virtual_size(box_.dir() + "/disk.qcow2");
-    freeze_box_disk(box_, frozen);
+    std::string frozen = snapshots_dir(local(box_)) + "/" + id + ".qcow2";
+    vsize = disk::virtual_size(local(box_).dir() + "/disk.qcow2");
+    freeze_box_disk(local(box_), frozen);
   }
   nlohmann::json rec = {
       {"id", id},
@@ -327,13 +327,13 @@ SnapshotInfo SnapshotHandle::create(const std::string& name) {
        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()},
       {"container_disk_bytes", vsize}};
   index.push_back(rec);
-  write_file_atomic(index_path(box_), index.dump(2), 0600);
-  return info_of(box_, rec);
+  write_file_atomic(index_path(local(box_)), index.dump(2), 0600);
+  return info_of(local(box_), rec);
 }
 
 std::vector<SnapshotInfo> SnapshotHandle::list() {
   std::vector<SnapshotInfo> out;
-  for (const auto& s : load_index(box_)) out.push_back(info_of(box_, s));
+  for (const auto& s : load_index(local(box_))) out.push_back(info_of(local(box_), s));
   return out;
 }
 
@@ -345,29 +345,30 @@ std::optional<SnapshotInfo> SnapshotHandle::get(const std::string& name) {
 }
 
 void SnapshotHandle::remove(const std::string& name) {
-  FileLock lock = lock_box_dir(box_);
-  auto index = load_index(box_);
+  FileLock lock = lock_box_dir(local(box_));
+  auto index = load_index(local(box_));
   auto it = std::find_if(index.begin(), index.end(), [&](const auto& s) { return s.at("name") == name; });
-  if (it == index.end()) throw Error(ErrorKind::NotFound, "snapshot '" + name + "' not found on box " + box_.id());
-  if (is_jail(box_)) {  // a full copy: nothing depends on it
-    std::string dir = jail_snapshot(box_, it->at("id").get<std::string>());
+  if (it == index.end())
+    throw Error(ErrorKind::NotFound, "snapshot '" + name + "' not found on box " + local(box_).id());
+  if (is_jail(local(box_))) {  // a full copy: nothing depends on it
+    std::string dir = jail_snapshot(local(box_), it->at("id").get<std::string>());
     index.erase(it);
-    write_file_atomic(index_path(box_), index.dump(2), 0600);
+    write_file_atomic(index_path(local(box_)), index.dump(2), 0600);
     remove_tree(dir);
     return;
   }
-  std::string file = snapshots_dir(box_) + "/" + it->at("id").get<std::string>() + ".qcow2";
+  std::string file = snapshots_dir(local(box_)) + "/" + it->at("id").get<std::string>() + ".qcow2";
   auto depends = [&](const std::string& top) {
     auto chain = disk::backing_chain(top);
     return std::find(chain.begin() + 1, chain.end(), file) != chain.end();
   };
-  if (depends(box_.dir() + "/disk.qcow2")) {
+  if (depends(local(box_).dir() + "/disk.qcow2")) {
     throw Error(ErrorKind::InvalidState, "Cannot remove snapshot: current disk depends on this snapshot ('" + name +
                                              "'). Restore a snapshot taken before it first.");
   }
   // Later snapshots and the frozen layers under clones live beside it.
-  for (const auto& entry : dir_entries(snapshots_dir(box_))) {
-    std::string other = snapshots_dir(box_) + "/" + entry;
+  for (const auto& entry : dir_entries(snapshots_dir(local(box_)))) {
+    std::string other = snapshots_dir(local(box_)) + "/" + entry;
     if (other == file || !entry.ends_with(".qcow2")) continue;
     if (depends(other)) {
       throw Error(ErrorKind::InvalidState,
@@ -378,35 +379,36 @@ void SnapshotHandle::remove(const std::string& name) {
     }
   }
   index.erase(it);
-  write_file_atomic(index_path(box_), index.dump(2), 0600);
+  write_file_atomic(index_path(local(box_)), index.dump(2), 0600);
   ::unlink(file.c_str());
 }
 
 void SnapshotHandle::restore(const std::string& name) {
-  FileLock lock = lock_box_dir(box_);
-  if (box_is_running(box_)) {
+  FileLock lock = lock_box_dir(local(box_));
+  if (box_is_running(local(box_))) {
     throw Error(ErrorKind::InvalidState, "Cannot restore snapshot while box is running. Stop the box first.");
   }
   auto s = get(name);
-  if (!s) throw Error(ErrorKind::NotFound, "snapshot '" + name + "' not found on box " + box_.id());
-  if (is_jail(box_)) {
+  if (!s) throw Error(ErrorKind::NotFound, "snapshot '" + name + "' not found on box " + local(box_).id());
+  if (is_jail(local(box_))) {
     // The copy is made first; only then does the old upper layer go.
-    std::string upper = box_.dir() + "/upper", fresh = box_.dir() + "/upper.restore";
+    std::string upper = local(box_).dir() + "/upper", fresh = local(box_).dir() + "/upper.restore";
     if (path_exists(fresh)) remove_tree(fresh);
-    disk::copy_tree(jail_snapshot(box_, s->id), fresh);
+    disk::copy_tree(jail_snapshot(local(box_), s->id), fresh);
     if (path_exists(upper)) remove_tree(upper);
     if (::rename(fresh.c_str(), upper.c_str()) != 0)
       throw_errno(ErrorKind::Storage, "rename " + fresh + " to " + upper);
     return;
   }
   // The new top is made before the old one goes: a failure leaves the box as it was.
-  disk::create_overlay_on(snapshots_dir(box_) + "/" + s->id + ".qcow2", "qcow2", box_.dir() + "/disk.qcow2");
+  disk::create_overlay_on(snapshots_dir(local(box_)) + "/" + s->id + ".qcow2", "qcow2",
+                          local(box_).dir() + "/disk.qcow2");
 }
 
 namespace {
 
 // A connection to the box's shim, or null when none answers (not running).
-std::shared_ptr<core::ShimClient> running_shim(const Box& b) {
+std::shared_ptr<core::ShimClient> running_shim(const LocalBox& b) {
   try {
     return core::ShimClient::connect(engine::shim_socket_path(b.dir()), b.id());
   } catch (const Error&) {
@@ -433,13 +435,13 @@ void sync_guest(const std::shared_ptr<core::ShimClient>& shim, const std::string
 
 }  // namespace
 
-bool box_is_running(const Box& b) {
+bool box_is_running(const LocalBox& b) {
   auto shim = running_shim(b);
   if (shim) shim->close();
   return shim != nullptr;
 }
 
-void freeze_box_disk(Box& b, const std::string& frozen) {
+void freeze_box_disk(LocalBox& b, const std::string& frozen) {
   auto shim = running_shim(b);
   if (!shim) {
     disk::freeze_top(b.dir(), frozen);
@@ -450,7 +452,7 @@ void freeze_box_disk(Box& b, const std::string& frozen) {
   disk::freeze_running_top(b.dir(), frozen);
 }
 
-void copy_jail_upper(Box& b, const std::string& to) {
+void copy_jail_upper(LocalBox& b, const std::string& to) {
   std::string upper = b.dir() + "/upper";
   if (!path_exists(upper)) make_dirs(upper);  // never started: an empty upper layer
   if (!box_is_running(b)) {

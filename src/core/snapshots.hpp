@@ -1,8 +1,7 @@
-// Snapshots of a box's disk (box.snapshot in the documentation) and the disk
-// operations clone, export and import build on. docs/storage.md has the design:
-// a vm box's disk is a chain of qcow2 files; a snapshot freezes the top of the
-// chain (renamed into <box>/snapshots/) and puts a new empty top over it, so
-// create, restore and clone cost the same whatever the disk holds.
+// The disk operations snapshots (boxlite/snapshots.hpp), clone, export and import
+// build on. docs/storage.md has the design: a vm box's disk is a chain of qcow2
+// files; a snapshot freezes the top of the chain (renamed into <box>/snapshots/)
+// and puts a new empty top over it.
 #pragma once
 
 #include <cstdint>
@@ -10,42 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "boxlite/snapshots.hpp"
+
 namespace boxlite {
 
-class Box;
+class LocalBox;
 namespace store {
 class Store;
 }
-
-// The documented SnapshotInfo. created_at in Unix seconds; size_bytes: the host
-// bytes the snapshot's own layer takes; container_disk_bytes: the box disk's
-// (virtual) size when it was taken.
-struct SnapshotInfo {
-  std::string id, box_id, name;
-  int64_t created_at = 0;
-  uint64_t container_disk_bytes = 0, size_bytes = 0;
-};
-
-// box.snapshot: every call takes the box's lock. create works on a running box
-// too (its disk is frozen without stopping it: freeze_box_disk); restore needs it
-// stopped. Whether the box runs is asked of its shim, not of the handle, so an
-// invalidated handle (stop()) or a stale one sees the truth.
-class SnapshotHandle {
- public:
-  explicit SnapshotHandle(Box& box) : box_(box) {}
-  // AlreadyExists for a taken name.
-  SnapshotInfo create(const std::string& name);
-  std::vector<SnapshotInfo> list();
-  std::optional<SnapshotInfo> get(const std::string& name);
-  // InvalidState "Cannot remove snapshot: current disk depends on this snapshot..."
-  // when it is in the chain under the box's disk (or another snapshot's).
-  void remove(const std::string& name);
-  // InvalidState "Cannot restore snapshot while box is running. Stop the box first."
-  void restore(const std::string& name);
-
- private:
-  Box& box_;
-};
 
 namespace disk {
 
@@ -84,15 +55,15 @@ void rebase(const std::string& path, const std::string& new_base, const std::str
 void check_no_clone_dependents(store::Store& store, const std::string& box_id);
 
 // Whether the box runs now, whichever handle asks: its shim answers.
-bool box_is_running(const Box& b);
+bool box_is_running(const LocalBox& b);
 // Freezes the vm box's current disk as `frozen` with a new empty top over it,
 // running or not. A running box's agent syncs its file systems first (the "sync"
 // builtin; an older agent only costs a warning: the freeze is then crash-
 // consistent). Caller holds the box's lock.
-void freeze_box_disk(Box& b, const std::string& frozen);
+void freeze_box_disk(LocalBox& b, const std::string& frozen);
 // Copies the jail box's upper layer to `to` (which must not exist; an empty one for
 // a box never started). A running box's processes are frozen (cgroup freezer) for
 // the copy. Caller holds the box's lock.
-void copy_jail_upper(Box& b, const std::string& to);
+void copy_jail_upper(LocalBox& b, const std::string& to);
 
 }  // namespace boxlite

@@ -448,7 +448,7 @@ BoxOptions copy_exported_box(engine::ShimSpec& spec, const engine::ShimSpec& exp
 
 // The documented clone_box names a clone when the caller does not:
 // "<source name or id>-clone-<n>", the first n not taken.
-static std::string clone_name_for(store::Store& store, const Box& source) {
+static std::string clone_name_for(store::Store& store, const LocalBox& source) {
   std::string base = (source.name().empty() ? source.id() : source.name()) + "-clone-";
   if (base.size() > 120) base = source.id() + "-clone-";
   for (int n = 1;; ++n) {
@@ -458,7 +458,7 @@ static std::string clone_name_for(store::Store& store, const Box& source) {
 }
 
 // The source's spec under a new id and directory, kept until removed (auto_remove off).
-engine::ShimSpec Runtime::clone_spec(const Box& source) {
+engine::ShimSpec LocalRuntime::clone_spec(const LocalBox& source) {
   engine::ShimSpec spec = source.spec();
   spec.ephemeral = false;
   spec.box_id = make_box_id();
@@ -467,7 +467,7 @@ engine::ShimSpec Runtime::clone_spec(const Box& source) {
   return spec;
 }
 
-std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& requested_name, bool detach) {
+std::shared_ptr<LocalBox> LocalRuntime::clone_box(LocalBox& source, const std::string& requested_name, bool detach) {
   std::string name = requested_name.empty() ? clone_name_for(*store(), source) : requested_name;
   validate_new_name(*store(), name);
   FileLock lock = core::lock_box_directory(source.dir());
@@ -499,12 +499,12 @@ std::shared_ptr<Box> Runtime::clone_box(Box& source, const std::string& requeste
   store()->insert(r);
   core::keep_record_copy(spec.box_dir, r);  // once the row is committed
   guard.committed = true;
-  return track(std::make_shared<Box>(spec, r, recorded_argv(opts), store()));
+  return track(std::make_shared<LocalBox>(spec, r, recorded_argv(opts), store()));
 }
 
 // A jail's clone copies the source's upper layer (O(data)) over the same image
 // layers: fully independent, so the source keeps no clone dependency.
-std::shared_ptr<Box> Runtime::clone_jail(Box& source, const std::string& name, bool detach) {
+std::shared_ptr<LocalBox> LocalRuntime::clone_jail(LocalBox& source, const std::string& name, bool detach) {
   auto rec = store()->find(source.id());
   if (!rec) throw Error(ErrorKind::NotFound, "No such box: " + source.id());
   engine::ShimSpec spec = clone_spec(source);
@@ -521,7 +521,7 @@ std::shared_ptr<Box> Runtime::clone_jail(Box& source, const std::string& name, b
     opts = nlohmann::json::parse(rec->options_json);
   } catch (const nlohmann::json::exception&) {
   }
-  return track(std::make_shared<Box>(spec, r, recorded_argv(opts), store()));
+  return track(std::make_shared<LocalBox>(spec, r, recorded_argv(opts), store()));
 }
 
 namespace {
@@ -550,7 +550,7 @@ void check_no_clone_dependents(store::Store& store, const std::string& box_id) {
   if (!clones.empty()) throw_clone_dependents(clones);
 }
 
-void Runtime::release_clones(const std::string& id, bool force) {
+void LocalRuntime::release_clones(const std::string& id, bool force) {
   std::vector<store::BoxRecord> clones = clones_of(*store(), id);
   if (clones.empty()) return;
   if (!force) throw_clone_dependents(clones);
@@ -578,7 +578,7 @@ void Runtime::release_clones(const std::string& id, bool force) {
   }
 }
 
-std::string Runtime::export_box(Box& box, const std::string& dest_dir) {
+std::string LocalRuntime::export_box(LocalBox& box, const std::string& dest_dir) {
   struct stat st {};
   if (dest_dir.empty() || ::stat(dest_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     throw Error(ErrorKind::InvalidArgument, "export destination '" + dest_dir + "' is not an existing directory");
@@ -605,14 +605,14 @@ std::string Runtime::export_box(Box& box, const std::string& dest_dir) {
 
 // <dest>: a tar of the manifest (format, engine, the box's spec and options) and
 // the box's data (`data_name`: the flattened disk, or the jail's upper layer).
-std::string Runtime::write_export(Box& box, const std::string& dest, const std::string& data_name,
-                                  const std::string& data_file) {
+std::string LocalRuntime::write_export(LocalBox& box, const std::string& dest, const std::string& data_name,
+                                       const std::string& data_file) {
   engine::ShimSpec spec = box.spec();
   spec.net.secrets.clear();  // secret values never leave the machine
   spec.volumes.clear();      // host paths mean nothing elsewhere
   auto rec = store()->find(box.id());
   nlohmann::json manifest = {{"format", kExportFormat},
-                             {"engine", spec.engine},
+                             {"engine", engine_kind_name(spec.engine)},
                              {"box_id", box.id()},
                              {"name", box.name()},
                              {"image", rec ? rec->image : ""},
@@ -649,7 +649,7 @@ std::string Runtime::write_export(Box& box, const std::string& dest, const std::
 
 // A jail's export carries its upper layer only: the image layers under it come
 // from the importing home (the image must be there, or pullable by reference).
-std::string Runtime::export_jail(Box& box, const std::string& dest_dir) {
+std::string LocalRuntime::export_jail(LocalBox& box, const std::string& dest_dir) {
   std::string dest = dest_dir + "/" + (box.name().empty() ? box.id() : box.name()) + ".boxlite";
   make_dirs(layout_.tmp());
   std::string base = layout_.tmp() + "/export-" + random_hex(6);
@@ -669,7 +669,7 @@ std::string Runtime::export_jail(Box& box, const std::string& dest_dir) {
   return write_export(box, dest, kUpperName, layer);
 }
 
-std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::string& name, bool detach) {
+std::shared_ptr<LocalBox> LocalRuntime::import_box(const std::string& path, const std::string& name, bool detach) {
   validate_new_name(*store(), name);
   ReadArchive a(la::archive_read_new());
   la::archive_read_support_format_tar(a.get());
@@ -787,14 +787,15 @@ std::shared_ptr<Box> Runtime::import_box(const std::string& path, const std::str
   store()->insert(r);
   core::keep_record_copy(spec.box_dir, r);  // once the row is committed
   guard.committed = true;
-  return track(std::make_shared<Box>(spec, r, std::move(argv), store()));
+  return track(std::make_shared<LocalBox>(spec, r, std::move(argv), store()));
 }
 
 // The image comes from this home: the reference the box was made from (a layout
 // directory, or a registry reference, pulled if missing), checked to be made of the
 // same layers, so the upper layer lands on what it was written over.
-std::shared_ptr<Box> Runtime::import_jail(engine::ShimSpec spec, const nlohmann::json& manifest,
-                                          const std::string& name, const std::string& upper_tar, bool detach) {
+std::shared_ptr<LocalBox> LocalRuntime::import_jail(engine::ShimSpec spec, const nlohmann::json& manifest,
+                                                    const std::string& name, const std::string& upper_tar,
+                                                    bool detach) {
   std::string ref = manifest.value("image", "");
   if (ref.empty())
     throw Error(ErrorKind::InvalidArgument, "import: the export does not name the image the jail box was made from");
@@ -839,7 +840,7 @@ std::shared_ptr<Box> Runtime::import_jail(engine::ShimSpec spec, const nlohmann:
   std::vector<std::string> argv = recorded_argv(opts);  // before the row: it may be refused
   store()->insert(r);
   core::keep_record_copy(spec.box_dir, r);  // once the row is committed
-  return track(std::make_shared<Box>(spec, r, std::move(argv), store()));
+  return track(std::make_shared<LocalBox>(spec, r, std::move(argv), store()));
 }
 
 }  // namespace boxlite

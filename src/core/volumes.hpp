@@ -7,7 +7,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "core/options.hpp"
+#include "boxlite/options.hpp"
 
 namespace boxlite {
 

@@ -137,3 +137,12 @@ std::vector<ImageRegistry> load_config_file(const std::string& path) {
 }
 
 }  // namespace boxlite::registry
+
+// boxlite/images.hpp's names for what front ends use.
+namespace boxlite {
+
+void validate_image_registry(const ImageRegistry& r) { registry::validate(r); }
+ImageRegistry parse_image_registry_flag(const std::string& spec) { return registry::parse_registry_flag(spec); }
+std::vector<ImageRegistry> load_image_registries(const std::string& path) { return registry::load_config_file(path); }
+
+}  // namespace boxlite

@@ -8,16 +8,11 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "boxlite/images.hpp"
+
 namespace boxlite::registry {
 
-struct ImageRegistry {
-  std::string host;                               // host[:port], never a URL
-  std::string transport = "https";                // "https" | "http"
-  bool skip_verify = false;                       // https without certificate/hostname checks
-  bool search = false;                            // tried for unqualified names, in list order
-  std::optional<std::string> username, password;  // basic auth, both or neither
-  std::optional<std::string> bearer_token;        // wins over username/password
-};
+using ImageRegistry = boxlite::ImageRegistry;  // boxlite/images.hpp
 
 // The documented checks, with the documented messages (Config errors):
 //   "image registry host is required"

@@ -16,14 +16,7 @@
 
 namespace boxlite::registry {
 
-struct LayerProgress {
-  std::string digest;
-  uint64_t size = 0;        // from the manifest
-  uint64_t downloaded = 0;  // bytes received so far (of this attempt)
-  bool cached = false;      // already in the store: nothing to download
-  bool done = false;
-  int attempt = 1;
-};
+using LayerProgress = boxlite::LayerProgress;  // boxlite/images.hpp
 
 struct PullOptions {
   std::vector<ImageRegistry> registries;
@@ -36,12 +29,7 @@ struct PullOptions {
   int backoff_ms = 250;  // doubled each retry
 };
 
-struct PullResult {
-  std::string reference;        // normalized, as tagged in the store
-  std::string manifest_digest;  // the linux/amd64 image manifest
-  size_t layers = 0, layers_cached = 0;
-  uint64_t bytes_downloaded = 0;
-};
+using PullResult = boxlite::PullResult;  // boxlite/images.hpp
 
 // The normalized references to try for `text`, in order: itself when qualified;
 // else each search=true registry's; else docker.io's.

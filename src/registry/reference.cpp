@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "boxlite/images.hpp"
 #include "common/error.hpp"
 
 namespace boxlite::registry {
@@ -141,3 +142,12 @@ ImageRef on_registry(const ImageRef& ref, const std::string& registry_host) {
 }
 
 }  // namespace boxlite::registry
+
+namespace boxlite {
+
+ImageReferenceParts parse_image_reference(const std::string& text) {
+  registry::ImageRef r = registry::parse_reference(text);
+  return {r.registry, r.repository, r.tag, r.digest};
+}
+
+}  // namespace boxlite

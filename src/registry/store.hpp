@@ -15,18 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "boxlite/images.hpp"
 #include "common/fd.hpp"
 
 namespace boxlite::registry {
 
-struct StoredImage {
-  std::string reference;        // normalized, "docker.io/library/alpine:latest"
-  std::string manifest_digest;  // image identity
-  std::string media_type;
-  uint64_t size = 0;               // manifest + config + layers, bytes
-  int64_t created_ms = 0;          // when this reference was (last) pulled
-  std::vector<std::string> blobs;  // config and layer digests
-};
+using StoredImage = boxlite::ImageInfo;  // boxlite/images.hpp
 
 class ImageStore {
  public:

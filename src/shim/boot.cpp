@@ -112,7 +112,8 @@ void Shim::start_engine(double deadline) {
   guest_ = std::move(l.channel);
   warnings_ = std::move(l.warnings);
   etc_files_bound_ = l.etc_files_bound;
-  if (l.console) console_log_ = CappedLog(std::move(l.console), engine::console_log_path(spec_.box_dir), kEngineLogBytes);
+  if (l.console)
+    console_log_ = CappedLog(std::move(l.console), engine::console_log_path(spec_.box_dir), kEngineLogBytes);
   if (l.output) engine_log_ = CappedLog(std::move(l.output), engine::qemu_log_path(spec_.box_dir), kEngineLogBytes);
 }
 

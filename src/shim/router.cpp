@@ -24,7 +24,8 @@ void Router::give_back_credit(uint32_t guest_stream, Route& r) {
   for (auto [ch, credit] : {std::pair{proto::STDOUT, &r.out_credit}, std::pair{proto::STDERR, &r.err_credit}}) {
     proto::Credit c;
     c.set_channel(ch);
-    c.set_bytes(static_cast<uint32_t>(protocol::kInitialWindow - std::min<uint64_t>(*credit, protocol::kInitialWindow)));
+    c.set_bytes(
+        static_cast<uint32_t>(protocol::kInitialWindow - std::min<uint64_t>(*credit, protocol::kInitialWindow)));
     *credit += c.bytes();
     if (c.bytes() > 0) sink_.to_guest(guest_stream, FrameType::Credit, c.SerializeAsString());
   }

@@ -112,8 +112,8 @@ void Shim::serve(int lifeline_fd) {
   trace("shim: engine gone, exit recorded");
   record_exit();
   // The box is down: tell every client, then go.
-  router_.box_stopped(
-      Error(ErrorKind::Stopped, "box " + spec_.box_id + " stopped" + (stop_reason_.empty() ? "" : ": " + stop_reason_)));
+  router_.box_stopped(Error(ErrorKind::Stopped,
+                            "box " + spec_.box_id + " stopped" + (stop_reason_.empty() ? "" : ": " + stop_reason_)));
   for (auto& [id, c] : clients_) {
     set_nonblocking(c->fd.get(), false);
     flush_client(*c);
@@ -221,8 +221,7 @@ void Shim::say_why_the_engine_went() {
 // killed outright cannot write it; the runtime then reports that instead.
 void Shim::record_exit() {
   try {
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                  std::chrono::system_clock::now().time_since_epoch())
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
                   .count();
     engine::ExitRecord r{stop_reason_, ms, std::nullopt};
     if (router_.main_exit()) r.main_exit_code = router_.main_exit()->exit_code();

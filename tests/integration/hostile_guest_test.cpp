@@ -37,7 +37,7 @@ TEST_F(HostileGuestTest, TheVmmRunsUnderSeccompUnlessTurnedOff) {
     o.security.seccomp = seccomp;
     auto box = rt.create(o);
     ASSERT_EQ(box->run(ExecOptions{.argv = {"true"}}).exit_code, 0);
-    EXPECT_EQ(qemu_seccomp_mode(box->dir()), seccomp ? "2" : "0");
+    EXPECT_EQ(qemu_seccomp_mode(local(*box).dir()), seccomp ? "2" : "0");
     box->destroy();
   }
 }
@@ -53,7 +53,7 @@ TEST_F(HostileGuestTest, AConsoleFloodIsCappedOnTheHost) {
       box->run(ExecOptions{.argv = {"sh", "-c", "head -c 3145728 /dev/zero | tr '\\0' x > /dev/console; echo done"}});
   ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
   EXPECT_EQ(r.stdout_text, "done\n");
-  std::string log = box->dir() + "/console.log";
+  std::string log = local(*box).dir() + "/console.log";
   EXPECT_LE(file_size(log), 1 << 20);
   EXPECT_GT(file_size(log + ".1"), 0) << "the older part moved aside";
   EXPECT_LE(file_size(log + ".1"), 1 << 20);

@@ -557,7 +557,7 @@ TEST_F(JailEscapeTest, SymlinksWhereTheBoxMountsAreHidden) {
   EXPECT_EQ(r.stdout_text, "character special file\nproc\nsys\n1\n") << r.stderr_text;
   EXPECT_FALSE(path_exists("/tmp/marker") && read_file("/tmp/marker") == "in-box\n");
   for (const char* d : {"dev", "proc", "sys", "tmp"}) {
-    EXPECT_FALSE(path_exists(box->dir() + "/upper/" + d)) << d << " was made in the box's upper layer";
+    EXPECT_FALSE(path_exists(local(*box).dir() + "/upper/" + d)) << d << " was made in the box's upper layer";
   }
 }
 
@@ -567,7 +567,7 @@ TEST_F(JailEscapeTest, AnUpperLayerSymlinkWhereTheBoxMountsIsRefused) {
   auto box = jail();
   ASSERT_EQ(sh(box, "true").exit_code, 0);
   box->stop();
-  ASSERT_EQ(::symlink("/", (box->dir() + "/upper/proc").c_str()), 0);
+  ASSERT_EQ(::symlink("/", (local(*box).dir() + "/upper/proc").c_str()), 0);
   auto again = rt().get(box->id());
   ASSERT_TRUE(again);
   try {
@@ -576,7 +576,7 @@ TEST_F(JailEscapeTest, AnUpperLayerSymlinkWhereTheBoxMountsIsRefused) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("/proc is not a directory"), std::string::npos) << e.what();
   }
-  ::unlink((box->dir() + "/upper/proc").c_str());
+  ::unlink((local(*box).dir() + "/upper/proc").c_str());
   EXPECT_EQ(again->run(ExecOptions{{"true"}}).exit_code, 0) << "the box starts once it is a directory again";
 }
 
@@ -601,7 +601,7 @@ TEST_F(JailEscapeTest, TheBoxsEtcFilesAreItsOwnWhateverTheImageHasThere) {
   EXPECT_NE(r.stdout_text.find("192.168.127.254\thost.boxlite.internal\n"), std::string::npos) << r.stdout_text;
   EXPECT_NE(r.stdout_text.find("nameserver 192.168.127.1\n2\n"), std::string::npos) << r.stdout_text;
   EXPECT_EQ(read_file(secret_path_), secret_ + "\n");
-  EXPECT_FALSE(path_exists(box->dir() + "/upper/etc")) << "/etc was copied up";
+  EXPECT_FALSE(path_exists(local(*box).dir() + "/upper/etc")) << "/etc was copied up";
   box->stop();
   box->start();
   EXPECT_EQ(sh(box, "tail -1 /etc/hosts").stdout_text, "10.9.8.7 edited\n") << "the edit was lost at the restart";
@@ -663,8 +663,8 @@ TEST_F(JailEscapeTest, AnUpperLayerSymlinkAtAnEtcFileIsReplacedNotFollowed) {
   ASSERT_EQ(sh(box, "true").exit_code, 0);
   box->stop();
   struct stat upper {};
-  ASSERT_EQ(::stat((box->dir() + "/upper").c_str(), &upper), 0);
-  std::string etc = box->dir() + "/upper/etc";
+  ASSERT_EQ(::stat((local(*box).dir() + "/upper").c_str(), &upper), 0);
+  std::string etc = local(*box).dir() + "/upper/etc";
   ASSERT_EQ(::mkdir(etc.c_str(), 0755), 0);
   ASSERT_EQ(::symlink(secret_path_.c_str(), (etc + "/hosts").c_str()), 0);
   for (const auto& p : {etc, etc + "/hosts"}) ASSERT_EQ(::lchown(p.c_str(), upper.st_uid, upper.st_gid), 0);

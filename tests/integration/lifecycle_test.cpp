@@ -743,7 +743,7 @@ TEST_F(ShutdownTest, ShutdownStopsEveryBoxAndRefusesNewOnes) {
   for (const auto& b : boxes) {
     EXPECT_EQ(b->state(), BoxState::Stopped) << b->id();
     EXPECT_EQ(rt.get_info(b->id()).status, BoxState::Stopped);
-    EXPECT_TRUE(processes_mentioning(b->dir()).empty());
+    EXPECT_TRUE(processes_mentioning(local(*b).dir()).empty());
   }
   try {
     BoxOptions o;
@@ -946,7 +946,7 @@ TEST_F(ShimLaunchTest, ARunThatFailsBeforeItsBoxStartsLeavesNoProcess) {
   for (std::vector<std::string> args :
        {std::vector<std::string>{"run", "--no-such-flag", "x"}, std::vector<std::string>{"run", "--help"}}) {
     auto r = run_cli(args);
-    EXPECT_EQ(r.exit_code, args[1] == "--help" ? 0 : 2) << args[1] << ": " << r.err;
+    EXPECT_EQ(r.exit_code, args[1] == "--help" ? 0 : 125) << args[1] << ": " << r.err;
     EXPECT_TRUE(processes_with_env("BOXLITE_HOME=" + home_).empty()) << args[1];
     EXPECT_TRUE(orphans_named("boxlite-guest", since, libexec + "/").empty()) << args[1] << ": an orphaned zygote";
   }
@@ -1010,7 +1010,7 @@ TEST_F(ShimLaunchTest, AnAttachedRunsEarlyShimNamesItsBoxAndOthersSeeItRunning) 
   expect_no_leftovers();
 }
 
-// Runtime::create_to_start (the CLI's run) hands the prestarted shim its box as
+// Runtime::create_to_start (the CLI's run) hands the runtime's early shim its box as
 // soon as the box's spec is written, under the box's lock, so the shim boots the box
 // while its row is written (a named box's after it). A box dropped unstarted has that
 // shim stopped and leaves nothing: no process, directory, row or cgroup; one that is
@@ -1018,18 +1018,17 @@ TEST_F(ShimLaunchTest, AnAttachedRunsEarlyShimNamesItsBoxAndOthersSeeItRunning) 
 // that locks the box (a removal by id, here) stops the shim first instead of waiting
 // on the lock it holds.
 TEST_F(ShimLaunchTest, AShimHandedItsBoxAtCreateIsTakenByStartOrStopped) {
-  Runtime rt(RuntimeOptions{.home_dir = home_});
   BoxOptions o;
   o.rootfs_path = image("busybox");
   o.engine = EngineKind::Jail;
   for (std::string how : {"drop", "start", "remove", "named"}) {
-    core::prestart_shim(/*detached=*/false);
+    Runtime rt(RuntimeOptions{.home_dir = home_, .early_shim = EarlyShim::start(/*detached=*/false)});
     auto box = rt.create_to_start(o, how == "named" ? "handed" : "");
     std::string id = box->id();
     // The handed shim boots the box before anyone starts it: its init appears.
     bool booting = false;
     for (int i = 0; i < 500 && !booting; ++i) {
-      for (pid_t p : processes_mentioning(box->dir() + " ")) {
+      for (pid_t p : processes_mentioning(local(*box).dir() + " ")) {
         for (pid_t c : children_of(p))
           booting = booting || trim(read_file("/proc/" + std::to_string(c) + "/comm")) == "boxlite-guest";
       }

@@ -77,8 +77,8 @@ TEST_P(MainCommandTest, AnAttachAfterTheMainCommandEndedHandsBackItsRun) {
   Runtime rt;
   auto box = rt.create(opts({"sh", "-c", "echo done; exit 9"}));
   box->start();
-  for (int i = 0; i < 200 && !path_exists(box->dir() + "/exit.json"); ++i) ::usleep(25000);
-  ASSERT_TRUE(path_exists(box->dir() + "/exit.json")) << "the main command did not end";
+  for (int i = 0; i < 200 && !path_exists(local(*box).dir() + "/exit.json"); ++i) ::usleep(25000);
+  ASSERT_TRUE(path_exists(local(*box).dir() + "/exit.json")) << "the main command did not end";
   Execution late = box->attach();
   EXPECT_EQ(collect(late), "done\n");
   EXPECT_EQ(late.wait().exit_code, 9);

@@ -344,7 +344,7 @@ TEST_P(NetworkTest, DownloadFromTheHostThroughItsAliasMatchesSha256) {
   EXPECT_NE(r.stdout_text.find("192.168.127.254\thost.boxlite.internal"), std::string::npos) << r.stdout_text;
   EXPECT_NE(r.stdout_text.find("inet addr:192.168.127.2"), std::string::npos) << r.stdout_text;
   // The counters saw it: the 3 MiB came in, at least one connection.
-  auto m = box_network_metrics(box->dir());
+  auto m = box_network_metrics(local(*box).dir());
   ASSERT_TRUE(m.has_value());
   EXPECT_GE(m->bytes_received, blob.size());
   EXPECT_GT(m->bytes_sent, 0u);
@@ -356,7 +356,7 @@ TEST_P(NetworkTest, DownloadFromTheHostThroughItsAliasMatchesSha256) {
 TEST_P(NetworkTest, AJailBoxStartsItsNetworkWithItsFirstFrame) {
   auto box = make_box({});
   auto netd_running = [&] {
-    for (pid_t p : processes_mentioning(box->dir())) {
+    for (pid_t p : processes_mentioning(local(*box).dir())) {
       try {
         if (read_file("/proc/" + std::to_string(p) + "/cmdline").find("boxlite-net") != std::string::npos) return true;
       } catch (const Error&) {
@@ -369,7 +369,7 @@ TEST_P(NetworkTest, AJailBoxStartsItsNetworkWithItsFirstFrame) {
   auto r = sh(*box, "nslookup host.boxlite.internal 2>&1");
   EXPECT_NE(r.stdout_text.find("Address: 192.168.127.254"), std::string::npos) << r.stdout_text;
   EXPECT_TRUE(netd_running());
-  auto m = box_network_metrics(box->dir());
+  auto m = box_network_metrics(local(*box).dir());
   ASSERT_TRUE(m.has_value());
   EXPECT_GT(m->bytes_sent, 0u);
 }
@@ -385,7 +385,7 @@ TEST_P(NetworkTest, DisabledModeLeavesOnlyLoopback) {
   EXPECT_NE(r.stdout_text.find("local-ok\ndata\n"), std::string::npos);
   auto dns = sh(*box, "nslookup host.boxlite.internal 2>&1; timeout 5 wget -q -O- http://192.168.127.254:1/ 2>&1");
   EXPECT_EQ(dns.stdout_text.find("Address: 192.168.127.254"), std::string::npos) << dns.stdout_text;
-  EXPECT_FALSE(box_network_metrics(box->dir()).has_value());
+  EXPECT_FALSE(box_network_metrics(local(*box).dir()).has_value());
 }
 
 TEST_P(NetworkTest, PublishedPortReachesAServiceOnAllAddressesButNotOnLoopback) {
@@ -470,7 +470,7 @@ TEST_P(NetworkTest, AllowlistResolvesOnlyListedNamesAndDropsEverythingElseOnTheH
   // UDP too: a DNS query sent straight to the resolver's real address is dropped.
   auto udp = sh(*box, "timeout 3 nslookup allowed.test " + addrs.second() + ":" + std::to_string(dns.port()) + " 2>&1");
   EXPECT_EQ(udp.stdout_text.find("Address: " + addrs.first()), std::string::npos) << udp.stdout_text;
-  auto m = box_network_metrics(box->dir());
+  auto m = box_network_metrics(local(*box).dir());
   ASSERT_TRUE(m.has_value());
   EXPECT_GE(m->tcp_errors, 3u);
   EXPECT_GE(m->packets_dropped, 3u);
@@ -586,7 +586,7 @@ print("PH=" + ph)
   auto trust = sh(*box, "grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt");
   outputs.push_back(trust.stdout_text + trust.stderr_text);
   for (const auto& out : outputs) EXPECT_EQ(out.find(real), std::string::npos);
-  std::string dir = box->dir();
+  std::string dir = local(*box).dir();
   box->stop();
   if (vm()) {
     EXPECT_FALSE(tree_contains(dir + "/disk.qcow2", real));
@@ -645,7 +645,7 @@ sys.stdin.readline()
   EXPECT_GT(held, 900) << line;
   EXPECT_LE(held, 1024) << line;
   EXPECT_EQ(held + std::stoi(counts[1]), 1200) << line;
-  for (pid_t p : processes_mentioning(box->dir())) {
+  for (pid_t p : processes_mentioning(local(*box).dir())) {
     if (read_file("/proc/" + std::to_string(p) + "/cmdline").find("boxlite-net") == std::string::npos) continue;
     size_t fds = dir_entries("/proc/" + std::to_string(p) + "/fd").size();
     EXPECT_LE(fds, 1024u);

@@ -190,7 +190,7 @@ TEST_P(EngineTest, HundredMegabytesOfStdoutArriveIntactWithBoundedMemory) {
   EXPECT_EQ(hex_encode(md, md_len), err.substr(0, 64));
   // Flow control keeps every host process far below the stream's size.
   EXPECT_LT(rss_hwm_kib(::getpid()), 100 * 1024) << "test process peak RSS (KiB) during the stream";
-  auto shims = processes_mentioning(box->dir());
+  auto shims = processes_mentioning(local(*box).dir());
   for (pid_t p : shims) {
     std::string comm = trim(read_file("/proc/" + std::to_string(p) + "/comm"));
     if (comm == "boxlite-shim") {
@@ -232,11 +232,12 @@ TEST_P(EngineTest, StopKillsTheVm) {
   o.rootfs_path = image("busybox");
   auto box = rt.create(o);
   box->start();
-  EXPECT_FALSE(processes_mentioning(box->dir()).empty());
+  EXPECT_FALSE(processes_mentioning(local(*box).dir()).empty());
   box->stop();
-  EXPECT_TRUE(processes_mentioning(box->dir()).empty());
+  EXPECT_TRUE(processes_mentioning(local(*box).dir()).empty());
   EXPECT_EQ(box->state(), BoxState::Stopped);
-  EXPECT_EQ(read_file("/proc/self/mountinfo").find(box->dir()), std::string::npos) << "a mount of the box remains";
+  EXPECT_EQ(read_file("/proc/self/mountinfo").find(local(*box).dir()), std::string::npos)
+      << "a mount of the box remains";
 }
 
 TEST_P(EngineTest, ACliKilledWithSigkillLeavesNoVmRunning) {
@@ -344,7 +345,7 @@ TEST_F(VmTest, AGuestThatNeverAnswersTimesOutWithTheStageNamed) {
   o.kernel = bin_dir() + "/kernel/vmlinux";
   auto box = rt.create(o);
   // Replace the initramfs with one whose /init does not exist.
-  std::string spec_path = box->dir() + "/shim.json";
+  std::string spec_path = local(*box).dir() + "/shim.json";
   std::string spec = read_file(spec_path);
   auto empty = home_ + "/empty.cpio";
   write_file_atomic(empty, std::string("070701") + std::string(104, '0'));
@@ -363,7 +364,7 @@ TEST_F(VmTest, AGuestThatNeverAnswersTimesOutWithTheStageNamed) {
     EXPECT_NE(msg.find("failed to boot"), std::string::npos) << msg;
     EXPECT_NE(msg.find("console tail"), std::string::npos) << msg;
   }
-  EXPECT_TRUE(processes_mentioning(box->dir()).empty());
+  EXPECT_TRUE(processes_mentioning(local(*box).dir()).empty());
 }
 
 TEST_P(EngineTest, ProtocolVersionMismatchIsAClearError) {
@@ -372,7 +373,7 @@ TEST_P(EngineTest, ProtocolVersionMismatchIsAClearError) {
   o.rootfs_path = image("busybox");
   auto box = rt.create(o);
   box->start();
-  UniqueFd fd = unix_connect(box->dir() + "/shim.sock");
+  UniqueFd fd = unix_connect(local(*box).dir() + "/shim.sock");
   proto::Hello hello;
   hello.set_version(999);
   std::string out = protocol::encode_message(0, protocol::FrameType::Hello, hello);

@@ -262,7 +262,7 @@ TEST_P(StorageTest, DiskSizeGivesThatMuchDiskAndAFullDiskIsEnospcInTheBox) {
   r = sh("rm /fill && echo alive > /after && cat /after");
   EXPECT_EQ(r.stdout_text, "alive\n") << r.stderr_text;
   struct stat st {};
-  ASSERT_EQ(::stat((box_->dir() + "/disk.qcow2").c_str(), &st), 0);
+  ASSERT_EQ(::stat((local(*box_).dir() + "/disk.qcow2").c_str(), &st), 0);
   EXPECT_LT(static_cast<uint64_t>(st.st_blocks) * 512, (1ull << 30) + (64ull << 20));
 }
 
@@ -289,7 +289,7 @@ TEST_P(StorageTest, DefaultDiskIsTenGibSparse) {
   ASSERT_GE(fields.size(), 2u) << r.stdout_text;
   EXPECT_GT(std::stoull(fields[1]), 9ull << 20) << r.stdout_text;
   struct stat st {};
-  ASSERT_EQ(::stat((box_->dir() + "/disk.qcow2").c_str(), &st), 0);
+  ASSERT_EQ(::stat((local(*box_).dir() + "/disk.qcow2").c_str(), &st), 0);
   EXPECT_LT(static_cast<uint64_t>(st.st_blocks) * 512, 64ull << 20);  // sparse: nothing like 10 GiB
 }
 
@@ -550,7 +550,7 @@ TEST_F(SnapshotTest, ImportCarriesPublishedPorts) {
   make_dirs(other);
   Runtime rt2(RuntimeOptions{.home_dir = other});
   auto imported = rt2.import_box(path);
-  const auto& ports = imported->spec().net.ports;
+  const auto& ports = local(*imported).spec().net.ports;
   ASSERT_EQ(ports.size(), 2u);
   EXPECT_EQ(ports[0].host_port, 18081);
   EXPECT_EQ(ports[0].guest_port, 8080);
@@ -586,7 +586,7 @@ TEST_F(SnapshotTest, JailExportImportIntoAnotherHomeGivesIdenticalFiles) {
   make_dirs(other);
   Runtime rt2(RuntimeOptions{.home_dir = other});
   auto imported = rt2.import_box(path, "ji");
-  EXPECT_EQ(imported->spec().engine, EngineKind::Jail);
+  EXPECT_EQ(local(*imported).spec().engine, EngineKind::Jail);
   EXPECT_EQ(rt2.get_info("ji").engine, EngineKind::Jail);
   EXPECT_EQ(imported->state(), BoxState::Configured);
   EXPECT_EQ(sh(*imported, fingerprint), before);
@@ -739,11 +739,11 @@ class LiveStorageTest : public WithBoxes<PerEngineTest> {
   // Every layer under the running vm box's disk is open read-only in its QEMU: the
   // one write lock it holds is on the disk itself, so others may open the layers.
   void expect_frozen_layers_read_only(Box& b) {
-    auto qemu = processes_mentioning(b.dir() + "/disk.qcow2");
+    auto qemu = processes_mentioning(local(b).dir() + "/disk.qcow2");
     ASSERT_EQ(qemu.size(), 1u);
     std::string fds = "/proc/" + std::to_string(qemu[0]) + "/fd";
     struct stat top {};
-    ASSERT_EQ(::stat((b.dir() + "/disk.qcow2").c_str(), &top), 0);
+    ASSERT_EQ(::stat((local(b).dir() + "/disk.qcow2").c_str(), &top), 0);
     int layers = 0;
     for (const auto& e : fs::directory_iterator(fds)) {
       struct stat st {};
@@ -823,7 +823,7 @@ TEST_P(LiveStorageTest, ExportOfARunningBoxImportsWithItsFiles) {
   {
     Runtime rt2(RuntimeOptions{.home_dir = other});
     auto imported = rt2.import_box(path, "imp");
-    EXPECT_EQ(engine_kind_name(imported->spec().engine), GetParam());
+    EXPECT_EQ(engine_kind_name(local(*imported).spec().engine), GetParam());
     EXPECT_EQ(sh(*imported, "cat /root/data; md5sum /root/r"), "v1\n" + sum);
     imported->stop();
     rt2.remove("imp");

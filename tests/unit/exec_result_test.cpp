@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "core/options.hpp"
+#include "boxlite/options.hpp"
 
 namespace boxlite {
 namespace {

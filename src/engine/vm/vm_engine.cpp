@@ -123,7 +123,8 @@ class VmEngine final : public Engine {
 
   void release() const noexcept override {}
   void freeze() const override {
-    throw Error(ErrorKind::Unsupported, "box " + spec_.box_id + ": a VM's disk is frozen through QEMU, not its processes");
+    throw Error(ErrorKind::Unsupported,
+                "box " + spec_.box_id + ": a VM's disk is frozen through QEMU, not its processes");
   }
   void thaw() const override {}
 

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "core/options.hpp"
+#include "boxlite/options.hpp"
 
 namespace boxlite::core {
 class ShimClient;
@@ -17,8 +17,8 @@ namespace boxlite {
 class Execution {
  public:
   Execution(std::shared_ptr<core::ShimClient> client, std::shared_ptr<core::ExecStream> stream);
-  Execution(Execution&&) noexcept;
-  Execution& operator=(Execution&&) noexcept;
+  Execution(Execution &&) noexcept;
+  Execution &operator=(Execution &&) noexcept;
   ~Execution();
 
   std::string id() const;

@@ -2,21 +2,41 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "boxlite/engine_kind.hpp"
-#include "registry/config.hpp"
+#include "boxlite/images.hpp"
 
 namespace boxlite {
 
-// host, transport ("https"|"http"), skip_verify, search, username, password,
-// bearer_token: see registry/config.hpp and docs/registry.md.
-using ImageRegistry = registry::ImageRegistry;
-
 using EnvList = std::vector<std::pair<std::string, std::string>>;
+
+namespace core {
+class ShimLaunch;
+}
+
+// A box's shim started before the runtime that starts the box exists, so that its
+// start (~1 ms: an exec) overlaps the caller's own work (the CLI's `run` starts one
+// before it parses its flags). Given to a runtime (RuntimeOptions::early_shim), it
+// is taken by that runtime's next box start of the same kind (detached or not); one
+// never taken ends with the runtime. The shim is always exec'd, never a fork of the
+// caller (docs/decisions.md, "The CLI starts the shim early").
+class EarlyShim {
+ public:
+  EarlyShim() = default;
+  // Spawns the shim now. Throws Error when it cannot (the start then spawns one).
+  static EarlyShim start(bool detached);
+  explicit operator bool() const { return launch_ != nullptr; }
+  // The shim itself, for the runtime that takes it (nullptr once taken).
+  std::shared_ptr<core::ShimLaunch> take() { return std::move(launch_); }
+
+ private:
+  std::shared_ptr<core::ShimLaunch> launch_;
+};
 
 struct RuntimeOptions {
   std::string home_dir;  // "" = $BOXLITE_HOME or ~/.boxlite
@@ -32,6 +52,8 @@ struct RuntimeOptions {
   // made without this throws from its constructor. The CLI's `run` sets it: the
   // store's open (~0.4 ms) overlaps reading the image and writing the box's spec.
   bool open_store_in_background = false;
+  // A shim started ahead of the runtime for its next box start (EarlyShim).
+  EarlyShim early_shim;
 };
 
 // The documented NetworkSpec: mode "enabled" (default) or "disabled" (no interface
@@ -191,6 +213,9 @@ struct RuntimeMetrics {
 };
 
 // Validates BoxOptions; throws Error(InvalidArgument) naming the bad field.
-void validate_box_options(const BoxOptions& o);
+void validate_box_options(const BoxOptions &o);
+
+// The CLI's -v host:guest[:ro|:rw], checked as BoxOptions::volumes are.
+VolumeSpec parse_volume_flag(const std::string &flag);
 
 }  // namespace boxlite

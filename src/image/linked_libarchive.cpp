@@ -1,18 +1,18 @@
-// The libraries the static `boxlite` executable links instead of opening them with
-// dlopen (common/dynlib.hpp): libarchive (unpacking layers, copies, export and
-// import). Its function list is the one the call sites bind (image/libarchive.hpp),
-// so a function added there is linked here without another edit.
+// boxlite/static_link.hpp: the libraries the static `boxlite` executable links
+// instead of opening them with dlopen (common/dynlib.hpp): libarchive (unpacking
+// layers, copies, export and import). Its function list is the one the call sites
+// bind (image/libarchive.hpp), so a function added there is linked here without
+// another edit.
 //
 // libcrypto is not linked: only the secrets CA uses it (core/network.cpp), and no
 // CLI command makes a box with secrets. Linked, its tables were ~400 KiB of
 // relocated data, which cost a static-pie start more than the dynamic loader saved.
 // Should a command reach it, the lazy binding fails with an Internal error naming it.
-#include "cli/linked_libraries.hpp"
-
+#include "boxlite/static_link.hpp"
 #include "common/dynlib.hpp"
 #include "image/libarchive.hpp"
 
-namespace boxlite::cli {
+namespace boxlite {
 
 namespace {
 
@@ -24,6 +24,6 @@ const LinkedLibrary kLinked[] = {{"libarchive.so.13", kLibarchive}};
 
 }  // namespace
 
-void use_linked_libraries() { boxlite::use_linked_libraries(kLinked); }
+void use_linked_libarchive() { use_linked_libraries(kLinked); }
 
-}  // namespace boxlite::cli
+}  // namespace boxlite
