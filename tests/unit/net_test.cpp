@@ -354,5 +354,25 @@ TEST(NetSecrets, TheRequestsOwnHostMustBeOnTheSecretsListToo) {
   EXPECT_EQ(names("evil.example", "POST /v1 HTTP/1.1\r\nHost: api.openai.com\r\n\r\n"), "c");
 }
 
+// Found by the fuzzer (tests/fuzz/http_request_fuzz.cpp): a request line with two
+// spaces hid its absolute-form target from the check, and so did an empty line
+// before it, or a userinfo before the host; each then got a secret scoped to
+// another host. Every host a server may read there is checked now.
+TEST(NetSecrets, AnAbsoluteTargetIsFoundHoweverTheRequestLineIsLaidOut) {
+  std::vector<SecretRule> s = {{"a", "<A>", "1", {"api.openai.com"}}, {"c", "<C>", "3", {}}};
+  auto names = [&](const std::string& head) {
+    std::string out;
+    for (const auto* r : secrets_for_request(s, "api.openai.com", head)) out += r->name;
+    return out;
+  };
+  EXPECT_EQ(names("GET  https://evil.example/?k=<A> HTTP/1.1\r\nHost: api.openai.com\r\n\r\n"), "c");
+  EXPECT_EQ(names("GET\thttps://evil.example/ HTTP/1.1\r\nHost: api.openai.com\r\n\r\n"), "c");
+  EXPECT_EQ(names("\r\nGET https://evil.example/ HTTP/1.1\r\nHost: api.openai.com\r\n\r\n"), "c");
+  EXPECT_EQ(names("GET https://api.openai.com:@evil.example/ HTTP/1.1\r\n\r\n"), "c");
+  EXPECT_EQ(names("GET / HTTP/1.1\r\nHost: api.openai.com@evil.example\r\n\r\n"), "c");
+  EXPECT_EQ(names("GET https://user@api.openai.com/v1 HTTP/1.1\r\nHost: api.openai.com\r\n\r\n"), "ac");
+  EXPECT_EQ(names("\r\nGET /v1 HTTP/1.1\r\nHost: api.openai.com\r\n\r\n"), "ac");
+}
+
 }  // namespace
 }  // namespace boxlite::net
