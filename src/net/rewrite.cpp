@@ -251,6 +251,10 @@ std::optional<std::string> read_request_for_upstream(const std::function<int(cha
     if (n <= 0) return std::nullopt;
     body.append(buf, static_cast<size_t>(n));
   }
+  // What came after the body (a pipelined request) is not this request's: sent as
+  // its body, with placeholders replaced, it would carry secrets whose hosts were
+  // never checked. One request per connection: the rest is dropped.
+  body.resize(length);
   return rewrite_request(head, body, rules);
 }
 

@@ -54,6 +54,7 @@ bool read_chunked_body(std::string& buffered, const std::function<int(char*, int
 // (rewrite_request) with the secrets it may carry (secrets_for_request; `sni` is
 // the name the upstream proved). nullopt when the box sent no whole request (EOF
 // first, a limit passed, a malformed chunked body): the connection is dropped.
+// Bytes after the body (a pipelined request) are dropped: one request per connection.
 std::optional<std::string> read_request_for_upstream(const std::function<int(char*, int)>& read,
                                                      const std::vector<SecretRule>& secrets, const std::string& sni);
 

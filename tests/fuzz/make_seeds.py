@@ -132,7 +132,6 @@ def oci(d, layout):
     idx["manifests"][0]["digest"], idx["manifests"][0]["size"] = "$2", "#2"
     man["config"]["digest"], man["config"]["size"] = "$3", "#3"
     man["layers"] = [dict(l, digest="$%d" % (4 + i), size="#%d" % (4 + i)) for i, l in enumerate(small)]
-    enc = lambda j: json.dumps(j).replace('"#', "").replace('#2"', "#2").encode()
     def unquote(b):  # sizes are numbers: "#N" -> #N
         import re
         return re.sub(rb'"(#\d)"', rb"\1", b)
@@ -197,6 +196,12 @@ def copy_archive(d):
     put(d, "symlink_top", tar([("a", "symlink", "/")]))
 
 
+def unpack(d):
+    put(d, "whiteouts", tar([("etc", "dir", None), ("etc/.wh.passwd", "file", ""), ("usr", "dir", None),
+                             ("usr/.wh..wh..opq", "file", ""), ("usr/bin", "dir", None), ("usr/bin/x", "setuid", "x"),
+                             ("l", "symlink", "../../outside"), ("l/x", "file", "escape")]))
+
+
 def main():
     out, layout = sys.argv[1], sys.argv[2]
     net_packet(os.path.join(out, "net_packet"))
@@ -204,6 +209,7 @@ def main():
     config(os.path.join(out, "config"))
     oci(os.path.join(out, "oci"), layout)
     copy_archive(os.path.join(out, "copy_archive"))
+    unpack(os.path.join(out, "unpack"))
 
 
 main()

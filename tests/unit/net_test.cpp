@@ -374,5 +374,32 @@ TEST(NetSecrets, AnAbsoluteTargetIsFoundHoweverTheRequestLineIsLaidOut) {
   EXPECT_EQ(names("\r\nGET /v1 HTTP/1.1\r\nHost: api.openai.com\r\n\r\n"), "ac");
 }
 
+// A request read off the box's connection (read_request_for_upstream): its body is
+// what Content-Length says, and a request pipelined after it goes nowhere, so its
+// placeholders are never replaced for hosts nobody checked.
+TEST(NetSecrets, OnlyTheFirstRequestOfAConnectionGoesUpstream) {
+  std::vector<SecretRule> s = {{"c", "<C>", "REAL", {}}};
+  auto upstream = [&](const std::string& wire) {
+    size_t pos = 0;
+    auto reader = [&](char* b, int n) {
+      int k = static_cast<int>(std::min<size_t>({7, static_cast<size_t>(n), wire.size() - pos}));
+      std::memcpy(b, wire.data() + pos, static_cast<size_t>(k));
+      pos += static_cast<size_t>(k);
+      return k;
+    };
+    return read_request_for_upstream(reader, s, "api.test");
+  };
+  auto out = upstream(
+      "POST /x HTTP/1.1\r\nHost: api.test\r\nContent-Length: 3\r\n\r\n<C>"
+      "GET / HTTP/1.1\r\nHost: evil.example\r\nX: <C>\r\n\r\n");
+  ASSERT_TRUE(out);
+  EXPECT_EQ(*out, "POST /x HTTP/1.1\r\nHost: api.test\r\nContent-Length: 4\r\nConnection: close\r\n\r\nREAL");
+  out = upstream("GET / HTTP/1.1\r\nHost: api.test\r\n\r\nGET /2 HTTP/1.1\r\nX: <C>\r\n\r\n");
+  ASSERT_TRUE(out);
+  EXPECT_EQ(*out, "GET / HTTP/1.1\r\nHost: api.test\r\nConnection: close\r\n\r\n");
+  EXPECT_FALSE(upstream("POST /x HTTP/1.1\r\nContent-Length: 10\r\n\r\nshort")) << "EOF inside the body";
+  EXPECT_FALSE(upstream("GET / HTTP/1.1\r\nHost: api.test\r\n")) << "EOF inside the head";
+}
+
 }  // namespace
 }  // namespace boxlite::net
