@@ -89,6 +89,11 @@ def net_packet(d):
     put(d, "arp", arp)
     put(d, "ipv6", GW_MAC + GUEST_MAC + b"\x86\xdd" + b"\x60" + b"\0" * 39)
     put(d, "dns_upstream_answer", dns_answer("example.com", ["93.184.216.34", "10.1.2.3"]))
+    # QEMU's stream link: frames after their lengths, the last one cut short.
+    frames = [udp(GUEST, GATEWAY, 40001, 53, dns_query("example.com")), tcp(GUEST, "93.184.216.34", 50000, 443, 0x02),
+              arp]
+    stream = b"".join(struct.pack("!I", len(f)) + f for f in frames)
+    put(d, "stream_link", stream[:-5])
 
 
 def http_request(d):

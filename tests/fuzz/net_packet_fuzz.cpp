@@ -1,5 +1,6 @@
-// Guest packets as boxlite-net sees them (netd.cpp's from_guest): an Ethernet
-// frame from the box, parsed (packet.hpp), judged by the egress policy with full
+// Guest packets as boxlite-net sees them (netd.cpp's from_guest): the input as
+// one Ethernet frame (a TAP read) and as QEMU's stream link (split_stream_frames),
+// each frame from the box parsed (packet.hpp), judged by the egress policy with full
 // egress and with an allowlist (policy.hpp), and answered the way the network
 // process answers: a DNS query to the resolver parsed and answered (dns.hpp), a
 // refused SYN reset, intercepted HTTPS redirected. The same bytes are also taken
@@ -114,10 +115,7 @@ void judge(std::string_view frame, const Ipv4View& ip, const EgressPolicy& polic
   }
 }
 
-}  // namespace
-
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  std::string_view frame = fuzz::as_text(data, size);
+void one_frame(std::string_view frame) {
   (void)ether_type(frame);
   if (auto ip = parse_ipv4(frame)) {
     check_view(frame, *ip);
@@ -130,5 +128,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check_dns_answer(frame, *q, build_truncated_dns_reply(frame, *q, frame));
   }
   (void)dns_answer_addresses(frame);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string_view bytes = fuzz::as_text(data, size);
+  one_frame(bytes);  // as a TAP read (the jail's link) delivers a frame
+  // As QEMU's stream link delivers frames: each after its length.
+  size_t frames = 0;
+  auto used = split_stream_frames(bytes, [&](std::string_view f) {
+    ++frames;
+    fuzz::check(f.size() <= kMaxFrame, "a stream frame over the limit");
+    one_frame(f);
+  });
+  if (used) fuzz::check(*used <= bytes.size() && bytes.size() - *used < 4 + kMaxFrame, "a stream split wrongly");
   return 0;
 }

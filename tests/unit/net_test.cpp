@@ -213,6 +213,19 @@ TEST(NetPacket, ParsesFramesAndRejectsTruncatedOnes) {
   EXPECT_EQ(udp.substr(u->payload_offset, u->payload_size), "abc");
 }
 
+// QEMU's stream link: frames after their 4-byte big-endian lengths, a partial one
+// kept for the next read, an absurd length refused (boxlite-net closes the link).
+TEST(NetPacket, StreamLinkFramesAreSplitByTheirLengths) {
+  std::string buf = std::string("\0\0\0\3abc\0\0\0\0\0\0\0\5de", 17);
+  std::vector<std::string> frames;
+  auto used = split_stream_frames(buf, [&](std::string_view f) { frames.emplace_back(f); });
+  ASSERT_TRUE(used);
+  EXPECT_EQ(*used, 11u) << "the partial third frame waits";
+  EXPECT_EQ(frames, (std::vector<std::string>{"abc", ""}));
+  EXPECT_FALSE(split_stream_frames(std::string("\0\1\0\1", 4), [](std::string_view) {})) << "65537 bytes";
+  EXPECT_EQ(split_stream_frames(std::string("\0\1", 2), [](std::string_view) {}), 0u);
+}
+
 TEST(NetPacket, BuiltRepliesHaveValidChecksumsAndSwappedEndpoints) {
   std::string syn = frame(kGuestAddress, 40000, "203.0.113.5", 443, kProtoTcp);
   auto req = *parse_ipv4(syn);
