@@ -274,6 +274,27 @@ TEST(NetConfig, JsonRoundTripAndValidation) {
   EXPECT_THROW(config_from_json("{}"), Error);
 }
 
+// Found by the fuzzer (tests/fuzz/corpus/config/crash-float-port): a port of 6e60
+// was converted to uint16_t (undefined behaviour; 70000 became 4464). A port that
+// is not an integer in 0..65535 is a Config error naming the field.
+TEST(NetConfig, APortThatIsNoPortNumberIsRefused) {
+  auto with_port = [](const std::string& port) {
+    return R"({"enabled": true, "allow_net": [], "dns_upstream": "", "binary": "b", "ports": [{"host_ip": "0.0.0.0",
+               "host_port": )" +
+           port + R"(, "guest_port": 80, "udp": false}]})";
+  };
+  EXPECT_EQ(config_from_json(with_port("8080")).ports.at(0).host_port, 8080);
+  for (const char* bad : {"6e60", "70000", "-1", "80.5", "\"80\""}) {
+    try {
+      config_from_json(with_port(bad));
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Config) << bad;
+      EXPECT_NE(std::string(e.what()).find("'host_port'"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace boxlite::net
 
