@@ -15,6 +15,7 @@
 #include "registry/http.hpp"
 #include "registry/manifest.hpp"
 #include "registry/pull.hpp"
+#include "registry/pull_wire.hpp"
 #include "registry/reference.hpp"
 #include "registry/store.hpp"
 
@@ -192,6 +193,25 @@ TEST(ManifestTest, RegistryManifestsAreParsedAndCheckedFieldByField) {
               parse_image_manifest(R"({"config": {"digest": ")" + d + R"(", "size": -3}, "layers": []})", "manifest m");
             }),
             ErrorKind::Image);
+}
+
+// boxlite-pull's answers are checked as any hostile input: a count that is a float
+// (6e60 is undefined behaviour to convert) or negative is an Internal error.
+TEST(PullWireTest, CountsInTheHelpersMessagesAreCheckedIntegers) {
+  LayerProgress p{"sha256:x", 10, 5, false, false, 2};
+  LayerProgress back = wire::progress_from(wire::progress_json(p));
+  EXPECT_EQ(back.size, 10u);
+  EXPECT_EQ(back.attempt, 2);
+  for (const char* bad : {R"(6e60)", R"(-1)", R"(1.5)", R"("3")"}) {
+    auto j = wire::progress_json(p);
+    j["size"] = nlohmann::json::parse(bad);
+    std::string msg;
+    EXPECT_EQ(kind_of([&] { wire::progress_from(j); }, &msg), ErrorKind::Internal) << bad;
+    EXPECT_NE(msg.find("'size'"), std::string::npos) << msg;
+  }
+  auto j = wire::progress_json(p);
+  j["attempt"] = 5000000000u;
+  EXPECT_EQ(kind_of([&] { wire::progress_from(j); }), ErrorKind::Internal);
 }
 
 TEST(ChallengeTest, ParsesBearerAndBasic) {
