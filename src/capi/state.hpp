@@ -166,7 +166,7 @@ struct CExecutionHandle {
 
 struct CAdvancedBoxOptions {
   bool security_enabled = true;
-  boxlite::SecurityOptions security;  // seccomp and limits (core/options.hpp)
+  boxlite::SecurityOptions security;  // seccomp and limits (boxlite/options.hpp)
 };
 
 struct CBoxliteOptions {

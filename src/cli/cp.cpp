@@ -1,5 +1,5 @@
 // boxlite cp SRC BOX:DST | BOX:SRC DST: copy files between the host and a running
-// box, with docker cp semantics (core/copy.hpp).
+// box, with docker cp semantics (boxlite/copy.hpp).
 #include <cstdio>
 #include <optional>
 

@@ -1,4 +1,4 @@
-// LocalBox::copy_in and LocalBox::copy_out (core/copy.hpp): the host end of a copy. The box
+// LocalBox::copy_in and LocalBox::copy_out (boxlite/copy.hpp): the host end of a copy. The box
 // end is the agent's "copy-in"/"copy-out" builtin (src/guest/copy.cpp); both ends
 // use image/copy_archive.hpp.
 #include <fcntl.h>

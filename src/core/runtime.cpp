@@ -25,6 +25,7 @@
 #include "common/process.hpp"
 #include "common/thread.hpp"
 #include "common/trace.hpp"
+#include "core/home_config.hpp"
 #include "core/network.hpp"
 #include "core/record_copy.hpp"
 #include "core/shim_launch.hpp"
@@ -413,40 +414,15 @@ void LocalRuntime::record_again(const std::string& box_dir) {
        box_dir + "/" + core::kRecordCopyFile);
 }
 
-// <home>/config.json: {"engine": "vm"|"jail", "accel": "auto"|"kvm"|"tcg",
-// "image_registries": [...]}. An
-// option beats the environment, which beats this file.
+// <home>/config.json (core/home_config.hpp). An option beats the environment,
+// which beats this file.
 void LocalRuntime::load_home_config(bool registries_from_options) {
   std::string path = layout_.root + "/config.json";
   if (!path_exists(path)) return;
-  try {
-    auto j = nlohmann::json::parse(read_file(path));
-    if (!j.is_object()) throw Error(ErrorKind::Config, "expected a JSON object");
-    for (const auto& [key, value] : j.items()) {
-      if (key == "engine" && value.is_string()) {
-        config_engine_ = parse_engine_kind(value.get<std::string>());
-      } else if (key == "accel" && value.is_string()) {
-        config_accel_ = value.get<std::string>();
-      } else if (key == "image_registries") {
-        // Registries given in code replace the file's (documented in docs/registry.md).
-        if (!registries_from_options) registries_ = registry::registries_from_json(value, path);
-      } else {
-        throw Error(ErrorKind::Config, "unknown or mistyped key '" + key + "'");
-      }
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(ErrorKind::Config, "invalid " + path + ": " + e.what());
-  } catch (const Error& e) {
-    throw Error(ErrorKind::Config, "invalid " + path + ": " + e.what());
-  }
-  BoxOptions check;
-  check.image = "-";
-  check.accel = config_accel_;
-  try {
-    validate_box_options(check);
-  } catch (const Error& e) {
-    throw Error(ErrorKind::Config, "invalid " + path + ": " + e.what());
-  }
+  core::HomeConfig c = core::parse_home_config(read_file(path), path, !registries_from_options);
+  config_engine_ = c.engine;
+  config_accel_ = c.accel;
+  if (c.registries) registries_ = std::move(*c.registries);
 }
 
 EngineKind LocalRuntime::default_engine() const {

@@ -27,6 +27,21 @@ std::string config_to_json(const NetConfig& c) {
   return j.dump();
 }
 
+namespace {
+
+// A port number field: a JSON integer in 0..65535. nlohmann would convert any
+// number, a float out of range included (undefined behaviour, found by the fuzzer).
+uint16_t port_field(const nlohmann::json& p, const char* key) {
+  const auto& v = p.at(key);
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 65535) {
+    throw Error(ErrorKind::Config, std::string("invalid network config: '") + key + "' is " + v.dump() +
+                                       ", not a port number (0 to 65535)");
+  }
+  return static_cast<uint16_t>(v.get<int64_t>());
+}
+
+}  // namespace
+
 NetConfig config_from_json(const std::string& text) {
   try {
     auto j = nlohmann::json::parse(text);
@@ -34,7 +49,8 @@ NetConfig config_from_json(const std::string& text) {
     c.enabled = j.at("enabled");
     c.allow_net = j.at("allow_net").get<std::vector<std::string>>();
     for (const auto& p : j.at("ports")) {
-      c.ports.push_back(PortForward{p.at("host_ip"), p.at("host_port"), p.at("guest_port"), p.at("udp")});
+      c.ports.push_back(
+          PortForward{p.at("host_ip"), port_field(p, "host_port"), port_field(p, "guest_port"), p.at("udp")});
     }
     c.dns_upstream = j.at("dns_upstream");
     c.binary = j.at("binary");

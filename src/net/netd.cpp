@@ -33,7 +33,6 @@
 namespace boxlite::net {
 namespace {
 
-constexpr size_t kMaxFrame = 65536;
 constexpr size_t kStreamOutLimit = 4u << 20;  // like a NIC ring: beyond it, frames are dropped
 constexpr size_t kTapQueueLimit = 1024;
 constexpr size_t kMaxPendingDns = 1024;
@@ -471,21 +470,13 @@ void Netd::on_link_readable() {
       continue;
     }
     in_buf_.append(buf, static_cast<size_t>(n));
-    size_t off = 0;
-    while (in_buf_.size() - off >= 4) {
-      uint32_t len;
-      std::memcpy(&len, in_buf_.data() + off, 4);
-      len = ntohl(len);
-      if (len > kMaxFrame) {
-        std::fprintf(stderr, "boxlite-net: guest sent a %u-byte frame; closing the link\n", len);
-        done_ = true;
-        return;
-      }
-      if (in_buf_.size() - off - 4 < len) break;
-      from_guest(std::string_view(in_buf_).substr(off + 4, len));
-      off += 4 + len;
+    auto used = split_stream_frames(in_buf_, [&](std::string_view frame) { from_guest(frame); });
+    if (!used) {
+      std::fprintf(stderr, "boxlite-net: guest sent a frame over %zu bytes; closing the link\n", kMaxFrame);
+      done_ = true;
+      return;
     }
-    in_buf_.erase(0, off);
+    in_buf_.erase(0, *used);
   }
 }
 

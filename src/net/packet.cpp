@@ -44,6 +44,18 @@ uint32_t pseudo_header_sum(uint32_t src, uint32_t dst, uint8_t proto, size_t len
 
 }  // namespace
 
+std::optional<size_t> split_stream_frames(std::string_view buf, const std::function<void(std::string_view)>& frame) {
+  size_t off = 0;
+  while (buf.size() - off >= 4) {
+    size_t len = rd32(buf, off);
+    if (len > kMaxFrame) return std::nullopt;
+    if (buf.size() - off - 4 < len) break;
+    frame(buf.substr(off + 4, len));
+    off += 4 + len;
+  }
+  return off;
+}
+
 uint16_t ether_type(std::string_view frame) { return frame.size() < kEthHeader ? 0 : rd16(frame, 12); }
 
 std::optional<Ipv4View> parse_ipv4(std::string_view frame) {

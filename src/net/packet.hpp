@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -11,11 +12,19 @@
 namespace boxlite::net {
 
 inline constexpr size_t kEthHeader = 14;
+// The largest Ethernet frame either end of the link sends (the MTU is 1500).
+inline constexpr size_t kMaxFrame = 65536;
 inline constexpr uint16_t kEtherIpv4 = 0x0800, kEtherArp = 0x0806, kEtherIpv6 = 0x86dd;
 inline constexpr uint8_t kProtoIcmp = 1, kProtoTcp = 6, kProtoUdp = 17;
 inline constexpr uint8_t kTcpFin = 0x01, kTcpSyn = 0x02, kTcpRst = 0x04, kTcpAck = 0x10;
 
 uint16_t ether_type(std::string_view frame);
+
+// QEMU's -netdev stream framing (LinkKind::Stream): each frame after its 4-byte
+// big-endian length. Calls `frame` for every whole frame at the start of `buf` and
+// returns the bytes they took (a partial frame waits for more); nullopt when a
+// length is over kMaxFrame, which no guest sends: the link is then closed.
+std::optional<size_t> split_stream_frames(std::string_view buf, const std::function<void(std::string_view)>& frame);
 
 // An IPv4 packet in an Ethernet frame. Addresses are in host byte order.
 struct Ipv4View {

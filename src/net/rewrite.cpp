@@ -1,6 +1,8 @@
 #include "net/secrets.hpp"
 
+#include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 
@@ -9,6 +11,9 @@
 
 namespace boxlite::net {
 namespace {
+
+constexpr size_t kMaxHead = 64 * 1024;
+constexpr size_t kMaxBody = 64u << 20;
 
 void replace_all(std::string& s, const std::string& from, const std::string& to) {
   if (from.empty()) return;
@@ -47,9 +52,11 @@ std::string lowercase(std::string s) {
   return s;
 }
 
-// "host[:port]" or "[v6]:port" -> the host, lowercased.
+// An authority (RFC 3986 3.2: [userinfo "@"] host [":" port]) -> the host,
+// lowercased. The userinfo goes first: "api.example:@evil.example" names evil.example.
 std::string host_of_authority(std::string a) {
   a = trim(a);
+  if (size_t at = a.rfind('@'); at != std::string::npos) a.erase(0, at + 1);
   if (!a.empty() && a[0] == '[') {
     size_t end = a.find(']');
     return lowercase(end == std::string::npos ? a : a.substr(1, end - 1));
@@ -58,19 +65,38 @@ std::string host_of_authority(std::string a) {
   return lowercase(a);
 }
 
+// The head's lines without their CRs, and without empty lines: a server ignores
+// empty lines before the request line (RFC 9112 2.2), and rewrite_request drops them.
+std::vector<std::string> head_lines(const std::string& head) {
+  std::vector<std::string> out;
+  for (auto& line : split(head, '\n')) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) out.push_back(std::move(line));
+  }
+  return out;
+}
+
+bool is_http_space(char c) { return c == ' ' || c == '\t' || c == '\v' || c == '\f' || c == '\r'; }
+
 }  // namespace
 
 std::optional<std::vector<std::string>> request_hosts(const std::string& head) {
   std::vector<std::string> hosts;
-  auto lines = split(head, '\n');
+  auto lines = head_lines(head);
   if (lines.empty()) return std::nullopt;
-  // An absolute-form target (RFC 9112 3.2.2) names a host of its own.
-  auto words = split(trim(lines[0]), ' ');
-  if (words.size() >= 2) {
-    std::string_view target = words[1];
+  // An absolute-form target (RFC 9112 3.2.2) names a host of its own. Every word of
+  // the request line is taken for one: a lenient server may split it at any run of
+  // blanks, and a word that names a host is never the method or the version.
+  const std::string& line = lines[0];
+  for (size_t i = 0; i < line.size();) {
+    while (i < line.size() && is_http_space(line[i])) ++i;
+    size_t end = i;
+    while (end < line.size() && !is_http_space(line[end])) ++end;
+    std::string_view word = std::string_view(line).substr(i, end - i);
+    i = end;
     for (std::string_view scheme : {"http://", "https://"}) {
-      if (target.size() > scheme.size() && lowercase(std::string(target.substr(0, scheme.size()))) == scheme) {
-        std::string_view rest = target.substr(scheme.size());
+      if (word.size() >= scheme.size() && lowercase(std::string(word.substr(0, scheme.size()))) == scheme) {
+        std::string_view rest = word.substr(scheme.size());
         hosts.push_back(host_of_authority(std::string(rest.substr(0, rest.find_first_of("/?#")))));
       }
     }
@@ -140,14 +166,11 @@ bool read_chunked_body(std::string& buf, const std::function<int(char*, int)>& r
 
 std::string rewrite_request(const std::string& head, const std::string& body,
                             const std::vector<const SecretRule*>& rules) {
-  std::vector<std::string> lines = split(head, '\n');
   std::string out;
   bool first = true;
   std::string new_body = body;
   substitute(new_body, rules);
-  for (auto line : lines) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.empty()) continue;
+  for (auto line : head_lines(head)) {
     if (first) {
       first = false;
       // METHOD SP target SP version: only the target's query is substituted.
@@ -182,6 +205,57 @@ std::string rewrite_request(const std::string& head, const std::string& body,
   }
   out += "Connection: close\r\n\r\n";
   return out + new_body;
+}
+
+namespace {
+
+// Reads until "\r\n\r\n"; anything after it (the start of the body) goes to rest.
+bool read_head(const std::function<int(char*, int)>& read, std::string& head, std::string& rest) {
+  char buf[16384];
+  while (head.size() < kMaxHead) {
+    int n = read(buf, sizeof buf);
+    if (n <= 0) return false;
+    head.append(buf, static_cast<size_t>(n));
+    if (auto end = head.find("\r\n\r\n"); end != std::string::npos) {
+      rest = head.substr(end + 4);
+      head.resize(end + 4);
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::optional<std::string> read_request_for_upstream(const std::function<int(char*, int)>& read,
+                                                     const std::vector<SecretRule>& secrets, const std::string& sni) {
+  std::string head, body;
+  if (!read_head(read, head, body)) return std::nullopt;
+  auto rules = secrets_for_request(secrets, sni, head);
+  bool chunked = false;
+  size_t length = 0;
+  for (const auto& line : split(head, '\n')) {
+    if (http_header_is(line, "Content-Length")) length = std::strtoull(line.c_str() + 15, nullptr, 10);
+    if (http_header_is(line, "Transfer-Encoding") && line.find("chunked") != std::string::npos) chunked = true;
+  }
+  if (chunked) {
+    // Decoded whole, so placeholders split across chunks are replaced too.
+    std::string decoded;
+    if (!read_chunked_body(body, read, decoded, kMaxBody)) return std::nullopt;
+    return rewrite_request(head, decoded, rules);
+  }
+  if (length > kMaxBody) return std::nullopt;
+  char buf[16384];
+  while (body.size() < length) {
+    int n = read(buf, static_cast<int>(std::min(sizeof buf, length - body.size())));
+    if (n <= 0) return std::nullopt;
+    body.append(buf, static_cast<size_t>(n));
+  }
+  // What came after the body (a pipelined request) is not this request's: sent as
+  // its body, with placeholders replaced, it would carry secrets whose hosts were
+  // never checked. One request per connection: the rest is dropped.
+  body.resize(length);
+  return rewrite_request(head, body, rules);
 }
 
 }  // namespace boxlite::net

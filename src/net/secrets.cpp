@@ -25,8 +25,6 @@
 namespace boxlite::net {
 namespace {
 
-constexpr size_t kMaxHead = 64 * 1024;
-constexpr size_t kMaxBody = 64u << 20;
 constexpr int kIoTimeoutSecs = 30;
 constexpr int kMaxConcurrent = 256;
 
@@ -44,22 +42,6 @@ std::string ssl_error() {
   char buf[256];
   ERR_error_string_n(e, buf, sizeof buf);
   return e ? buf : "unknown TLS error";
-}
-
-// Reads until "\r\n\r\n"; anything after it (the start of the body) goes to rest.
-bool read_head(SSL* ssl, std::string& head, std::string& rest) {
-  char buf[16384];
-  while (head.size() < kMaxHead) {
-    int n = SSL_read(ssl, buf, sizeof buf);
-    if (n <= 0) return false;
-    head.append(buf, static_cast<size_t>(n));
-    if (auto end = head.find("\r\n\r\n"); end != std::string::npos) {
-      rest = head.substr(end + 4);
-      head.resize(end + 4);
-      return true;
-    }
-  }
-  return false;
 }
 
 bool write_all(SSL* ssl, const std::string& data) {
@@ -191,30 +173,9 @@ void SecretsProxy::Impl::handle(UniqueFd listener, uint32_t ip, uint16_t port) {
     return;
   }
 
-  std::string head, body;
-  if (!read_head(down.get(), head, body)) return;
-  auto rules = secrets_for_request(cfg.secrets, sni, head);
-  bool chunked = false;
-  size_t length = 0;
-  for (const auto& line : split(head, '\n')) {
-    if (http_header_is(line, "Content-Length")) length = std::strtoull(line.c_str() + 15, nullptr, 10);
-    if (http_header_is(line, "Transfer-Encoding") && line.find("chunked") != std::string::npos) chunked = true;
-  }
-  if (!chunked && length > kMaxBody) return;
-  char buf[16384];
-  while (!chunked && body.size() < length) {
-    int n = SSL_read(down.get(), buf, static_cast<int>(std::min(sizeof buf, length - body.size())));
-    if (n <= 0) return;
-    body.append(buf, static_cast<size_t>(n));
-  }
-  if (chunked) {
-    // Decoded whole, so placeholders split across chunks are replaced too.
-    std::string decoded;
-    auto read = [&](char* b, int n) { return SSL_read(down.get(), b, n); };
-    if (!read_chunked_body(body, read, decoded, kMaxBody)) return;
-    body = std::move(decoded);
-  }
-  if (!write_all(upstream.get(), rewrite_request(head, body, rules))) return;
+  auto read = [&](char* b, int n) { return SSL_read(down.get(), b, n); };
+  std::optional<std::string> request = read_request_for_upstream(read, cfg.secrets, sni);
+  if (!request || !write_all(upstream.get(), *request)) return;
   relay(down.get(), client.get(), upstream.get(), up.get());
 }
 

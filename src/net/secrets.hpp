@@ -48,6 +48,16 @@ std::string rewrite_request(const std::string& head, const std::string& body,
 bool read_chunked_body(std::string& buffered, const std::function<int(char*, int)>& read, std::string& out,
                        size_t max_body);
 
+// The box's request as it goes upstream: its head (through the blank line, at most
+// 64 KiB) and its body (Content-Length bytes, or a chunked body decoded, at most
+// 64 MiB) read through `read` (a TLS read: <= 0 at EOF or error), then rewritten
+// (rewrite_request) with the secrets it may carry (secrets_for_request; `sni` is
+// the name the upstream proved). nullopt when the box sent no whole request (EOF
+// first, a limit passed, a malformed chunked body): the connection is dropped.
+// Bytes after the body (a pipelined request) are dropped: one request per connection.
+std::optional<std::string> read_request_for_upstream(const std::function<int(char*, int)>& read,
+                                                     const std::vector<SecretRule>& secrets, const std::string& sni);
+
 // "Name:" at the start of a header line, case-insensitively.
 bool http_header_is(const std::string& line, const char* name);
 

@@ -117,13 +117,21 @@ ImageRegistry parse_registry_flag(const std::string& spec) {
 }
 
 std::vector<ImageRegistry> load_config_file(const std::string& path) {
-  nlohmann::json j;
+  std::string text;
   try {
-    j = nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    config_error("invalid config file " + path + ": " + e.what());
+    text = read_file(path);
   } catch (const Error& e) {
     config_error("cannot read config file " + path + ": " + e.what());
+  }
+  return registries_from_config_text(text, path);
+}
+
+std::vector<ImageRegistry> registries_from_config_text(const std::string& text, const std::string& path) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    config_error("invalid config file " + path + ": " + e.what());
   }
   if (!j.is_object()) config_error("invalid config file " + path + ": expected a JSON object");
   for (const auto& [key, value] : j.items()) {

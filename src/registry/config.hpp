@@ -39,5 +39,7 @@ ImageRegistry parse_registry_flag(const std::string& spec);
 // `--config FILE`: a JSON object with "image_registries" (other runtime keys of
 // <home>/config.json, "engine" and "accel", are accepted and ignored here).
 std::vector<ImageRegistry> load_config_file(const std::string& path);
+// The same for the file's text (`path` names it in errors).
+std::vector<ImageRegistry> registries_from_config_text(const std::string& text, const std::string& path);
 
 }  // namespace boxlite::registry

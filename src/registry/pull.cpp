@@ -5,39 +5,27 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "common/error.hpp"
 #include "common/io.hpp"
 #include "common/sha256.hpp"
 #include "registry/http.hpp"
+#include "registry/manifest.hpp"
 
 namespace boxlite::registry {
 
 namespace {
 
-using nlohmann::json;
-
-constexpr const char* kOciManifest = "application/vnd.oci.image.manifest.v1+json";
-constexpr const char* kOciIndex = "application/vnd.oci.image.index.v1+json";
-constexpr const char* kDockerManifest = "application/vnd.docker.distribution.manifest.v2+json";
-constexpr const char* kDockerList = "application/vnd.docker.distribution.manifest.list.v2+json";
 constexpr size_t kMaxManifest = 4u << 20;  // the OCI distribution spec's suggested limit
 constexpr int kMaxIndexDepth = 4;
 
 const std::vector<std::string>& accept_types() {
-  static const std::vector<std::string> types = {kOciManifest, kOciIndex, kDockerManifest, kDockerList};
+  static const std::vector<std::string> types = {"application/vnd.oci.image.manifest.v1+json",
+                                                 "application/vnd.oci.image.index.v1+json",
+                                                 "application/vnd.docker.distribution.manifest.v2+json",
+                                                 "application/vnd.docker.distribution.manifest.list.v2+json"};
   return types;
-}
-
-bool is_index(const std::string& mt) { return mt == kOciIndex || mt == kDockerList; }
-bool is_manifest(const std::string& mt) { return mt == kOciManifest || mt == kDockerManifest; }
-
-bool is_layer_type(const std::string& mt) {
-  return mt.starts_with("application/vnd.oci.image.layer.") ||
-         mt.starts_with("application/vnd.docker.image.rootfs.diff.tar") ||
-         mt.starts_with("application/vnd.docker.image.rootfs.foreign.diff.tar");
 }
 
 [[noreturn]] void image_error(const std::string& msg) { throw Error(ErrorKind::Image, msg); }
@@ -55,24 +43,7 @@ auto with_retries(const PullOptions& o, F&& f) {
   }
 }
 
-struct Descriptor {
-  std::string media_type, digest;
-  uint64_t size = 0;
-};
-
-Descriptor descriptor(const json& j, const std::string& where) {
-  if (!j.is_object()) image_error("descriptor in " + where + " is not an object");
-  Descriptor d;
-  d.media_type = j.value("mediaType", std::string());
-  d.digest = j.value("digest", std::string());
-  if (!is_sha256_digest(d.digest))
-    image_error("descriptor in " + where + " has an invalid digest '" + d.digest.substr(0, 80) + "'");
-  auto s = j.find("size");
-  if (s == j.end() || !s->is_number_unsigned())
-    image_error("descriptor " + d.digest + " in " + where + " has no valid size");
-  d.size = s->get<uint64_t>();
-  return d;
-}
+using Descriptor = BlobDescriptor;
 
 struct Fetched {
   std::string digest, media_type, body;
@@ -98,40 +69,8 @@ Fetched fetch_manifest(Session& s, const std::string& reference, const std::stri
     image_error("manifest of " + display + " failed verification: the registry says " + r.docker_content_digest +
                 ", content hashes to " + f.digest);
   }
-  f.media_type = r.content_type.substr(0, r.content_type.find(';'));
-  try {
-    json j = json::parse(f.body);
-    if (j.is_object() && j.contains("mediaType") && j["mediaType"].is_string()) {
-      std::string inner = j["mediaType"].get<std::string>();
-      if (is_index(inner) || is_manifest(inner)) f.media_type = inner;
-    }
-    if (!is_index(f.media_type) && !is_manifest(f.media_type) && j.is_object()) {
-      if (j.value("schemaVersion", 0) == 1)
-        image_error(display + " uses the Docker schema 1 manifest format, which is not supported");
-      f.media_type = j.contains("manifests") ? kOciIndex : kOciManifest;
-    }
-  } catch (const json::exception& e) {
-    image_error("invalid manifest for " + display + ": " + e.what());
-  }
+  f.media_type = manifest_media_type(f.body, r.content_type, display);
   return f;
-}
-
-// boxlite runs x86_64 guests: from an index, the linux/amd64 entry.
-std::string pick_amd64(const json& index, const std::string& where) {
-  if (!index.contains("manifests") || !index["manifests"].is_array()) image_error(where + " has no manifests array");
-  std::string seen;
-  for (const auto& m : index["manifests"]) {
-    Descriptor d = descriptor(m, where);
-    auto p = m.find("platform");
-    std::string os, arch;
-    if (p != m.end() && p->is_object()) {
-      os = p->value("os", std::string());
-      arch = p->value("architecture", std::string());
-    }
-    if (os == "linux" && arch == "amd64") return d.digest;
-    seen += (seen.empty() ? "" : ", ") + (os.empty() && arch.empty() ? std::string("unknown") : os + "/" + arch);
-  }
-  image_error("no linux/amd64 image in " + where + " (available: " + (seen.empty() ? "none" : seen) + ")");
 }
 
 class BlobDownloader {
@@ -265,23 +204,14 @@ PullResult pull_one(ImageStore& store, const ImageRef& ref, const ImageRegistry&
   }
   Session& sess = *s;
   Fetched m = top;
-  for (int depth = 0; is_index(m.media_type); ++depth) {
+  for (int depth = 0; is_index_media_type(m.media_type); ++depth) {
     if (depth >= kMaxIndexDepth) image_error("image indexes of " + display + " nest too deep");
-    std::string digest = pick_amd64(json::parse(m.body), "index " + m.digest + " of " + display);
+    std::string digest = amd64_manifest_digest(m.body, "index " + m.digest + " of " + display);
     m = fetch_manifest(sess, digest, display, o);
   }
-  json manifest = json::parse(m.body);
-  std::string where = "manifest " + m.digest + " of " + display;
-  if (!manifest.is_object() || !manifest.contains("config")) image_error(where + " has no config");
-  Descriptor config = descriptor(manifest["config"], where);
-  if (!manifest.contains("layers") || !manifest["layers"].is_array()) image_error(where + " has no layers array");
-  std::vector<Descriptor> layers;
-  for (const auto& l : manifest["layers"]) {
-    Descriptor d = descriptor(l, where);
-    if (!is_layer_type(d.media_type))
-      image_error("layer " + d.digest + " in " + where + " has unsupported media type '" + d.media_type + "'");
-    layers.push_back(d);
-  }
+  ImageManifest manifest = parse_image_manifest(m.body, "manifest " + m.digest + " of " + display);
+  const Descriptor& config = manifest.config;
+  const std::vector<Descriptor>& layers = manifest.layers;
 
   UniqueFd guard = store.pull_guard();  // no garbage collection until tagged
   PullResult res;
@@ -319,11 +249,7 @@ PullResult pull(ImageStore& store, const std::string& text, const PullOptions& o
     try {
       bool configured = std::any_of(opts.registries.begin(), opts.registries.end(),
                                     [&](const ImageRegistry& r) { return r.host == c.registry; });
-      try {
-        return pull_one(store, c, registry_for(c, opts.registries), configured, opts);
-      } catch (const json::exception& e) {  // a field of the wrong JSON type in a manifest
-        throw Error(ErrorKind::Image, "invalid manifest for " + c.str() + ": " + e.what());
-      }
+      return pull_one(store, c, registry_for(c, opts.registries), configured, opts);
     } catch (const Error& e) {
       if (list.size() == 1) throw;
       failures += std::string(failures.empty() ? "" : "; ") + c.str() + ": " + e.what();

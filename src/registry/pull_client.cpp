@@ -3,6 +3,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdint>
+
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
@@ -24,14 +26,25 @@ json progress_json(const LayerProgress& p) {
           {"cached", p.cached}, {"done", p.done}, {"attempt", p.attempt}};
 }
 
+// A count in the helper's message: a JSON integer >= 0 (up to `max`). nlohmann
+// converts any number, and a float out of range is undefined behaviour to convert:
+// the helper talks to hostile registries, so its messages are checked too.
+uint64_t count_field(const json& j, const char* key, uint64_t max = UINT64_MAX) {
+  const json& v = j.at(key);
+  bool count = v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
+  if (!count || v.get<uint64_t>() > max)
+    throw Error(ErrorKind::Internal, std::string("boxlite-pull sent '") + key + "' = " + v.dump() + ", not a count");
+  return v.get<uint64_t>();
+}
+
 LayerProgress progress_from(const json& j) {
   LayerProgress p;
   p.digest = j.at("digest").get<std::string>();
-  p.size = j.at("size").get<uint64_t>();
-  p.downloaded = j.at("downloaded").get<uint64_t>();
+  p.size = count_field(j, "size");
+  p.downloaded = count_field(j, "downloaded");
   p.cached = j.at("cached").get<bool>();
   p.done = j.at("done").get<bool>();
-  p.attempt = j.at("attempt").get<int>();
+  p.attempt = static_cast<int>(count_field(j, "attempt", INT32_MAX));
   return p;
 }
 
@@ -47,9 +60,9 @@ PullResult result_from(const json& j) {
   PullResult r;
   r.reference = j.at("reference").get<std::string>();
   r.manifest_digest = j.at("manifest_digest").get<std::string>();
-  r.layers = j.at("layers").get<size_t>();
-  r.layers_cached = j.at("layers_cached").get<size_t>();
-  r.bytes_downloaded = j.at("bytes_downloaded").get<uint64_t>();
+  r.layers = count_field(j, "layers");
+  r.layers_cached = count_field(j, "layers_cached");
+  r.bytes_downloaded = count_field(j, "bytes_downloaded");
   return r;
 }
 

@@ -2,7 +2,7 @@
 // unpack either succeeds or throws boxlite::Error, and nothing outside the root
 // changes. Built two ways:
 //  - with -DBOXLITE_LIBFUZZER (clang -fsanitize=fuzzer): LLVMFuzzerTestOneInput
-//    over raw bytes (scripts/fuzz-unpack);
+//    over raw bytes (tests/fuzz/CMakeLists.txt, scripts/fuzz; seeds in corpus/unpack);
 //  - otherwise a standalone driver (ctest "unpack_fuzz"): runs the files named on
 //    the command line, or `--iterations N [--seed S]` layers generated from a
 //    grammar of hostile entries (escaping paths, symlink and hardlink tricks,
@@ -115,7 +115,8 @@ void run_one(Sandbox& s, const uint8_t* data, size_t size) {
   check(s);
 }
 
-// ---- the grammar of hostile layers ----
+#ifndef BOXLITE_LIBFUZZER
+// ---- the grammar of hostile layers (the standalone driver's) ----
 
 const char* kPaths[] = {"a",
                         "a/b",
@@ -201,13 +202,14 @@ std::string generate(std::mt19937& rng) {
   if (rng() % 8 == 0 && !buf.empty()) buf.resize(rng() % buf.size());
   return buf;
 }
+#endif
 
 }  // namespace
 
 #ifdef BOXLITE_LIBFUZZER
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static Sandbox* s = new Sandbox();  // one per process, reused
-  run_one(*s, data, size);
+  static Sandbox s;  // one per process, reused; removed at exit
+  run_one(s, data, size);
   return 0;
 }
 #else

@@ -213,6 +213,19 @@ TEST(NetPacket, ParsesFramesAndRejectsTruncatedOnes) {
   EXPECT_EQ(udp.substr(u->payload_offset, u->payload_size), "abc");
 }
 
+// QEMU's stream link: frames after their 4-byte big-endian lengths, a partial one
+// kept for the next read, an absurd length refused (boxlite-net closes the link).
+TEST(NetPacket, StreamLinkFramesAreSplitByTheirLengths) {
+  std::string buf = std::string("\0\0\0\3abc\0\0\0\0\0\0\0\5de", 17);
+  std::vector<std::string> frames;
+  auto used = split_stream_frames(buf, [&](std::string_view f) { frames.emplace_back(f); });
+  ASSERT_TRUE(used);
+  EXPECT_EQ(*used, 11u) << "the partial third frame waits";
+  EXPECT_EQ(frames, (std::vector<std::string>{"abc", ""}));
+  EXPECT_FALSE(split_stream_frames(std::string("\0\1\0\1", 4), [](std::string_view) {})) << "65537 bytes";
+  EXPECT_EQ(split_stream_frames(std::string("\0\1", 2), [](std::string_view) {}), 0u);
+}
+
 TEST(NetPacket, BuiltRepliesHaveValidChecksumsAndSwappedEndpoints) {
   std::string syn = frame(kGuestAddress, 40000, "203.0.113.5", 443, kProtoTcp);
   auto req = *parse_ipv4(syn);
@@ -259,6 +272,27 @@ TEST(NetConfig, JsonRoundTripAndValidation) {
     EXPECT_THROW(validate_config(b), Error) << bad;
   }
   EXPECT_THROW(config_from_json("{}"), Error);
+}
+
+// Found by the fuzzer (tests/fuzz/corpus/config/crash-float-port): a port of 6e60
+// was converted to uint16_t (undefined behaviour; 70000 became 4464). A port that
+// is not an integer in 0..65535 is a Config error naming the field.
+TEST(NetConfig, APortThatIsNoPortNumberIsRefused) {
+  auto with_port = [](const std::string& port) {
+    return R"({"enabled": true, "allow_net": [], "dns_upstream": "", "binary": "b", "ports": [{"host_ip": "0.0.0.0",
+               "host_port": )" +
+           port + R"(, "guest_port": 80, "udp": false}]})";
+  };
+  EXPECT_EQ(config_from_json(with_port("8080")).ports.at(0).host_port, 8080);
+  for (const char* bad : {"6e60", "70000", "-1", "80.5", "\"80\""}) {
+    try {
+      config_from_json(with_port(bad));
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Config) << bad;
+      EXPECT_NE(std::string(e.what()).find("'host_port'"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace
@@ -352,6 +386,53 @@ TEST(NetSecrets, TheRequestsOwnHostMustBeOnTheSecretsListToo) {
   EXPECT_EQ(names("api.openai.com", "GET / HTTP/1.1\r\nHost: api.openai.com\r\nHost: evil.example\r\n\r\n"), "")
       << "two Host headers: nothing";
   EXPECT_EQ(names("evil.example", "POST /v1 HTTP/1.1\r\nHost: api.openai.com\r\n\r\n"), "c");
+}
+
+// Found by the fuzzer (tests/fuzz/http_request_fuzz.cpp): a request line with two
+// spaces hid its absolute-form target from the check, and so did an empty line
+// before it, or a userinfo before the host; each then got a secret scoped to
+// another host. Every host a server may read there is checked now.
+TEST(NetSecrets, AnAbsoluteTargetIsFoundHoweverTheRequestLineIsLaidOut) {
+  std::vector<SecretRule> s = {{"a", "<A>", "1", {"api.openai.com"}}, {"c", "<C>", "3", {}}};
+  auto names = [&](const std::string& head) {
+    std::string out;
+    for (const auto* r : secrets_for_request(s, "api.openai.com", head)) out += r->name;
+    return out;
+  };
+  EXPECT_EQ(names("GET  https://evil.example/?k=<A> HTTP/1.1\r\nHost: api.openai.com\r\n\r\n"), "c");
+  EXPECT_EQ(names("GET\thttps://evil.example/ HTTP/1.1\r\nHost: api.openai.com\r\n\r\n"), "c");
+  EXPECT_EQ(names("\r\nGET https://evil.example/ HTTP/1.1\r\nHost: api.openai.com\r\n\r\n"), "c");
+  EXPECT_EQ(names("GET https://api.openai.com:@evil.example/ HTTP/1.1\r\n\r\n"), "c");
+  EXPECT_EQ(names("GET / HTTP/1.1\r\nHost: api.openai.com@evil.example\r\n\r\n"), "c");
+  EXPECT_EQ(names("GET https://user@api.openai.com/v1 HTTP/1.1\r\nHost: api.openai.com\r\n\r\n"), "ac");
+  EXPECT_EQ(names("\r\nGET /v1 HTTP/1.1\r\nHost: api.openai.com\r\n\r\n"), "ac");
+}
+
+// A request read off the box's connection (read_request_for_upstream): its body is
+// what Content-Length says, and a request pipelined after it goes nowhere, so its
+// placeholders are never replaced for hosts nobody checked.
+TEST(NetSecrets, OnlyTheFirstRequestOfAConnectionGoesUpstream) {
+  std::vector<SecretRule> s = {{"c", "<C>", "REAL", {}}};
+  auto upstream = [&](const std::string& wire) {
+    size_t pos = 0;
+    auto reader = [&](char* b, int n) {
+      int k = static_cast<int>(std::min<size_t>({7, static_cast<size_t>(n), wire.size() - pos}));
+      std::memcpy(b, wire.data() + pos, static_cast<size_t>(k));
+      pos += static_cast<size_t>(k);
+      return k;
+    };
+    return read_request_for_upstream(reader, s, "api.test");
+  };
+  auto out = upstream(
+      "POST /x HTTP/1.1\r\nHost: api.test\r\nContent-Length: 3\r\n\r\n<C>"
+      "GET / HTTP/1.1\r\nHost: evil.example\r\nX: <C>\r\n\r\n");
+  ASSERT_TRUE(out);
+  EXPECT_EQ(*out, "POST /x HTTP/1.1\r\nHost: api.test\r\nContent-Length: 4\r\nConnection: close\r\n\r\nREAL");
+  out = upstream("GET / HTTP/1.1\r\nHost: api.test\r\n\r\nGET /2 HTTP/1.1\r\nX: <C>\r\n\r\n");
+  ASSERT_TRUE(out);
+  EXPECT_EQ(*out, "GET / HTTP/1.1\r\nHost: api.test\r\nConnection: close\r\n\r\n");
+  EXPECT_FALSE(upstream("POST /x HTTP/1.1\r\nContent-Length: 10\r\n\r\nshort")) << "EOF inside the body";
+  EXPECT_FALSE(upstream("GET / HTTP/1.1\r\nHost: api.test\r\n")) << "EOF inside the head";
 }
 
 }  // namespace

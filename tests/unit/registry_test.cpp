@@ -13,7 +13,9 @@
 #include "image/test_support.hpp"
 #include "registry/config.hpp"
 #include "registry/http.hpp"
+#include "registry/manifest.hpp"
 #include "registry/pull.hpp"
+#include "registry/pull_wire.hpp"
 #include "registry/reference.hpp"
 #include "registry/store.hpp"
 
@@ -139,6 +141,77 @@ TEST(RegistryConfigTest, JsonAndFlagForms) {
   EXPECT_NE(msg.find("credentials go in --config"), std::string::npos);
   EXPECT_EQ(kind_of([&] { parse_registry_flag("http://h"); }, &msg), ErrorKind::Config);
   EXPECT_EQ(msg, "image registry host must be host[:port], not a URL: http://h");
+}
+
+// What a registry serves, parsed by registry/manifest.hpp (the oci fuzz target's
+// registry half): fields of the wrong JSON type are Image errors saying which.
+TEST(ManifestTest, RegistryManifestsAreParsedAndCheckedFieldByField) {
+  const std::string d = "sha256:" + std::string(64, 'a');
+  EXPECT_EQ(manifest_media_type(R"({"manifests": []})", "application/json", "x"),
+            "application/vnd.oci.image.index.v1+json");
+  EXPECT_EQ(manifest_media_type(R"({"mediaType": "application/vnd.docker.distribution.manifest.v2+json"})",
+                                "application/vnd.oci.image.index.v1+json; charset=utf-8", "x"),
+            "application/vnd.docker.distribution.manifest.v2+json");
+  std::string msg;
+  EXPECT_EQ(kind_of([&] { manifest_media_type(R"({"schemaVersion": 1})", "text/plain", "busybox"); }, &msg),
+            ErrorKind::Image);
+  EXPECT_EQ(msg, "busybox uses the Docker schema 1 manifest format, which is not supported");
+  EXPECT_EQ(kind_of([&] { manifest_media_type("{", "", "busybox"); }), ErrorKind::Image);
+
+  std::string index = R"({"manifests": [{"digest": ")" + d + R"(", "size": 1, "platform": {"os": "linux",
+                      "architecture": "arm64"}}, {"digest": ")" +
+                      d + R"(", "size": 2, "platform": {"os": "linux",
+                      "architecture": "amd64"}}]})";
+  EXPECT_EQ(amd64_manifest_digest(index, "index"), d);
+  EXPECT_EQ(kind_of(
+                [&] {
+                  amd64_manifest_digest(R"({"manifests": [{"digest": ")" + d + R"(", "size": 1,
+                                                "platform": {"os": 7}}]})",
+                                        "index i");
+                },
+                &msg),
+            ErrorKind::Image);
+  EXPECT_EQ(msg, "field 'os' in index i is not a string");
+
+  ImageManifest m = parse_image_manifest(R"({"config": {"digest": ")" + d + R"(", "size": 3}, "layers": [
+      {"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": ")" +
+                                             d + R"(", "size": 4}]})",
+                                         "m");
+  EXPECT_EQ(m.config.size, 3u);
+  ASSERT_EQ(m.layers.size(), 1u);
+  EXPECT_EQ(m.layers[0].size, 4u);
+  EXPECT_EQ(kind_of(
+                [&] {
+                  parse_image_manifest(R"({"config": {"digest": ")" + d + R"(", "size": 3,
+                                               "mediaType": []}, "layers": []})",
+                                       "manifest m");
+                },
+                &msg),
+            ErrorKind::Image);
+  EXPECT_EQ(msg, "field 'mediaType' in manifest m is not a string");
+  EXPECT_EQ(kind_of([&] {
+              parse_image_manifest(R"({"config": {"digest": ")" + d + R"(", "size": -3}, "layers": []})", "manifest m");
+            }),
+            ErrorKind::Image);
+}
+
+// boxlite-pull's answers are checked as any hostile input: a count that is a float
+// (6e60 is undefined behaviour to convert) or negative is an Internal error.
+TEST(PullWireTest, CountsInTheHelpersMessagesAreCheckedIntegers) {
+  LayerProgress p{"sha256:x", 10, 5, false, false, 2};
+  LayerProgress back = wire::progress_from(wire::progress_json(p));
+  EXPECT_EQ(back.size, 10u);
+  EXPECT_EQ(back.attempt, 2);
+  for (const char* bad : {R"(6e60)", R"(-1)", R"(1.5)", R"("3")"}) {
+    auto j = wire::progress_json(p);
+    j["size"] = nlohmann::json::parse(bad);
+    std::string msg;
+    EXPECT_EQ(kind_of([&] { wire::progress_from(j); }, &msg), ErrorKind::Internal) << bad;
+    EXPECT_NE(msg.find("'size'"), std::string::npos) << msg;
+  }
+  auto j = wire::progress_json(p);
+  j["attempt"] = 5000000000u;
+  EXPECT_EQ(kind_of([&] { wire::progress_from(j); }), ErrorKind::Internal);
 }
 
 TEST(ChallengeTest, ParsesBearerAndBasic) {
