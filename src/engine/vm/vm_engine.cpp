@@ -12,7 +12,6 @@
 
 #include "common/error.hpp"
 #include "common/io.hpp"
-#include "engine/jail/jail.hpp"
 #include "engine/vm/qemu.hpp"
 
 namespace boxlite::engine::vm {
