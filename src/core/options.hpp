@@ -113,9 +113,10 @@ struct BoxOptions {
   std::vector<PortSpec> ports;
   std::vector<Secret> secrets;
   std::vector<VolumeSpec> volumes;
-  // The root disk's size in GiB: a sparse qcow2 overlay of that size, the guest's
-  // ext4 grown to fill it at boot (vm). Default kDefaultDiskSizeGb. The jail engine
-  // has no disk of its own and refuses it (docs/storage.md).
+  // The root disk's size in GiB (docs/storage.md), default kDefaultDiskSizeGb: a
+  // sparse qcow2 overlay of that size, the guest's ext4 grown to fill it at boot
+  // (vm); a sparse ext4 image of that size holding the overlay's writable layer
+  // (jail). A box that fills it gets ENOSPC.
   std::optional<uint64_t> disk_size_gb;
   SecurityOptions security;
 };

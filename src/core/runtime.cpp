@@ -30,6 +30,7 @@
 #include "core/shim_launch.hpp"
 #include "core/spare_dirs.hpp"
 #include "core/volumes.hpp"
+#include "engine/jail/disk.hpp"
 #include "engine/jail/jail.hpp"
 #include "engine/vm/initramfs.hpp"
 #include "engine/vm/qemu.hpp"
@@ -577,6 +578,17 @@ void Runtime::prepare_jail(engine::ShimSpec& spec, const image::LocalImage& img)
   spec.root_mountpoint = layout_.jail_root_mountpoint();
 }
 
+void Runtime::prepare_jail_disk(engine::ShimSpec& spec, uint64_t bytes) {
+  if (std::string why = engine::jail::disks_unavailable(); !why.empty()) {
+    warn("disk_size_gb is not enforced for jail box " + spec.box_id + ": " + why +
+         "; its writable layer is a directory on the host's file system, which it can fill (docs/jail.md)");
+    return;
+  }
+  spec.jail_disk_bytes = bytes;
+  spec.jail_disk_mountpoint = layout_.jail_disk_mountpoint();
+  spec.jail_disk_template = engine::jail::ensure_disk_template(layout_.jail_disk_templates(), bytes);
+}
+
 namespace {
 
 // Docker's rule for names: they appear in paths, URLs and shell commands.
@@ -685,11 +697,6 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
                 "unknown engine '" + engine + "' (from BOXLITE_ENGINE or the home config): expected 'vm' or 'jail'");
   }
   check_security(opts.security, engine);
-  if (engine == "jail" && opts.disk_size_gb) {
-    throw Error(ErrorKind::Unsupported,
-                "disk_size_gb is not supported by the jail engine: its root is an overlay on the host's file system, "
-                "with no disk of its own to size (docs/storage.md)");
-  }
 
   if (engine == "jail") engine::jail::prime_cgroup_attach();
   double create_started_ms = now_ms();
@@ -722,6 +729,7 @@ std::shared_ptr<Box> Runtime::create_box(const BoxOptions& opts, const std::stri
   timings["image_prepare_ms"] = static_cast<int64_t>(t_image - create_started_ms);
   spec.box_id = new_box_id();
   spec.box_dir = layout_.box_dir(spec.box_id);
+  if (engine == "jail") prepare_jail_disk(spec, opts.disk_size_gb.value_or(kDefaultDiskSizeGb) << 30);
   DirGuard guard{spec.box_dir};
   bool spare = engine == "jail" && core::take_spare_box_dir(layout_.spare_box_dirs(), spec.box_dir);
   if (!spare && ::mkdir(spec.box_dir.c_str(), 0700) != 0) {

@@ -150,6 +150,11 @@ class Runtime {
   std::string resolve_accel(const std::string& requested);
   void prepare_vm(engine::ShimSpec& spec, const BoxOptions& opts, const image::LocalImage& img);
   void prepare_jail(engine::ShimSpec& spec, const image::LocalImage& img);
+  // The jail box's disk of `bytes` (engine/jail/disk.hpp): sets the spec's jail
+  // disk fields, the home's template of that size made if missing. None (with a
+  // warning) on a host that gives no loop devices: the box's writable layer is then
+  // a directory on the host's file system.
+  void prepare_jail_disk(engine::ShimSpec& spec, uint64_t bytes);
   void prepare_vm_machine(engine::ShimSpec& spec, const BoxOptions& opts);
   static std::string make_box_id();
   // Refuses (InvalidState) removing a box other boxes are clones of, unless
@@ -158,6 +163,7 @@ class Runtime {
   std::shared_ptr<Box> clone_jail(Box& source, const std::string& name, bool detach);
   engine::ShimSpec clone_spec(const Box& source);
   std::string export_jail(Box& box, const std::string& dest_dir);
+  std::string export_jail_disk(Box& box, const std::string& dest, const std::string& base);
   std::string write_export(Box& box, const std::string& dest, const std::string& data_name,
                            const std::string& data_file);
   std::shared_ptr<Box> import_jail(engine::ShimSpec spec, const nlohmann::json& manifest, const std::string& name,

@@ -17,6 +17,7 @@
 #include "core/box.hpp"
 #include "core/client.hpp"
 #include "core/execution.hpp"
+#include "engine/jail/disk.hpp"
 #include "engine/jail/jail.hpp"
 #include "engine/spec.hpp"
 #include "engine/vm/qmp.hpp"
@@ -196,6 +197,9 @@ nlohmann::json load_index(const Box& b) {
 }
 
 uint64_t tree_bytes(const std::string& root);
+// A jail box with a disk: a copy of its image (sparse; O(data) unless the file
+// system makes reflinks): <box>/snapshots/<id>.ext4.
+std::string jail_disk_snapshot(const Box& b, const std::string& id) { return snapshots_dir(b) + "/" + id + ".ext4"; }
 
 SnapshotInfo info_of(const Box& b, const nlohmann::json& j) {
   SnapshotInfo s;
@@ -205,7 +209,9 @@ SnapshotInfo info_of(const Box& b, const nlohmann::json& j) {
   s.created_at = j.at("created_at");
   s.container_disk_bytes = j.at("container_disk_bytes");
   struct stat st {};
-  if (b.spec().engine == "jail") {
+  if (has_jail_disk(b)) {
+    if (::stat(jail_disk_snapshot(b, s.id).c_str(), &st) == 0) s.size_bytes = static_cast<uint64_t>(st.st_blocks) * 512;
+  } else if (b.spec().engine == "jail") {
     s.size_bytes = tree_bytes(snapshots_dir(b) + "/" + s.id + ".upper");
   } else if (::stat((snapshots_dir(b) + "/" + s.id + ".qcow2").c_str(), &st) == 0) {
     s.size_bytes = static_cast<uint64_t>(st.st_blocks) * 512;
@@ -254,7 +260,10 @@ SnapshotInfo SnapshotHandle::create(const std::string& name) {
   make_dirs(snapshots_dir(box_), 0700);
   std::string id = random_hex(8);
   uint64_t vsize = 0;
-  if (is_jail(box_)) {
+  if (has_jail_disk(box_)) {
+    copy_jail_disk(box_, jail_disk_snapshot(box_, id));
+    vsize = box_.spec().jail_disk_bytes;
+  } else if (is_jail(box_)) {
     copy_jail_upper(box_, jail_snapshot(box_, id));
     vsize = tree_bytes(jail_snapshot(box_, id));
   } else {
@@ -291,6 +300,13 @@ void SnapshotHandle::remove(const std::string& name) {
   auto index = load_index(box_);
   auto it = std::find_if(index.begin(), index.end(), [&](const auto& s) { return s.at("name") == name; });
   if (it == index.end()) throw Error(ErrorKind::NotFound, "snapshot '" + name + "' not found on box " + box_.id());
+  if (has_jail_disk(box_)) {  // a full copy: nothing depends on it
+    std::string file = jail_disk_snapshot(box_, it->at("id").get<std::string>());
+    index.erase(it);
+    write_file_atomic(index_path(box_), index.dump(2), 0600);
+    ::unlink(file.c_str());
+    return;
+  }
   if (is_jail(box_)) {  // a full copy: nothing depends on it
     std::string dir = jail_snapshot(box_, it->at("id").get<std::string>());
     index.erase(it);
@@ -331,6 +347,11 @@ void SnapshotHandle::restore(const std::string& name) {
   }
   auto s = get(name);
   if (!s) throw Error(ErrorKind::NotFound, "snapshot '" + name + "' not found on box " + box_.id());
+  if (has_jail_disk(box_)) {
+    // The copy takes the disk's name only once it is whole (a rename).
+    engine::jail::copy_disk_image(jail_disk_snapshot(box_, s->id), engine::jail::disk_image_path(box_.dir()));
+    return;
+  }
   if (is_jail(box_)) {
     // The copy is made first; only then does the old upper layer go.
     std::string upper = box_.dir() + "/upper", fresh = box_.dir() + "/upper.restore";
@@ -392,15 +413,12 @@ void freeze_box_disk(Box& b, const std::string& frozen) {
   disk::freeze_running_top(b.dir(), frozen);
 }
 
-void copy_jail_upper(Box& b, const std::string& to) {
-  std::string upper = b.dir() + "/upper";
-  if (!path_exists(upper)) make_dirs(upper);  // never started: an empty upper layer
-  if (!box_is_running(b)) {
-    disk::copy_tree(upper, to);
-    return;
-  }
-  // Frozen, the box's processes change nothing in the upper layer while it is
-  // copied (their writes go through the host's page cache, which cp reads).
+namespace {
+
+// Runs `copy` with the running jail box's processes frozen (the cgroup freezer),
+// thawed whatever happens.
+template <class Copy>
+void with_jail_frozen(const Box& b, Copy&& copy) {
   engine::jail::freeze(b.id());
   struct Thaw {
     std::string id;
@@ -412,7 +430,43 @@ void copy_jail_upper(Box& b, const std::string& to) {
       }
     }
   } thaw{b.id()};
-  disk::copy_tree(upper, to);
+  copy();
+}
+
+}  // namespace
+
+void copy_jail_upper(Box& b, const std::string& to) {
+  std::string upper = b.dir() + "/upper";
+  if (!path_exists(upper)) make_dirs(upper);  // never started: an empty upper layer
+  if (!box_is_running(b)) {
+    disk::copy_tree(upper, to);
+    return;
+  }
+  // Frozen, the box's processes change nothing in the upper layer while it is
+  // copied (their writes go through the host's page cache, which cp reads).
+  with_jail_frozen(b, [&] { disk::copy_tree(upper, to); });
+}
+
+bool has_jail_disk(const Box& b) { return b.spec().engine == "jail" && b.spec().jail_disk_bytes > 0; }
+
+void copy_jail_disk(Box& b, const std::string& to) {
+  std::string image = engine::jail::disk_image_path(b.dir());
+  pid_t shim = unix_listener_pid(engine::shim_socket_path(b.dir()));
+  if (shim <= 0) {  // stopped: the image is all there is (never started: an empty disk, the template)
+    const std::string& tmpl = b.spec().jail_disk_template;
+    if (!path_exists(image)) {
+      engine::jail::ensure_disk_template(tmpl.substr(0, tmpl.rfind('/')), b.spec().jail_disk_bytes);
+      image = tmpl;
+    }
+    engine::jail::copy_disk_image(image, to);
+    return;
+  }
+  // Frozen, the box writes nothing; what it wrote is still in its disk's page
+  // cache, in the shim's mount namespace, until synced into the image we copy.
+  with_jail_frozen(b, [&] {
+    engine::jail::sync_running_disk(shim, b.spec().jail_disk_mountpoint);
+    engine::jail::copy_disk_image(image, to);
+  });
 }
 
 }  // namespace boxlite
