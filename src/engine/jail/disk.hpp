@@ -36,8 +36,9 @@ std::string disk_template_path(const std::string& dir, uint64_t bytes);
 // cannot be made (mke2fs missing: e2fsprogs).
 std::string ensure_disk_template(const std::string& dir, uint64_t bytes);
 
-// A new disk image, a copy of `template_path`, as an unnamed file (O_TMPFILE) in
-// the directory `dir`: it goes away by itself unless link_disk_image names it.
+// A new disk image of the size of `template_path`, empty (one hole), as an unnamed
+// file (O_TMPFILE) in the directory `dir`: it goes away by itself unless
+// link_disk_image names it. Mount it with fill_from the template.
 UniqueFd new_disk_image(const std::string& template_path, const std::string& dir);
 // Gives the unnamed image `image` the name `path` (which must not exist).
 void link_disk_image(int image, const std::string& path);
@@ -50,6 +51,9 @@ struct DiskMountOptions {
   // A box removed when it stops: its disk never needs to survive a host crash, so
   // nothing it writes is flushed to the host's disk (ext4 nobarrier).
   bool ephemeral = false;
+  // A new image (new_disk_image): the template whose data is written onto it
+  // through its loop device, before the mount.
+  std::string fill_from;
 };
 
 // The image's file system (`image`, open for reading, and writing unless

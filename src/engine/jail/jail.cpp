@@ -162,6 +162,7 @@ UniqueFd mount_box_disk(const ShimSpec& spec) {
   if (!path_exists(tmpl)) ensure_disk_template(tmpl.substr(0, tmpl.rfind('/')), spec.jail_disk_bytes);  // removed since
   UniqueFd file = new_disk_image(tmpl, spec.box_dir);
   trace("jail: disk made");
+  opts.fill_from = tmpl;
   UniqueFd disk = mount_disk(file.get(), image, opts);
   link_disk_image(file.get(), image);
   return disk;
