@@ -2,12 +2,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
+#include <string>
 #include <string_view>
 
 #include "cli/commands.hpp"
 #include "cli/linked_libraries.hpp"
 #include "common/error.hpp"
 #include "common/trace.hpp"
+#include "core/options.hpp"
+#include "core/paths.hpp"
 #include "core/shim_launch.hpp"
 #include "store/store.hpp"
 
@@ -43,6 +46,46 @@ bool run_detaches(int argc, char** argv) {
     }
   }
   return false;
+}
+
+// What a `run` command line says of its box's disk, for the shim spawned before it
+// is parsed to make while this process works (core::WarmDisk): a jail box
+// (--engine jail, or BOXLITE_ENGINE=jail) in --home or the default home, of
+// --disk-size-gb or the default size, removed (--rm) or not. A guess: a wrong one
+// (a word of the box's command taken for a flag, the engine from the home's
+// config) only costs the shim a disk it lets go.
+boxlite::core::WarmDisk warm_disk_for_run(int argc, char** argv) {
+  std::string home = boxlite::core::default_home(), engine, size;
+  if (const char* e = std::getenv("BOXLITE_ENGINE")) engine = e;
+  bool rm = false;
+  auto value_of = [&](int& i, std::string_view a, std::string_view name, std::string& out) {
+    if (a == name && i + 1 < argc) {
+      out = argv[++i];
+      return true;
+    }
+    if (a.size() > name.size() && a.starts_with(name) && a[name.size()] == '=') {
+      out = a.substr(name.size() + 1);
+      return true;
+    }
+    return false;
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--") break;
+    if (value_of(i, a, "--home", home) || value_of(i, a, "--engine", engine) ||
+        value_of(i, a, "--disk-size-gb", size) || value_of(i, a, "--disk-size", size)) {
+      continue;
+    }
+    rm = rm || a == "--rm";
+  }
+  uint64_t gb = boxlite::kDefaultDiskSizeGb;
+  if (!size.empty()) {
+    char* end = nullptr;
+    gb = std::strtoull(size.c_str(), &end, 10);
+    if (*end != '\0') return {};
+  }
+  if (engine != "jail") return {};
+  return boxlite::core::warm_disk_for(home, gb, rm);
 }
 
 // The group of commands that defines `name`, or nullptr.
@@ -101,7 +144,7 @@ int main(int argc, char** argv) {
   // (cli/run.cpp); anything else (a bad flag, --help) lets it go at exit.
   if (subcommand_in(argc, argv) == "run" && !run_detaches(argc, argv)) {
     try {
-      boxlite::core::prestart_shim(/*detached=*/false);
+      boxlite::core::prestart_shim(/*detached=*/false, warm_disk_for_run(argc, argv));
       boxlite::trace("cli: shim spawned");
     } catch (const boxlite::Error&) {
       // The run starts one itself, and says why if it cannot.

@@ -2,12 +2,14 @@
 // image's), start it and follow that command with live output; exit with its exit
 // code. With -d, print the box id and leave it running.
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 
 #include "cli/commands.hpp"
 #include "common/error.hpp"
 #include "common/io.hpp"
 #include "common/trace.hpp"
+#include "core/paths.hpp"
 #include "core/runtime.hpp"
 #include "core/shim_launch.hpp"
 
@@ -31,8 +33,15 @@ int run_detached(const GlobalFlags& g, const RunFlags& f) {
   o.auto_remove = false;  // as documented: -d forces auto_remove=false
   o.main_tty = f.tty;
   o.main_stdin = true;  // nobody writes it, but a shell main command keeps the box up
-  // Its start overlaps ours (core/shim_launch.hpp).
-  core::prestart_shim(/*detached=*/true);
+  // Its start overlaps ours (core/shim_launch.hpp), a jail box's disk too.
+  std::string engine =
+      f.engine.empty() ? (std::getenv("BOXLITE_ENGINE") ? std::getenv("BOXLITE_ENGINE") : "") : f.engine;
+  core::prestart_shim(/*detached=*/true, engine == "jail"
+                                             ? core::warm_disk_for(g.home.empty() ? core::default_home() : g.home,
+                                                                   static_cast<uint64_t>(f.disk_size_gb.value_or(
+                                                                       static_cast<int64_t>(kDefaultDiskSizeGb))),
+                                                                   /*ephemeral=*/false)
+                                             : core::WarmDisk{});
   Runtime rt(run_runtime_options(g));
   PullDisplay progress(rt, stderr);
   auto box = rt.create_to_start(o, f.name);

@@ -11,6 +11,7 @@
 #include "common/io.hpp"
 #include "common/trace.hpp"
 #include "core/paths.hpp"
+#include "engine/jail/disk.hpp"
 
 namespace boxlite::core {
 
@@ -29,7 +30,7 @@ Pipe make_pipe() {
 
 }  // namespace
 
-ShimLaunch ShimLaunch::spawn(bool detached) {
+ShimLaunch ShimLaunch::spawn(bool detached, const WarmDisk& warm) {
   // The box directory goes over a socket, not a pipe: a shim that died first is
   // then an error on send (MSG_NOSIGNAL), not a SIGPIPE in the caller.
   int sv[2];
@@ -50,6 +51,10 @@ ShimLaunch ShimLaunch::spawn(bool detached) {
   if (!detached) {
     so.argv.insert(so.argv.end(), {"--lifeline-fd", "6"});
     so.fds.emplace_back(lifeline.read.get(), 6);
+  }
+  if (!warm.template_path.empty()) {
+    so.argv.insert(so.argv.end(),
+                   {"--warm-disk", warm.template_path, "--warm-disk-ephemeral", warm.ephemeral ? "1" : "0"});
   }
   // Room for the shim to name its box in its command line once it knows it: state
   // reconciliation (Runtime::reconcile) recognises a box's shim by it, and ps and
@@ -110,10 +115,17 @@ std::optional<ShimLaunch> prestarted;
 
 }  // namespace
 
-void prestart_shim(bool detached) {
-  ShimLaunch l = ShimLaunch::spawn(detached);
+void prestart_shim(bool detached, const WarmDisk& warm) {
+  ShimLaunch l = ShimLaunch::spawn(detached, warm);
   std::lock_guard lk(prestarted_mu);
   prestarted = std::move(l);
+}
+
+WarmDisk warm_disk_for(const std::string& home, uint64_t disk_size_gb, bool ephemeral) {
+  if (disk_size_gb == 0 || disk_size_gb > (uint64_t{1} << 34)) return {};
+  std::string path = engine::jail::disk_template_path(HomeLayout{home}.jail_disk_templates(), disk_size_gb << 30);
+  if (!path_exists(path)) return {};
+  return {path, ephemeral};
 }
 
 bool is_shim_of(pid_t pid, const std::string& box_dir) {

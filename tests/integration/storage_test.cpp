@@ -957,6 +957,39 @@ TEST_F(JailDiskTest, WithoutLoopDevicesABoxRunsUnboundedAndSaysSo) {
   expect_no_leftovers();
 }
 
+// `boxlite run` spawns its shim before it parses its command line; for a jail box
+// whose disk template exists, that shim makes the disk while the CLI works, and
+// the box takes it. A guess the box proves wrong (a `--rm` that is a word of the
+// box's command) is let go: the box makes its own, and nothing is left of it.
+TEST_F(JailDiskTest, TheRunsEarlyShimMakesTheDiskWhileTheCliWorks) {
+  std::string trace = home_ + "/trace.txt";
+  auto traced_run = [&](std::vector<std::string> args) {
+    ::unlink(trace.c_str());
+    ::setenv("BOXLITE_TRACE", trace.c_str(), 1);
+    auto r = run_cli(std::move(args));
+    ::unsetenv("BOXLITE_TRACE");
+    return std::pair{r, read_file_if_present(trace).value_or("")};
+  };
+  auto [first, first_trace] = traced_run({"run", "--rm", "--engine", "jail", image("busybox"), "true"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(first_trace.find("warm disk"), std::string::npos) << "no template yet: no disk made early";
+  auto [taken, taken_trace] =
+      traced_run({"run", "--rm", "--engine", "jail", image("busybox"), "sh", "-c", "df -k / | tail -1"});
+  ASSERT_EQ(taken.exit_code, 0) << taken.err;
+  EXPECT_NE(taken_trace.find("jail: warm disk taken"), std::string::npos) << taken_trace;
+  BufferedResult df;
+  df.stdout_text = taken.out;
+  EXPECT_GT(root_disk_kib(df), 9ull << 20) << "the default size: " << taken.out;
+  auto [kept, kept_trace] = traced_run({"run", "--name", "kept", "--engine", "jail", image("busybox"), "echo", "--rm"});
+  ASSERT_EQ(kept.exit_code, 0) << kept.err;
+  EXPECT_EQ(kept.out, "--rm\n");
+  EXPECT_NE(kept_trace.find("jail: warm disk made"), std::string::npos) << kept_trace;
+  EXPECT_EQ(kept_trace.find("jail: warm disk taken"), std::string::npos) << "a kept box took a disk made for --rm";
+  EXPECT_TRUE(path_exists(engine::jail::disk_image_path(home_ + "/boxes/" + trim(run_cli({"ls", "-a", "-q"}).out))));
+  EXPECT_EQ(run_cli({"rm", "kept"}).exit_code, 0);
+  expect_no_leftovers();
+}
+
 // A disk keeps its size through everything that copies it: a snapshot of the
 // running box, its clone, its export imported into another home.
 TEST_F(JailDiskTest, ADisksSizeGoesWithItsSnapshotsClonesAndImports) {

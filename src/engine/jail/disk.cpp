@@ -307,6 +307,46 @@ UniqueFd mount_disk(int image_fd, const std::string& image, const DiskMountOptio
   return mnt;  // the loop device goes with the file system (autoclear)
 }
 
+namespace {
+
+struct WarmDisk {
+  std::string template_path;
+  bool ephemeral = false;
+  UniqueFd image, mount;
+};
+
+WarmDisk& warm_disk() {
+  static WarmDisk w;
+  return w;
+}
+
+}  // namespace
+
+void prepare_warm_disk(const std::string& template_path, bool ephemeral) noexcept {
+  try {
+    if (!path_exists(template_path)) return;  // a home's first jail box makes it
+    WarmDisk w{template_path, ephemeral, {}, {}};
+    w.image = new_disk_image(template_path, template_path.substr(0, template_path.rfind('/')));
+    w.mount = mount_disk(w.image.get(), template_path + " (a new disk)",
+                         {.read_only = false, .ephemeral = ephemeral, .fill_from = template_path});
+    warm_disk() = std::move(w);
+    trace("jail: warm disk made");
+  } catch (const std::exception&) {
+    // The box's start makes its disk itself, and says why if it cannot.
+  }
+}
+
+bool take_warm_disk(const std::string& template_path, bool ephemeral, UniqueFd& image, UniqueFd& mount) noexcept {
+  WarmDisk& w = warm_disk();
+  if (!w.mount || w.template_path != template_path || w.ephemeral != ephemeral) return false;
+  image = std::move(w.image);
+  mount = std::move(w.mount);
+  w = WarmDisk{};
+  return true;
+}
+
+void drop_warm_disk() noexcept { warm_disk() = WarmDisk{}; }
+
 void sync_running_disk(pid_t shim_pid, const std::string& mountpoint) {
   std::string path = "/proc/" + std::to_string(shim_pid) + "/root" + mountpoint;
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));

@@ -66,6 +66,19 @@ UniqueFd mount_disk(int image, const std::string& name, const DiskMountOptions& 
 // The same for the image file at `path`.
 UniqueFd mount_disk(const std::string& path, const DiskMountOptions& opts);
 
+// A disk made before its box is known. A shim started early (core/shim_launch.hpp:
+// `boxlite run`) makes one from the template its starter names while that parses,
+// opens its store and reads the image, so that the loop device's attach (a flush
+// of the host's disk) and the mount (a superblock written, a kernel thread) are
+// off the box's start path. One per process: the box's first start takes it if it
+// wants a new disk from that template, mounted alike; otherwise it is let go (an
+// unmount). A warm disk that cannot be made is no error: the start makes its own.
+void prepare_warm_disk(const std::string& template_path, bool ephemeral) noexcept;
+// The warm disk's image (unnamed, in the template's directory) and mount, if it
+// is one of `template_path` mounted as `ephemeral` asks; false otherwise.
+bool take_warm_disk(const std::string& template_path, bool ephemeral, UniqueFd& image, UniqueFd& mount) noexcept;
+void drop_warm_disk() noexcept;
+
 // Flushes what a running box wrote to its disk into the image (syncfs), through
 // its shim's mount namespace, where the disk is mounted at `mountpoint`. With the
 // box's processes frozen, a copy of the image made next is a consistent one.

@@ -160,10 +160,20 @@ UniqueFd mount_box_disk(const ShimSpec& spec) {
   const std::string& tmpl = spec.jail_disk_template;
   if (tmpl.empty()) throw Error(ErrorKind::Engine, "the box's spec names no template for its disk");
   if (!path_exists(tmpl)) ensure_disk_template(tmpl.substr(0, tmpl.rfind('/')), spec.jail_disk_bytes);  // removed since
-  UniqueFd file = new_disk_image(tmpl, spec.box_dir);
+  UniqueFd file, disk;
+  if (take_warm_disk(tmpl, spec.ephemeral, file, disk)) {
+    // Made while the shim waited for its box, in the template's directory: on the
+    // box's file system but in an odd home (EXDEV), it is let go.
+    if (::linkat(file.get(), "", AT_FDCWD, image.c_str(), AT_EMPTY_PATH) == 0) {
+      trace("jail: warm disk taken");
+      return disk;
+    }
+    disk.reset();
+  }
+  file = new_disk_image(tmpl, spec.box_dir);
   trace("jail: disk made");
   opts.fill_from = tmpl;
-  UniqueFd disk = mount_disk(file.get(), image, opts);
+  disk = mount_disk(file.get(), image, opts);
   link_disk_image(file.get(), image);
   return disk;
 }
