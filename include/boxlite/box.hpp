@@ -18,16 +18,16 @@ namespace boxlite {
 class Box {
  public:
   virtual ~Box() = default;
-  Box(const Box&) = delete;
-  Box& operator=(const Box&) = delete;
+  Box(const Box &) = delete;
+  Box &operator=(const Box &) = delete;
 
-  virtual const std::string& id() const = 0;
-  virtual const std::string& name() const = 0;
+  virtual const std::string &id() const = 0;
+  virtual const std::string &name() const = 0;
   virtual EngineKind engine() const = 0;
   // Refreshed from its shim: a running box whose main command exited is stopped.
   virtual BoxState state() = 0;
   // The image's entrypoint+cmd (or the box's overrides): what `run` runs by default.
-  virtual const std::vector<std::string>& default_command() const = 0;
+  virtual const std::vector<std::string> &default_command() const = 0;
   // Whether the box's main command runs on a terminal (BoxOptions::main_tty).
   virtual bool main_tty() const = 0;
   virtual bool auto_remove() const = 0;
@@ -45,7 +45,7 @@ class Box {
   // Refused (InvalidState) when the box stopped because its main command exited:
   // start() it again first. A command that cannot start is an Execution error whose
   // spawn_failure() says why.
-  virtual Execution exec(const ExecOptions& opts) = 0;
+  virtual Execution exec(const ExecOptions &opts) = 0;
   // Follows the main command: its output so far (from its log), then live output,
   // then its exit code. with_stdin: this caller writes its stdin (one at a time).
   // Starts a configured box; on a box whose main command has exited, returns that
@@ -56,19 +56,19 @@ class Box {
   virtual std::vector<OutputChunk> main_log(size_t tail_lines = 0) = 0;
   // As main_log, handing each chunk to sink; with follow on a running box, then
   // goes on with live output until the main command exits or the box stops.
-  virtual void logs(size_t tail_lines, bool follow, const std::function<void(const OutputChunk&)>& sink) = 0;
+  virtual void logs(size_t tail_lines, bool follow, const std::function<void(const OutputChunk &)> &sink) = 0;
   // The main command's exit code once it has exited (the box then stops).
   virtual std::optional<int> main_exit_code() = 0;
   // Runs to completion and buffers output (at most kMaxBufferedOutput per stream).
-  virtual BufferedResult run(const ExecOptions& opts) = 0;
+  virtual BufferedResult run(const ExecOptions &opts) = 0;
   // Copies host_path into the box at box_path, or box_path out to host_path, with
   // docker cp semantics (boxlite/copy.hpp); starts the box if needed. Errors name the
   // box and the path: NotFound (a missing source, or a destination's missing
   // parent), AlreadyExists (overwrite off, or a file onto a directory),
   // InvalidArgument (a directory onto a file, an empty path), Storage (I/O),
   // Stopped. A failed copy may leave part of a directory copied.
-  virtual void copy_in(const std::string& host_path, const std::string& box_path, const CopyOptions& opts = {}) = 0;
-  virtual void copy_out(const std::string& box_path, const std::string& host_path, const CopyOptions& opts = {}) = 0;
+  virtual void copy_in(const std::string &host_path, const std::string &box_path, const CopyOptions &opts = {}) = 0;
+  virtual void copy_out(const std::string &box_path, const std::string &host_path, const CopyOptions &opts = {}) = 0;
   // Stops the box: the guest shuts down and the engine exits. The disk stays.
   // It also invalidates this handle: exec, run, attach, copy_in and copy_out on it
   // then fail with Stopped ("Handle invalidated after stop(). Use runtime.get() to

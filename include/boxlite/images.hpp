@@ -24,17 +24,17 @@ struct ImageRegistry {
 //   "image registry host must be host[:port], not a URL: <h>"
 //   "unsupported registry transport: <t>"
 //   "registry username and password must be provided together"
-void validate_image_registry(const ImageRegistry& r);
+void validate_image_registry(const ImageRegistry &r);
 
 // The CLI's `--registry HOST[,transport=http|https][,skip_verify][,search=false]`:
 // a registry given on the command line takes part in short-name search unless
 // told otherwise. Credentials only come from a config file (never argv, which
 // other users can read in /proc).
-ImageRegistry parse_image_registry_flag(const std::string& spec);
+ImageRegistry parse_image_registry_flag(const std::string &spec);
 
 // `--config FILE`: a JSON object with "image_registries" (other runtime keys of
 // <home>/config.json, "engine" and "accel", are accepted and ignored here).
-std::vector<ImageRegistry> load_image_registries(const std::string& path);
+std::vector<ImageRegistry> load_image_registries(const std::string &path);
 
 // One layer of a pull, as it goes.
 struct LayerProgress {
@@ -69,6 +69,6 @@ struct ImageReferenceParts {
   std::string registry, repository, tag, digest;
 };
 // InvalidArgument for text that is not an image reference.
-ImageReferenceParts parse_image_reference(const std::string& text);
+ImageReferenceParts parse_image_reference(const std::string &text);
 
 }  // namespace boxlite

@@ -25,11 +25,21 @@ class ShimLaunch;
 // is taken by that runtime's next box start of the same kind (detached or not); one
 // never taken ends with the runtime. The shim is always exec'd, never a fork of the
 // caller (docs/decisions.md, "The CLI starts the shim early").
+// What the caller expects of the box the early shim will get, so that the shim can
+// prepare for it while the caller works (a jail box's disk, from the home's
+// template of that size). A wrong guess costs only what the shim prepared in vain.
+struct EarlyShimGuess {
+  std::string home_dir;              // "" = $BOXLITE_HOME or ~/.boxlite
+  std::optional<EngineKind> engine;  // nullopt = $BOXLITE_ENGINE (the home's config is not read)
+  uint64_t disk_size_gb = 0;         // 0 = kDefaultDiskSizeGb
+  bool auto_remove = false;
+};
+
 class EarlyShim {
  public:
   EarlyShim() = default;
   // Spawns the shim now. Throws Error when it cannot (the start then spawns one).
-  static EarlyShim start(bool detached);
+  static EarlyShim start(bool detached, const EarlyShimGuess &guess = {});
   explicit operator bool() const { return launch_ != nullptr; }
   // The shim itself, for the runtime that takes it (nullptr once taken).
   std::shared_ptr<core::ShimLaunch> take() { return std::move(launch_); }
@@ -136,9 +146,10 @@ struct BoxOptions {
   std::vector<PortSpec> ports;
   std::vector<Secret> secrets;
   std::vector<VolumeSpec> volumes;
-  // The root disk's size in GiB: a sparse qcow2 overlay of that size, the guest's
-  // ext4 grown to fill it at boot (vm). Default kDefaultDiskSizeGb. The jail engine
-  // has no disk of its own and refuses it (docs/storage.md).
+  // The root disk's size in GiB (docs/storage.md), default kDefaultDiskSizeGb: a
+  // sparse qcow2 overlay of that size, the guest's ext4 grown to fill it at boot
+  // (vm); a sparse ext4 image of that size holding the overlay's writable layer
+  // (jail). A box that fills it gets ENOSPC.
   std::optional<uint64_t> disk_size_gb;
   SecurityOptions security;
 };

@@ -51,46 +51,46 @@ class Runtime {
  public:
   explicit Runtime(RuntimeOptions opts = {});
   ~Runtime();
-  Runtime(const Runtime&) = delete;
-  Runtime& operator=(const Runtime&) = delete;
+  Runtime(const Runtime &) = delete;
+  Runtime &operator=(const Runtime &) = delete;
   // The process-wide runtime of $BOXLITE_HOME (~/.boxlite), made on first use. It
   // holds the home's lock until the process exits: a second process's default
   // runtime on that home gets InvalidState "Another BoxliteRuntime is already
   // using directory <home>". Runtimes made with RuntimeOptions take no lock and
   // are what several processes sharing a home use.
   static std::shared_ptr<Runtime> default_runtime();
-  const std::string& home() const;
+  const std::string &home() const;
 
   // Prepares a box (image, root disk, engine settings) without booting it.
-  std::shared_ptr<Box> create(const BoxOptions& opts, const std::string& name = "");
+  std::shared_ptr<Box> create(const BoxOptions &opts, const std::string &name = "");
   // As create(), for a caller that starts the box at once (the CLI's `run`): the
   // runtime's early shim (RuntimeOptions::early_shim) is handed the box as soon as
   // its spec is written, so that the shim's start overlaps the box's record; the
   // box's start() then takes it. A box dropped unstarted has that shim stopped.
-  std::shared_ptr<Box> create_to_start(const BoxOptions& opts, const std::string& name = "");
+  std::shared_ptr<Box> create_to_start(const BoxOptions &opts, const std::string &name = "");
   // A running box of this home (by id, name or unique id prefix) that another
   // process (or this one) created: connects to its shim. The Box does not own it.
   // Throws NotFound "No such box: <id>" when the home has no such box, Stopped when
   // it exists but is not running.
-  std::shared_ptr<Box> attach(const std::string& id);
+  std::shared_ptr<Box> attach(const std::string &id);
   // The box named `name` if there is one (created=false), else a new one
   // (created=true). Safe against another process creating the same name meanwhile.
-  std::pair<std::shared_ptr<Box>, bool> get_or_create(const BoxOptions& opts, const std::string& name);
+  std::pair<std::shared_ptr<Box>, bool> get_or_create(const BoxOptions &opts, const std::string &name);
   // A box by id, name or unique id prefix: nullptr when there is none. A running
   // box is reached through its shim; a configured or stopped one can be started.
-  std::shared_ptr<Box> get(const std::string& id_or_name);
+  std::shared_ptr<Box> get(const std::string &id_or_name);
   // NotFound "No such box", or InvalidArgument when `id_or_name` is a prefix of
   // several boxes' IDs: for callers that found none.
-  Error no_such_box(const std::string& id_or_name);
+  Error no_such_box(const std::string &id_or_name);
   // Never boots anything. Throws NotFound "No such box: <x>".
-  BoxInfo get_info(const std::string& id_or_name);
+  BoxInfo get_info(const std::string &id_or_name);
   // Newest first.
   std::vector<BoxInfo> list_info();
   // A running box needs force (it is stopped first); throws NotFound / InvalidState.
-  void remove(const std::string& id_or_name, bool force = false);
+  void remove(const std::string &id_or_name, bool force = false);
   // What remove() checks before removing box `id` through a handle the caller
   // holds (the C API): clone dependencies (force: released first).
-  void prepare_remove(const std::string& id, bool force);
+  void prepare_remove(const std::string &id, bool force);
   // Gracefully stops every box this runtime handed out, in parallel: each guest
   // gets `timeout_secs` to shut down (nullopt: 10 s; -1: as long as it takes)
   // before its engine is killed. Afterwards create fails with Stopped: "Cannot
@@ -103,9 +103,9 @@ class Runtime {
   // <dest_dir>/<name or id>.boxlite and returns its path. import_box: a new box
   // from one, of the engine it was exported from. `detach`: the new box, once
   // started, outlives the process that started it.
-  std::shared_ptr<Box> clone_box(Box& source, const std::string& name = "", bool detach = false);
-  std::string export_box(Box& box, const std::string& dest_dir);
-  std::shared_ptr<Box> import_box(const std::string& path, const std::string& name = "", bool detach = false);
+  std::shared_ptr<Box> clone_box(Box &source, const std::string &name = "", bool detach = false);
+  std::string export_box(Box &box, const std::string &dest_dir);
+  std::shared_ptr<Box> import_box(const std::string &path, const std::string &name = "", bool detach = false);
 
   HostInfo host_info();
   RuntimeMetrics metrics();
@@ -113,24 +113,24 @@ class Runtime {
   // Images. pull_image always asks the registry (tags move) and downloads only the
   // blobs the home's store lacks; create() of a registry reference uses the cached
   // image when there is one, else pulls it the same way.
-  PullResult pull_image(const std::string& reference);
+  PullResult pull_image(const std::string &reference);
   std::vector<ImageInfo> list_images();
   // By reference (as given to pull/create, or normalized) or by id (a manifest
   // digest or a unique prefix of its hex, at least 4 digits). An image a box uses
   // is never removed: InvalidState naming the box. NotFound for no such image.
   // Returns the removed references.
-  std::vector<std::string> remove_image(const std::string& reference_or_id);
+  std::vector<std::string> remove_image(const std::string &reference_or_id);
   // Removes blobs and ext4 bases no image needs; with all=true first removes every
   // image no box uses. Returns the bytes freed.
   uint64_t prune_images(bool all = false);
   // Progress of pulls (create, pull_image) from this runtime; called from download
   // threads.
-  void set_pull_observer(std::function<void(const std::string&, const std::vector<LayerProgress>&)> on_manifest,
-                         std::function<void(const LayerProgress&)> on_progress);
-  const std::vector<ImageRegistry>& image_registries() const;
+  void set_pull_observer(std::function<void(const std::string &, const std::vector<LayerProgress> &)> on_manifest,
+                         std::function<void(const LayerProgress &)> on_progress);
+  const std::vector<ImageRegistry> &image_registries() const;
 
   // Warnings (such as falling back to TCG) go here; default: stderr.
-  void set_warning_sink(std::function<void(const std::string&)> sink);
+  void set_warning_sink(std::function<void(const std::string &)> sink);
 
  private:
   std::shared_ptr<LocalRuntime> impl_;

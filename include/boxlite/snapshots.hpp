@@ -28,19 +28,19 @@ struct SnapshotInfo {
 // stale one sees the truth.
 class SnapshotHandle {
  public:
-  explicit SnapshotHandle(Box& box) : box_(box) {}
+  explicit SnapshotHandle(Box &box) : box_(box) {}
   // AlreadyExists for a taken name.
-  SnapshotInfo create(const std::string& name);
+  SnapshotInfo create(const std::string &name);
   std::vector<SnapshotInfo> list();
-  std::optional<SnapshotInfo> get(const std::string& name);
+  std::optional<SnapshotInfo> get(const std::string &name);
   // InvalidState "Cannot remove snapshot: current disk depends on this snapshot..."
   // when it is in the chain under the box's disk (or another snapshot's).
-  void remove(const std::string& name);
+  void remove(const std::string &name);
   // InvalidState "Cannot restore snapshot while box is running. Stop the box first."
-  void restore(const std::string& name);
+  void restore(const std::string &name);
 
  private:
-  Box& box_;
+  Box &box_;
 };
 
 }  // namespace boxlite

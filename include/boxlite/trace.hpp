@@ -6,7 +6,7 @@
 
 namespace boxlite {
 
-void trace(const char* event);
+void trace(const char *event);
 
 // The next trace() reads BOXLITE_TRACE again (after a program changes it).
 void trace_reopen();

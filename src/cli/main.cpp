@@ -2,9 +2,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
+#include <string>
 #include <string_view>
 
 #include "boxlite/error.hpp"
+#include "boxlite/options.hpp"
 #include "boxlite/static_link.hpp"
 #include "boxlite/trace.hpp"
 #include "commands.hpp"
@@ -54,6 +56,45 @@ bool run_detaches(int argc, char** argv) {
     }
   }
   return false;
+}
+
+// What a `run` command line says of its box's disk, for the shim spawned before it
+// is parsed to make while this process works (boxlite::EarlyShimGuess): a jail box
+// (--engine jail, or BOXLITE_ENGINE=jail) in --home or the default home, of
+// --disk-size-gb or the default size, removed (--rm) or not. A guess: a wrong one
+// (a word of the box's command taken for a flag, the engine from the home's
+// config) only costs the shim a disk it lets go.
+boxlite::EarlyShimGuess early_shim_guess_for_run(int argc, char** argv) {
+  std::string home, engine, size;
+  bool rm = false;
+  auto value_of = [&](int& i, std::string_view a, std::string_view name, std::string& out) {
+    if (a == name && i + 1 < argc) {
+      out = argv[++i];
+      return true;
+    }
+    if (a.size() > name.size() && a.starts_with(name) && a[name.size()] == '=') {
+      out = a.substr(name.size() + 1);
+      return true;
+    }
+    return false;
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--") break;
+    if (value_of(i, a, "--home", home) || value_of(i, a, "--engine", engine) ||
+        value_of(i, a, "--disk-size-gb", size) || value_of(i, a, "--disk-size", size)) {
+      continue;
+    }
+    rm = rm || a == "--rm";
+  }
+  boxlite::EarlyShimGuess guess{.home_dir = home, .auto_remove = rm};
+  if (!engine.empty()) guess.engine = boxlite::engine_kind_from_name(engine);
+  if (!size.empty()) {
+    char* end = nullptr;
+    guess.disk_size_gb = std::strtoull(size.c_str(), &end, 10);
+    if (*end != '\0') guess.disk_size_gb = 0;
+  }
+  return guess;
 }
 
 // The group of commands that defines `name`, or nullptr.
@@ -145,7 +186,7 @@ int main(int argc, char** argv) {
   GlobalFlags g;
   if (command.name == "run" && !run_detaches(argc, argv)) {
     try {
-      g.early_shim = boxlite::EarlyShim::start(/*detached=*/false);
+      g.early_shim = boxlite::EarlyShim::start(/*detached=*/false, early_shim_guess_for_run(argc, argv));
       boxlite::trace("cli: shim spawned");
     } catch (const boxlite::Error&) {
       // The run starts one itself, and says why if it cannot.

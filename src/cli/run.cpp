@@ -2,6 +2,7 @@
 // image's), start it and follow that command with live output; exit with its exit
 // code. With -d, print the box id and leave it running.
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 
 #include "boxlite/error.hpp"
@@ -30,8 +31,10 @@ int run_detached(GlobalFlags& g, const RunFlags& f) {
   o.auto_remove = false;  // as documented: -d forces auto_remove=false
   o.main_tty = f.tty;
   o.main_stdin = true;  // nobody writes it, but a shell main command keeps the box up
-  // Its start overlaps ours (boxlite::EarlyShim).
-  g.early_shim = EarlyShim::start(/*detached=*/true);
+  // Its start overlaps ours (boxlite::EarlyShim), a jail box's disk too.
+  EarlyShimGuess guess{.home_dir = g.home, .engine = o.engine, .auto_remove = false};
+  if (o.disk_size_gb) guess.disk_size_gb = *o.disk_size_gb;
+  g.early_shim = EarlyShim::start(/*detached=*/true, guess);
   Runtime rt(run_runtime_options(g));
   PullDisplay progress(rt, stderr);
   auto box = rt.create_to_start(o, f.name);

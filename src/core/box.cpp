@@ -668,21 +668,26 @@ void LocalBox::destroy(bool reach_current_shim) {
   // layers are emptied for that, not removed.
   bool as_spare = early && shim_.valid();
   constexpr int kLayerDirs = 2;  // upper/ and work/, each emptied on a thread of its own
+  // A box with a disk keeps its writable layer there (engine/jail/disk.hpp): its
+  // image goes whole, with the rest of the directory.
+  bool layers_on_disk = spec_.jail_disk_bytes > 0;
   if (early) {
     trace("core: destroy: early removal");
     // Each on a thread: every directory freed waits for a discard on some hosts.
-    try {
-      for (auto [t, sub] : {std::pair{&early_upper, "/upper"}, std::pair{&early_work, "/work"}}) {
-        *t = start_thread_without_signals<std::jthread>([p = spec_.box_dir + sub, as_spare, &layers_emptied] {
-          if (!as_spare) {
-            remove_tree_quietly(p);
-          } else if (core::empty_layer_for_spare(p)) {
-            ++layers_emptied;
-          }
-        });
+    if (!layers_on_disk) {
+      try {
+        for (auto [t, sub] : {std::pair{&early_upper, "/upper"}, std::pair{&early_work, "/work"}}) {
+          *t = start_thread_without_signals<std::jthread>([p = spec_.box_dir + sub, as_spare, &layers_emptied] {
+            if (!as_spare) {
+              remove_tree_quietly(p);
+            } else if (core::empty_layer_for_spare(p)) {
+              ++layers_emptied;
+            }
+          });
+        }
+      } catch (const std::system_error&) {
+        // No thread to be had: what is left goes with the box directory below.
       }
-    } catch (const std::system_error&) {
-      // No thread to be had: what is left goes with the box directory below.
     }
     // Forgotten while the shim exits and the layers go: a removal that fails after
     // this leaves a directory with no row, which the next runtime sweeps.
@@ -701,7 +706,7 @@ void LocalBox::destroy(bool reach_current_shim) {
   // The shim retires them; this covers a shim that was killed first.
   if (spec_.engine == EngineKind::Jail) engine::jail::remove_cgroups(spec_.box_id);
   trace("core: destroy: cgroups");
-  bool kept = as_spare && layers_emptied == kLayerDirs &&
+  bool kept = as_spare && (layers_on_disk || layers_emptied == kLayerDirs) &&
               core::keep_as_spare(core::HomeLayout::of_box_dir(spec_.box_dir).spare_box_dirs(), spec_.box_dir);
   try {
     if (!kept) remove_tree(spec_.box_dir);

@@ -2,8 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/error.hpp"
 #include "boxlite/options.hpp"
+#include "common/error.hpp"
 
 namespace boxlite::core {
 

@@ -18,6 +18,10 @@ struct HomeLayout {
   std::string locks() const { return root + "/locks"; }
   // Every jail box's shim mounts its box's root here, in its own mount namespace.
   std::string jail_root_mountpoint() const { return tmp() + "/jail-root"; }
+  // ...and its disk, the file system its writable layer lives on (engine/jail/disk.hpp).
+  std::string jail_disk_mountpoint() const { return tmp() + "/jail-disk"; }
+  // The empty ext4 images, one per size, that a jail box's disk is a copy of.
+  std::string jail_disk_templates() const { return images() + "/jail-disks"; }
   // Emptied jail box directories kept for the next jail box (core/spare_dirs.hpp).
   std::string spare_box_dirs() const { return tmp() + "/spare-box-dirs"; }
   void create() const;

@@ -31,6 +31,7 @@
 #include "core/shim_launch.hpp"
 #include "core/spare_dirs.hpp"
 #include "core/volumes.hpp"
+#include "engine/jail/disk.hpp"
 #include "engine/jail/jail.hpp"
 #include "engine/vm/initramfs.hpp"
 #include "engine/vm/qemu.hpp"
@@ -536,6 +537,17 @@ void LocalRuntime::prepare_jail(engine::ShimSpec& spec, const image::LocalImage&
   spec.root_mountpoint = layout_.jail_root_mountpoint();
 }
 
+void LocalRuntime::prepare_jail_disk(engine::ShimSpec& spec, uint64_t bytes) {
+  if (std::string why = engine::jail::disks_unavailable(); !why.empty()) {
+    warn("disk_size_gb is not enforced for jail box " + spec.box_id + ": " + why +
+         "; its writable layer is a directory on the host's file system, which it can fill (docs/jail.md)");
+    return;
+  }
+  spec.jail_disk_bytes = bytes;
+  spec.jail_disk_mountpoint = layout_.jail_disk_mountpoint();
+  spec.jail_disk_template = engine::jail::ensure_disk_template(layout_.jail_disk_templates(), bytes);
+}
+
 namespace {
 
 // Docker's rule for names: they appear in paths, URLs and shell commands.
@@ -642,11 +654,6 @@ std::shared_ptr<LocalBox> LocalRuntime::create_box(const BoxOptions& opts, const
     throw Error(ErrorKind::AlreadyExists, "box name '" + name + "' is already in use");
   EngineKind engine = opts.engine ? *opts.engine : default_engine();
   check_security(opts.security);
-  if (engine == EngineKind::Jail && opts.disk_size_gb) {
-    throw Error(ErrorKind::Unsupported,
-                "disk_size_gb is not supported by the jail engine: its root is an overlay on the host's file system, "
-                "with no disk of its own to size (docs/storage.md)");
-  }
 
   if (engine == EngineKind::Jail) engine::jail::prime_cgroup_attach();
   double create_started_ms = now_ms();
@@ -679,6 +686,7 @@ std::shared_ptr<LocalBox> LocalRuntime::create_box(const BoxOptions& opts, const
   timings["image_prepare_ms"] = static_cast<int64_t>(t_image - create_started_ms);
   spec.box_id = new_box_id();
   spec.box_dir = layout_.box_dir(spec.box_id);
+  if (engine == EngineKind::Jail) prepare_jail_disk(spec, opts.disk_size_gb.value_or(kDefaultDiskSizeGb) << 30);
   DirGuard guard{spec.box_dir};
   bool spare = engine == EngineKind::Jail && core::take_spare_box_dir(layout_.spare_box_dirs(), spec.box_dir);
   if (!spare && ::mkdir(spec.box_dir.c_str(), 0700) != 0) {

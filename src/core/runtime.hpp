@@ -124,6 +124,11 @@ class LocalRuntime {
   std::string resolve_accel(const std::string& requested);
   void prepare_vm(engine::ShimSpec& spec, const BoxOptions& opts, const image::LocalImage& img);
   void prepare_jail(engine::ShimSpec& spec, const image::LocalImage& img);
+  // The jail box's disk of `bytes` (engine/jail/disk.hpp): sets the spec's jail
+  // disk fields, the home's template of that size made if missing. None (with a
+  // warning) on a host that gives no loop devices: the box's writable layer is then
+  // a directory on the host's file system.
+  void prepare_jail_disk(engine::ShimSpec& spec, uint64_t bytes);
   void prepare_vm_machine(engine::ShimSpec& spec, const BoxOptions& opts);
   static std::string make_box_id();
   // Refuses (InvalidState) removing a box other boxes are clones of, unless
@@ -132,6 +137,7 @@ class LocalRuntime {
   std::shared_ptr<LocalBox> clone_jail(LocalBox& source, const std::string& name, bool detach);
   engine::ShimSpec clone_spec(const LocalBox& source);
   std::string export_jail(LocalBox& box, const std::string& dest_dir);
+  std::string export_jail_disk(LocalBox& box, const std::string& dest, const std::string& base);
   std::string write_export(LocalBox& box, const std::string& dest, const std::string& data_name,
                            const std::string& data_file);
   std::shared_ptr<LocalBox> import_jail(engine::ShimSpec spec, const nlohmann::json& manifest, const std::string& name,

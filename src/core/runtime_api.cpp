@@ -57,9 +57,8 @@ std::vector<std::string> Runtime::remove_image(const std::string& reference_or_i
   return impl_->remove_image(reference_or_id);
 }
 uint64_t Runtime::prune_images(bool all) { return impl_->prune_images(all); }
-void Runtime::set_pull_observer(
-    std::function<void(const std::string&, const std::vector<LayerProgress>&)> on_manifest,
-    std::function<void(const LayerProgress&)> on_progress) {
+void Runtime::set_pull_observer(std::function<void(const std::string&, const std::vector<LayerProgress>&)> on_manifest,
+                                std::function<void(const LayerProgress&)> on_progress) {
   impl_->set_pull_observer(std::move(on_manifest), std::move(on_progress));
 }
 const std::vector<ImageRegistry>& Runtime::image_registries() const { return impl_->image_registries(); }

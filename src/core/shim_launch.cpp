@@ -5,12 +5,14 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 
 #include "common/error.hpp"
 #include "common/io.hpp"
 #include "common/trace.hpp"
 #include "core/paths.hpp"
+#include "engine/jail/disk.hpp"
 
 namespace boxlite::core {
 
@@ -29,7 +31,7 @@ Pipe make_pipe() {
 
 }  // namespace
 
-ShimLaunch ShimLaunch::spawn(bool detached) {
+ShimLaunch ShimLaunch::spawn(bool detached, const WarmDisk& warm) {
   // The box directory goes over a socket, not a pipe: a shim that died first is
   // then an error on send (MSG_NOSIGNAL), not a SIGPIPE in the caller.
   int sv[2];
@@ -50,6 +52,10 @@ ShimLaunch ShimLaunch::spawn(bool detached) {
   if (!detached) {
     so.argv.insert(so.argv.end(), {"--lifeline-fd", "6"});
     so.fds.emplace_back(lifeline.read.get(), 6);
+  }
+  if (!warm.template_path.empty()) {
+    so.argv.insert(so.argv.end(),
+                   {"--warm-disk", warm.template_path, "--warm-disk-ephemeral", warm.ephemeral ? "1" : "0"});
   }
   // Room for the shim to name its box in its command line once it knows it: state
   // reconciliation (Runtime::reconcile) recognises a box's shim by it, and ps and
@@ -100,6 +106,13 @@ void ShimLaunch::hand_box_dir(const std::string& box_dir) {
     off += static_cast<size_t>(n);
   }
   box_dir_.reset();
+}
+
+WarmDisk warm_disk_for(const std::string& home, uint64_t disk_size_gb, bool ephemeral) {
+  if (disk_size_gb == 0 || disk_size_gb > (uint64_t{1} << 34)) return {};
+  std::string path = engine::jail::disk_template_path(HomeLayout{home}.jail_disk_templates(), disk_size_gb << 30);
+  if (!path_exists(path)) return {};
+  return {path, ephemeral};
 }
 
 bool is_shim_of(pid_t pid, const std::string& box_dir) {
@@ -184,9 +197,19 @@ FileLock lock_box_directory(const std::string& box_dir) {
 
 namespace boxlite {
 
-EarlyShim EarlyShim::start(bool detached) {
+EarlyShim EarlyShim::start(bool detached, const EarlyShimGuess& guess) {
+  core::WarmDisk warm;
+  std::optional<EngineKind> engine = guess.engine;
+  if (!engine) {
+    const char* env = std::getenv("BOXLITE_ENGINE");
+    if (env != nullptr) engine = engine_kind_from_name(env);
+  }
+  if (engine == EngineKind::Jail) {
+    warm = core::warm_disk_for(guess.home_dir.empty() ? core::default_home() : guess.home_dir,
+                               guess.disk_size_gb ? guess.disk_size_gb : kDefaultDiskSizeGb, guess.auto_remove);
+  }
   EarlyShim e;
-  e.launch_ = std::make_shared<core::ShimLaunch>(core::ShimLaunch::spawn(detached));
+  e.launch_ = std::make_shared<core::ShimLaunch>(core::ShimLaunch::spawn(detached, warm));
   return e;
 }
 

@@ -19,13 +19,21 @@
 
 namespace boxlite::core {
 
+// The jail box disk a shim started early makes while it waits for its box
+// (engine/jail/disk.hpp, prepare_warm_disk): the home's template of its size, and
+// whether the box is removed when it stops. No template: none.
+struct WarmDisk {
+  std::string template_path;
+  bool ephemeral = false;
+};
+
 // A shim process waiting for its box directory.
 class ShimLaunch {
  public:
   // Spawns boxlite-shim. A detached box's shim gets a session of its own (it
   // outlives the caller's terminal) and no lifeline; an attached one gets a
   // process group of its own and dies with the lifeline's write end.
-  static ShimLaunch spawn(bool detached);
+  static ShimLaunch spawn(bool detached, const WarmDisk& warm = {});
 
   ShimLaunch(ShimLaunch&&) noexcept = default;
   ShimLaunch& operator=(ShimLaunch&&) noexcept = default;
@@ -72,6 +80,9 @@ class EarlyShimSlot {
   std::mutex mu_;
   std::shared_ptr<ShimLaunch> launch_;
 };
+// The warm disk for a jail box of `disk_size_gb` in the home `home`, if that home
+// has the template of that size already (a stat); none otherwise.
+WarmDisk warm_disk_for(const std::string& home, uint64_t disk_size_gb, bool ephemeral);
 
 // The process is alive and is the shim of that box directory, which a shim names in
 // its command line once handed its box: not a pid recycled since.

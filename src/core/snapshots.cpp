@@ -17,6 +17,7 @@
 #include "common/process.hpp"
 #include "core/box.hpp"
 #include "core/client.hpp"
+#include "engine/jail/disk.hpp"
 #include "engine/jail/jail.hpp"
 #include "engine/spec.hpp"
 #include "engine/vm/qmp.hpp"
@@ -254,6 +255,11 @@ nlohmann::json load_index(const LocalBox& b) {
 }
 
 uint64_t tree_bytes(const std::string& root);
+// A jail box with a disk: a copy of its image (sparse; O(data) unless the file
+// system makes reflinks): <box>/snapshots/<id>.ext4.
+std::string jail_disk_snapshot(const LocalBox& b, const std::string& id) {
+  return snapshots_dir(b) + "/" + id + ".ext4";
+}
 
 SnapshotInfo info_of(const LocalBox& b, const nlohmann::json& j) {
   SnapshotInfo s;
@@ -263,7 +269,9 @@ SnapshotInfo info_of(const LocalBox& b, const nlohmann::json& j) {
   s.created_at = j.at("created_at");
   s.container_disk_bytes = j.at("container_disk_bytes");
   struct stat st {};
-  if (b.spec().engine == EngineKind::Jail) {
+  if (has_jail_disk(b)) {
+    if (::stat(jail_disk_snapshot(b, s.id).c_str(), &st) == 0) s.size_bytes = static_cast<uint64_t>(st.st_blocks) * 512;
+  } else if (b.spec().engine == EngineKind::Jail) {
     s.size_bytes = tree_bytes(snapshots_dir(b) + "/" + s.id + ".upper");
   } else if (::stat((snapshots_dir(b) + "/" + s.id + ".qcow2").c_str(), &st) == 0) {
     s.size_bytes = static_cast<uint64_t>(st.st_blocks) * 512;
@@ -312,7 +320,10 @@ SnapshotInfo SnapshotHandle::create(const std::string& name) {
   make_dirs(snapshots_dir(local(box_)), 0700);
   std::string id = random_hex(8);
   uint64_t vsize = 0;
-  if (is_jail(local(box_))) {
+  if (has_jail_disk(local(box_))) {
+    copy_jail_disk(local(box_), jail_disk_snapshot(local(box_), id));
+    vsize = local(box_).spec().jail_disk_bytes;
+  } else if (is_jail(local(box_))) {
     copy_jail_upper(local(box_), jail_snapshot(local(box_), id));
     vsize = tree_bytes(jail_snapshot(local(box_), id));
   } else {
@@ -350,6 +361,13 @@ void SnapshotHandle::remove(const std::string& name) {
   auto it = std::find_if(index.begin(), index.end(), [&](const auto& s) { return s.at("name") == name; });
   if (it == index.end())
     throw Error(ErrorKind::NotFound, "snapshot '" + name + "' not found on box " + local(box_).id());
+  if (has_jail_disk(local(box_))) {  // a full copy: nothing depends on it
+    std::string file = jail_disk_snapshot(local(box_), it->at("id").get<std::string>());
+    index.erase(it);
+    write_file_atomic(index_path(local(box_)), index.dump(2), 0600);
+    ::unlink(file.c_str());
+    return;
+  }
   if (is_jail(local(box_))) {  // a full copy: nothing depends on it
     std::string dir = jail_snapshot(local(box_), it->at("id").get<std::string>());
     index.erase(it);
@@ -390,6 +408,12 @@ void SnapshotHandle::restore(const std::string& name) {
   }
   auto s = get(name);
   if (!s) throw Error(ErrorKind::NotFound, "snapshot '" + name + "' not found on box " + local(box_).id());
+  if (has_jail_disk(local(box_))) {
+    // The copy takes the disk's name only once it is whole (a rename).
+    engine::jail::copy_disk_image(jail_disk_snapshot(local(box_), s->id),
+                                  engine::jail::disk_image_path(local(box_).dir()));
+    return;
+  }
   if (is_jail(local(box_))) {
     // The copy is made first; only then does the old upper layer go.
     std::string upper = local(box_).dir() + "/upper", fresh = local(box_).dir() + "/upper.restore";
@@ -452,15 +476,12 @@ void freeze_box_disk(LocalBox& b, const std::string& frozen) {
   disk::freeze_running_top(b.dir(), frozen);
 }
 
-void copy_jail_upper(LocalBox& b, const std::string& to) {
-  std::string upper = b.dir() + "/upper";
-  if (!path_exists(upper)) make_dirs(upper);  // never started: an empty upper layer
-  if (!box_is_running(b)) {
-    disk::copy_tree(upper, to);
-    return;
-  }
-  // Frozen, the box's processes change nothing in the upper layer while it is
-  // copied (their writes go through the host's page cache, which cp reads).
+namespace {
+
+// Runs `copy` with the running jail box's processes frozen (the cgroup freezer),
+// thawed whatever happens.
+template <class Copy>
+void with_jail_frozen(const LocalBox& b, Copy&& copy) {
   engine::jail::freeze(b.id());
   struct Thaw {
     std::string id;
@@ -472,7 +493,43 @@ void copy_jail_upper(LocalBox& b, const std::string& to) {
       }
     }
   } thaw{b.id()};
-  disk::copy_tree(upper, to);
+  copy();
+}
+
+}  // namespace
+
+void copy_jail_upper(LocalBox& b, const std::string& to) {
+  std::string upper = b.dir() + "/upper";
+  if (!path_exists(upper)) make_dirs(upper);  // never started: an empty upper layer
+  if (!box_is_running(b)) {
+    disk::copy_tree(upper, to);
+    return;
+  }
+  // Frozen, the box's processes change nothing in the upper layer while it is
+  // copied (their writes go through the host's page cache, which cp reads).
+  with_jail_frozen(b, [&] { disk::copy_tree(upper, to); });
+}
+
+bool has_jail_disk(const LocalBox& b) { return b.spec().engine == EngineKind::Jail && b.spec().jail_disk_bytes > 0; }
+
+void copy_jail_disk(LocalBox& b, const std::string& to) {
+  std::string image = engine::jail::disk_image_path(b.dir());
+  pid_t shim = unix_listener_pid(engine::shim_socket_path(b.dir()));
+  if (shim <= 0) {  // stopped: the image is all there is (never started: an empty disk, the template)
+    const std::string& tmpl = b.spec().jail_disk_template;
+    if (!path_exists(image)) {
+      engine::jail::ensure_disk_template(tmpl.substr(0, tmpl.rfind('/')), b.spec().jail_disk_bytes);
+      image = tmpl;
+    }
+    engine::jail::copy_disk_image(image, to);
+    return;
+  }
+  // Frozen, the box writes nothing; what it wrote is still in its disk's page
+  // cache, in the shim's mount namespace, until synced into the image we copy.
+  with_jail_frozen(b, [&] {
+    engine::jail::sync_running_disk(shim, b.spec().jail_disk_mountpoint);
+    engine::jail::copy_disk_image(image, to);
+  });
 }
 
 }  // namespace boxlite

@@ -65,5 +65,12 @@ void freeze_box_disk(LocalBox& b, const std::string& frozen);
 // a box never started). A running box's processes are frozen (cgroup freezer) for
 // the copy. Caller holds the box's lock.
 void copy_jail_upper(LocalBox& b, const std::string& to);
+// Whether the jail box's writable layer lives on a disk of its own (its image,
+// <box>/disk.ext4: engine/jail/disk.hpp) rather than in <box>/upper.
+bool has_jail_disk(const LocalBox& b);
+// Copies the jail box's disk image to `to` (which must not exist), sparse. A
+// running box's processes are frozen, and what they wrote synced into the image,
+// for the copy. Caller holds the box's lock.
+void copy_jail_disk(LocalBox& b, const std::string& to);
 
 }  // namespace boxlite

@@ -26,9 +26,10 @@ bool is_layer_dir(std::string_view name) { return name == kLayerDirs[0] || name 
 
 std::string slot(const std::string& spares, int n) { return spares + "/" + std::to_string(n); }
 
-bool is_empty_directory(const std::string& path) {
+// (Or none at all: a box with a disk has no layer directories.)
+bool is_empty_or_absent_directory(const std::string& path) {
   std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(path.c_str()), ::closedir);
-  if (!dir) return false;
+  if (!dir) return errno == ENOENT;
   while (dirent* e = ::readdir(dir.get())) {
     std::string_view name = e->d_name;
     if (name != "." && name != "..") return false;
@@ -157,7 +158,7 @@ bool keep_as_spare(const std::string& spares, const std::string& box_dir) noexce
     // Anything made since remove_all_but_layers (the shim's last words in its log).
     if (!remove_all_but_layers(box_dir)) return false;
     for (const char* layer : kLayerDirs) {
-      if (!is_empty_directory(box_dir + "/" + layer)) return false;  // never a spare with anything in it
+      if (!is_empty_or_absent_directory(box_dir + "/" + layer)) return false;  // never a spare with anything in it
     }
     for (int attempt = 0; attempt < 2; ++attempt) {
       int err = 0;

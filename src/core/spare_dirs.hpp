@@ -14,7 +14,8 @@ inline constexpr int kSpareBoxDirs = 8;
 
 // Moves a spare to `box_dir` (which must not exist), its times set to now as a new
 // directory's: true if there was one to take. A spare holds nothing but an empty
-// upper/ and work/.
+// upper/ and work/ (a box without a disk's), or nothing at all (a box with a disk:
+// engine/jail/disk.hpp, whose writable layer went with its image).
 bool take_spare_box_dir(const std::string& spares, const std::string& box_dir) noexcept;
 
 // Keeping a jail box's directory as a spare, on its way out once its processes are

@@ -21,6 +21,7 @@
 #include "core/record_copy.hpp"
 #include "core/runtime.hpp"
 #include "core/snapshots.hpp"
+#include "engine/jail/disk.hpp"
 #include "image/libarchive.hpp"
 #include "image/oci_layout.hpp"
 #include "image/unpack.hpp"
@@ -510,7 +511,12 @@ std::shared_ptr<LocalBox> LocalRuntime::clone_jail(LocalBox& source, const std::
   engine::ShimSpec spec = clone_spec(source);
   PathGuard guard{spec.box_dir};
   if (::mkdir(spec.box_dir.c_str(), 0700) != 0) throw_errno(ErrorKind::Storage, "create box directory " + spec.box_dir);
-  copy_jail_upper(source, spec.box_dir + "/upper");  // a running source is frozen meanwhile
+  // A running source is frozen meanwhile.
+  if (has_jail_disk(source)) {
+    copy_jail_disk(source, engine::jail::disk_image_path(spec.box_dir));
+  } else {
+    copy_jail_upper(source, spec.box_dir + "/upper");
+  }
   engine::write_spec(spec);
   store::BoxRecord r = clone_record(*rec, spec.box_id, name, detach);
   store()->insert(r);
@@ -653,6 +659,7 @@ std::string LocalRuntime::export_jail(LocalBox& box, const std::string& dest_dir
   std::string dest = dest_dir + "/" + (box.name().empty() ? box.id() : box.name()) + ".boxlite";
   make_dirs(layout_.tmp());
   std::string base = layout_.tmp() + "/export-" + random_hex(6);
+  if (has_jail_disk(box)) return export_jail_disk(box, dest, base);
   std::string upper = box.dir() + "/upper";
   PathGuard copy_guard;
   if (box_is_running(box)) {
@@ -662,6 +669,33 @@ std::string LocalRuntime::export_jail(LocalBox& box, const std::string& dest_dir
   } else if (!path_exists(upper)) {
     copy_guard.path = upper = base + ".upper";
     make_dirs(upper);  // never started
+  }
+  std::string layer = base + ".tar";
+  PathGuard layer_guard{layer};
+  write_upper_layer(upper, layer, box.spec().uid_offset);
+  return write_export(box, dest, kUpperName, layer);
+}
+
+// A jail box with a disk: its upper layer is read from the image (a frozen copy of
+// a running box's), mounted read-only where nothing but this process reaches it
+// (a detached mount: gone, with its loop device, when its fd closes).
+std::string LocalRuntime::export_jail_disk(LocalBox& box, const std::string& dest, const std::string& base) {
+  std::string image = engine::jail::disk_image_path(box.dir());
+  PathGuard copy_guard;
+  if (box_is_running(box)) {
+    copy_guard.path = image = base + ".ext4";
+    copy_jail_disk(box, image);
+  }
+  UniqueFd disk;
+  std::string upper = base + ".upper";  // never started: no disk yet, an empty upper layer
+  if (path_exists(image)) {
+    disk = engine::jail::mount_disk(image, {.read_only = true});
+    upper = "/proc/self/fd/" + std::to_string(disk.get()) + "/" + engine::jail::kDiskUpperDir;
+  }
+  PathGuard empty_guard;
+  if (!path_exists(upper)) {  // its disk made but the box never started
+    empty_guard.path = upper = base + ".upper";
+    make_dirs(upper);
   }
   std::string layer = base + ".tar";
   PathGuard layer_guard{layer};
@@ -734,6 +768,14 @@ std::shared_ptr<LocalBox> LocalRuntime::import_box(const std::string& path, cons
                                                   std::string(engine_kind_name(exported.engine)) + " export");
     spec.engine = EngineKind::Jail;
     copy_exported_box(spec, exported);
+    // The size of the disk it had, from an untrusted manifest: 0 (an export made
+    // before jail boxes had disks) gets the default.
+    if (exported.jail_disk_bytes % (1ull << 30) != 0 || exported.jail_disk_bytes > (kMaxDiskSizeGb << 30)) {
+      throw Error(ErrorKind::InvalidArgument,
+                  "import: " + path + ": invalid manifest: the disk size " + std::to_string(exported.jail_disk_bytes) +
+                      " is not a whole number of GiB up to " + std::to_string(kMaxDiskSizeGb));
+    }
+    spec.jail_disk_bytes = exported.jail_disk_bytes;
     check_upper_layer(upper_tar, path);
     auto box = import_jail(spec, manifest, name, upper_tar, detach);
     guard.committed = true;
@@ -814,14 +856,29 @@ std::shared_ptr<LocalBox> LocalRuntime::import_jail(engine::ShimSpec spec, const
   image::OverlayOptions o;
   o.uid_offset = o.gid_offset = spec.uid_offset;
   o.max_bytes = image::max_image_bytes();
+  // The box gets a disk of the size it had (the default for an export made before
+  // jail boxes had disks), and its upper layer is unpacked onto it: a layer larger
+  // than the disk fails here, as it would have in the box.
+  uint64_t disk_bytes = spec.jail_disk_bytes ? spec.jail_disk_bytes : kDefaultDiskSizeGb << 30;
+  spec.jail_disk_bytes = 0;  // unless this host gives it one
+  prepare_jail_disk(spec, disk_bytes);
+  UniqueFd disk;
   std::string upper = spec.box_dir + "/upper";
-  if (::mkdir(upper.c_str(), 0755) != 0) throw_errno(ErrorKind::Storage, "create " + upper);
+  if (spec.jail_disk_bytes > 0) {
+    std::string image = engine::jail::disk_image_path(spec.box_dir);
+    engine::jail::copy_disk_image(spec.jail_disk_template, image);
+    disk = engine::jail::mount_disk(image, {});
+    upper = "/proc/self/fd/" + std::to_string(disk.get()) + "/" + engine::jail::kDiskUpperDir;
+  }
+  if (::mkdir(upper.c_str(), 0755) != 0 || ::chown(upper.c_str(), spec.uid_offset, spec.uid_offset) != 0)
+    throw_errno(ErrorKind::Storage, "create the box's upper layer " + upper);
   try {
     image::extract_layer_for_overlay(upper, upper_tar, o);
   } catch (const Error& e) {
     throw Error(e.kind() == ErrorKind::Image ? ErrorKind::InvalidArgument : e.kind(),
                 "import: the box's upper layer: " + std::string(e.what()));
   }
+  disk.reset();  // unmounted: synced into the image, its loop device released
   ::unlink(upper_tar.c_str());
   engine::write_spec(spec);
 

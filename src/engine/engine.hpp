@@ -81,6 +81,9 @@ class Engine {
   // Where the box's root is mounted in the shim's namespace ("" when it is a disk
   // the engine opens): unmounted before an abandoned box's directory is removed.
   virtual std::string mounted_root() const { return {}; }
+  // Whether the box's start takes a disk the shim made before it knew its box (a
+  // jail's warm disk, engine/jail/disk.hpp); one an engine does not take is let go.
+  virtual bool takes_warm_disk() const { return false; }
 };
 
 // The engine of `spec`'s box. `zygote`: what a jail box's init is cloned from (the

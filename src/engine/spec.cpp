@@ -40,6 +40,10 @@ std::string spec_to_json(const ShimSpec& s) {
     j["volumes"].push_back({{"host", v.host_path}, {"guest", v.guest_path}, {"read_only", v.read_only}});
   j["security"] = {{"seccomp", s.seccomp},    {"nofile", s.rlimit_nofile}, {"fsize", s.rlimit_fsize},
                    {"nproc", s.rlimit_nproc}, {"as", s.rlimit_as},         {"cpu", s.rlimit_cpu}};
+  // The jail engine's own part (ShimSpec's jail section).
+  j["jail"] = {{"disk_bytes", s.jail_disk_bytes},
+               {"disk_mountpoint", s.jail_disk_mountpoint},
+               {"disk_template", s.jail_disk_template}};
   j["main"] = {{"argv", s.main_argv},
                {"tty", s.main_tty},
                {"stdin", s.main_stdin},
@@ -96,6 +100,12 @@ ShimSpec spec_from_json(const std::string& text) {
     }
     if (j.contains("volumes")) {
       for (const auto& v : j.at("volumes")) s.volumes.push_back({v.at("host"), v.at("guest"), v.at("read_only")});
+    }
+    if (j.contains("jail")) {  // absent for a box created before it existed: no disk of its own
+      const auto& x = j.at("jail");
+      s.jail_disk_bytes = x.value("disk_bytes", uint64_t{0});
+      s.jail_disk_mountpoint = x.value("disk_mountpoint", "");
+      s.jail_disk_template = x.value("disk_template", "");
     }
     // A box created before networking existed has none.
     if (j.contains("net")) {

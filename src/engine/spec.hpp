@@ -75,6 +75,20 @@ struct ShimSpec {
   // The box's network (net/config.hpp); disabled: no interface but loopback.
   net::NetConfig net;
   std::vector<VolumeMount> volumes;
+
+  // ---- jail engine only: the box's disk (engine/jail/disk.hpp, docs/jail.md "The
+  // box's disk"). Kept together, to move with the per-engine part of the spec.
+  // The size of <box_dir>/disk.ext4, the ext4 image its writable layer (the
+  // overlay's upper and work directories) lives on: disk_size_gb. 0: none (a box
+  // made before disks existed, or on a host without loop devices), the writable
+  // layer is the directory <box_dir>/upper on the host's file system, unbounded.
+  uint64_t jail_disk_bytes = 0;
+  // Where the shim mounts that disk in its own mount namespace: one directory of
+  // the home that every shim shares, as root_mountpoint is.
+  std::string jail_disk_mountpoint;
+  // The home's empty ext4 of that size, which the image is a copy of: made by the
+  // shim at the box's first start (a box never started has none yet).
+  std::string jail_disk_template;
 };
 
 // The 9p mount tag of the spec's volume number `index`.

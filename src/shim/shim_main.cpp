@@ -1,5 +1,6 @@
 // boxlite-shim's program, which main.cpp runs. Usage:
 //   boxlite-shim --box-dir-fd N [--ready-fd N] [--go-fd N] [--lifeline-fd N]
+//                [--warm-disk TEMPLATE --warm-disk-ephemeral 0|1]
 //   boxlite-shim --probe-kvm
 // It is started before its box exists (core/shim_launch.hpp): it reads the box
 // directory BOX_DIR from fd N up to EOF (nothing: exit quietly), writes its output
@@ -28,6 +29,7 @@
 #include "common/io.hpp"
 #include "common/process.hpp"
 #include "common/trace.hpp"
+#include "engine/jail/disk.hpp"
 #include "engine/jail/jail.hpp"
 #include "engine/vm/qemu.hpp"
 #include "shim/shim.hpp"
@@ -156,7 +158,11 @@ int shim_main(int argc, char** argv, const std::string& guest_dir) {
     return r.usable ? 0 : 1;
   }
   int box_dir_fd = -1, ready_fd = -1, lifeline_fd = -1, go_fd = -1;
+  std::string warm_disk_template;
+  bool warm_disk_ephemeral = false;
   for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--warm-disk") == 0) warm_disk_template = argv[i + 1];
+    if (std::strcmp(argv[i], "--warm-disk-ephemeral") == 0) warm_disk_ephemeral = std::strcmp(argv[i + 1], "1") == 0;
     if (std::strcmp(argv[i], "--box-dir-fd") == 0) box_dir_fd = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--ready-fd") == 0) ready_fd = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--lifeline-fd") == 0) lifeline_fd = std::atoi(argv[i + 1]);
@@ -172,6 +178,17 @@ int shim_main(int argc, char** argv, const std::string& guest_dir) {
   // go unused (~1 ms of CPU against a boot of a second).
   engine::jail::Zygote zygote = engine::jail::Zygote::start(guest_dir);
   boxlite::trace("shim: main");
+  // While the box directory is on its way: the jail box's disk (engine/jail/disk.hpp),
+  // in the namespace it will be mounted in (its image, unnamed yet, is linked into
+  // the box directory later, which only works within the mount it was made on).
+  if (!warm_disk_template.empty()) {
+    try {
+      engine::jail::enter_private_mount_namespace();  // the engine's call later does nothing
+      engine::jail::prepare_warm_disk(warm_disk_template, warm_disk_ephemeral);
+    } catch (const Error&) {
+      // Said again, to the box's log, when the box needs it.
+    }
+  }
   std::string box_dir = receive_box_dir(box_dir_fd);
   if (box_dir.empty()) return 0;  // started early for a box that never came
   name_box_in_cmdline(box_dir, argc, argv);
@@ -193,6 +210,8 @@ int shim_main(int argc, char** argv, const std::string& guest_dir) {
     std::unique_ptr<engine::Engine> engine = engine::make_engine(spec, std::move(zygote));
     jail_root = engine->mounted_root();
     engine->prepare_shim_process();
+    // A warm disk the box will not take (a wrong guess: engine/jail/disk.hpp) goes now.
+    if (!engine->takes_warm_disk()) engine::jail::drop_warm_disk();
     shim::Shim s(std::move(spec), std::move(engine));
     if (go_fd >= 0) {
       set_cloexec(go_fd);

@@ -67,8 +67,16 @@ class JailEscapeTest : public BoxliteTest {
 
   // `boxlite run --rm --engine jail` of the debian-python image running `script`.
   CliResult python_run(const std::string& script) {
-    return run_cli({"run", "--rm", "--engine", "jail", image("debian-python"), "python3", "-c", script});
+    std::vector<std::string> args = {"run",     "--rm", "--engine", "jail", image("debian-python"),
+                                     "python3", "-c",   script};
+    if (!without_disks_) return run_cli(args);
+    // /dev/loop-control is /dev/null for the CLI: no box gets a disk, each keeps its
+    // writable layer in its directory (engine/jail/disk.hpp).
+    return run_cli_under({"unshare", "-m", "--propagation", "private", "sh", "-c",
+                          "mount --bind /dev/null /dev/loop-control && exec \"$@\"", "sh"},
+                         args);
   }
+  bool without_disks_ = false;
 
   // A jail box of a one-layer image: busybox and its applets in /bin, then
   // whatever `add` puts in the layer. Null (with a failure) if the image cannot be made.
@@ -556,8 +564,9 @@ TEST_F(JailEscapeTest, SymlinksWhereTheBoxMountsAreHidden) {
   EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
   EXPECT_EQ(r.stdout_text, "character special file\nproc\nsys\n1\n") << r.stderr_text;
   EXPECT_FALSE(path_exists("/tmp/marker") && read_file("/tmp/marker") == "in-box\n");
+  UpperLayer upper(*box);
   for (const char* d : {"dev", "proc", "sys", "tmp"}) {
-    EXPECT_FALSE(path_exists(local(*box).dir() + "/upper/" + d)) << d << " was made in the box's upper layer";
+    EXPECT_FALSE(path_exists(upper.path() + "/" + d)) << d << " was made in the box's upper layer";
   }
 }
 
@@ -567,7 +576,10 @@ TEST_F(JailEscapeTest, AnUpperLayerSymlinkWhereTheBoxMountsIsRefused) {
   auto box = jail();
   ASSERT_EQ(sh(box, "true").exit_code, 0);
   box->stop();
-  ASSERT_EQ(::symlink("/", (local(*box).dir() + "/upper/proc").c_str()), 0);
+  {
+    UpperLayer upper(*box);
+    ASSERT_EQ(::symlink("/", (upper.path() + "/proc").c_str()), 0);
+  }
   auto again = rt().get(box->id());
   ASSERT_TRUE(again);
   try {
@@ -576,7 +588,10 @@ TEST_F(JailEscapeTest, AnUpperLayerSymlinkWhereTheBoxMountsIsRefused) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("/proc is not a directory"), std::string::npos) << e.what();
   }
-  ::unlink((local(*box).dir() + "/upper/proc").c_str());
+  {
+    UpperLayer upper(*box);
+    ::unlink((upper.path() + "/proc").c_str());
+  }
   EXPECT_EQ(again->run(ExecOptions{{"true"}}).exit_code, 0) << "the box starts once it is a directory again";
 }
 
@@ -601,7 +616,7 @@ TEST_F(JailEscapeTest, TheBoxsEtcFilesAreItsOwnWhateverTheImageHasThere) {
   EXPECT_NE(r.stdout_text.find("192.168.127.254\thost.boxlite.internal\n"), std::string::npos) << r.stdout_text;
   EXPECT_NE(r.stdout_text.find("nameserver 192.168.127.1\n2\n"), std::string::npos) << r.stdout_text;
   EXPECT_EQ(read_file(secret_path_), secret_ + "\n");
-  EXPECT_FALSE(path_exists(local(*box).dir() + "/upper/etc")) << "/etc was copied up";
+  EXPECT_FALSE(path_exists(UpperLayer(*box).path() + "/etc")) << "/etc was copied up";
   box->stop();
   box->start();
   EXPECT_EQ(sh(box, "tail -1 /etc/hosts").stdout_text, "10.9.8.7 edited\n") << "the edit was lost at the restart";
@@ -662,12 +677,15 @@ TEST_F(JailEscapeTest, AnUpperLayerSymlinkAtAnEtcFileIsReplacedNotFollowed) {
   auto box = jail();
   ASSERT_EQ(sh(box, "true").exit_code, 0);
   box->stop();
-  struct stat upper {};
-  ASSERT_EQ(::stat((local(*box).dir() + "/upper").c_str(), &upper), 0);
-  std::string etc = local(*box).dir() + "/upper/etc";
-  ASSERT_EQ(::mkdir(etc.c_str(), 0755), 0);
-  ASSERT_EQ(::symlink(secret_path_.c_str(), (etc + "/hosts").c_str()), 0);
-  for (const auto& p : {etc, etc + "/hosts"}) ASSERT_EQ(::lchown(p.c_str(), upper.st_uid, upper.st_gid), 0);
+  {
+    UpperLayer layer(*box);
+    struct stat upper {};
+    ASSERT_EQ(::stat(layer.path().c_str(), &upper), 0);
+    std::string etc = layer.path() + "/etc";
+    ASSERT_EQ(::mkdir(etc.c_str(), 0755), 0);
+    ASSERT_EQ(::symlink(secret_path_.c_str(), (etc + "/hosts").c_str()), 0);
+    for (const auto& p : {etc, etc + "/hosts"}) ASSERT_EQ(::lchown(p.c_str(), upper.st_uid, upper.st_gid), 0);
+  }
   box->start();
   auto r = sh(box, "cat /etc/hosts; grep -c ' /etc/hosts ' /proc/self/mountinfo");
   expect_no_secret(r);
@@ -865,39 +883,75 @@ bool labels_every_file(const std::string& path) {
   return false;
 }
 
+// With or without a disk (whose image goes whole: a spare then holds nothing of the
+// box's `/`; without one, its emptied upper/ is what the next box gets as `/`).
 TEST_F(JailEscapeTest, NothingOfABoxsRootReachesTheBoxGivenItsDirectoryNext) {
   if (labels_every_file(home_)) GTEST_SKIP() << "no spares on a host that labels every file";
   std::string spares = home_ + "/tmp/spare-box-dirs";
-  auto first = python_run(
-      "import os\n"
-      "open('/leak', 'w').write('secret')\n"
-      "os.makedirs('/d/e')\n"
-      "os.setxattr('/', 'user.leak', b'secret')\n"
-      "os.chmod('/', 0o1777)\n"
-      "os.utime('/', (1000000, 1000000))\n");
-  ASSERT_EQ(first.exit_code, 0) << first.err;
-  ASSERT_EQ(dir_entries(spares).size(), 1u) << "the box's directory was not kept: nothing to check";
-  expect_only_empty_spares(spares);
-  // Its emptying set its time to now: back to the box's, so that the next box's / can show it.
-  timespec long_ago[2] = {{1000000, 0}, {1000000, 0}};
-  ASSERT_EQ(::utimensat(AT_FDCWD, (spares + "/0/upper").c_str(), long_ago, 0), 0);
-  auto next = python_run(
-      "import os, time\n"
-      "st = os.stat('/')\n"
-      "print(sorted(os.listdir('/')), os.listxattr('/'), oct(st.st_mode & 0o7777),"
-      " time.time() - st.st_mtime < 600)\n");
-  ASSERT_EQ(next.exit_code, 0) << next.err;
-  EXPECT_EQ(next.out,
-            "['bin', 'boot', 'dev', 'etc', 'home', 'lib', 'lib64', 'media', 'mnt', 'opt', 'proc', 'root', 'run', "
-            "'sbin', 'srv', 'sys', 'tmp', 'usr', 'var'] [] 0o755 True\n");
-  EXPECT_EQ(dir_entries(spares).size(), 1u) << "the second box did not take the first one's directory";
+  for (bool disks : {true, false}) {
+    SCOPED_TRACE(disks ? "boxes with disks" : "boxes without disks");
+    without_disks_ = !disks;
+    auto first = python_run(
+        "import os\n"
+        "open('/leak', 'w').write('secret')\n"
+        "os.makedirs('/d/e')\n"
+        "os.setxattr('/', 'user.leak', b'secret')\n"
+        "os.chmod('/', 0o1777)\n"
+        "os.utime('/', (1000000, 1000000))\n");
+    ASSERT_EQ(first.exit_code, 0) << first.err;
+    ASSERT_EQ(dir_entries(spares).size(), 1u) << "the box's directory was not kept: nothing to check";
+    expect_only_empty_spares(spares);
+    if (!disks) {
+      // Its emptying set its time to now: back to the box's, so that the next box's / can show it.
+      timespec long_ago[2] = {{1000000, 0}, {1000000, 0}};
+      ASSERT_EQ(::utimensat(AT_FDCWD, (spares + "/0/upper").c_str(), long_ago, 0), 0);
+    }
+    auto next = python_run(
+        "import os, time\n"
+        "st = os.stat('/')\n"
+        "print(sorted(os.listdir('/')), os.listxattr('/'), oct(st.st_mode & 0o7777),"
+        " time.time() - st.st_mtime < 600)\n");
+    ASSERT_EQ(next.exit_code, 0) << next.err;
+    EXPECT_EQ(next.out,
+              "['bin', 'boot', 'dev', 'etc', 'home', 'lib', 'lib64', 'media', 'mnt', 'opt', 'proc', 'root', 'run', "
+              "'sbin', 'srv', 'sys', 'tmp', 'usr', 'var'] [] 0o755 True\n");
+    EXPECT_EQ(dir_entries(spares).size(), 1u) << "the second box did not take the first one's directory";
+  }
   expect_no_leftovers();
 }
 
-// What a box can set on its `/` that emptying does not undo (an inode flag, the size
-// of a directory once large) keeps its directory from being a spare: it is removed.
-TEST_F(JailEscapeTest, ABoxThatMarkedItsRootLeavesNoSpare) {
+// A box with a disk marks its `/` on its disk only: an inode flag, or a directory
+// grown large, goes with the image, the directory is still kept, and the next box's
+// `/` carries none of it.
+TEST_F(JailEscapeTest, ABoxThatMarkedItsRootOnItsDiskLeavesAFreshRootNext) {
   if (labels_every_file(home_)) GTEST_SKIP() << "no spares on a host that labels every file";
+  std::string spares = home_ + "/tmp/spare-box-dirs";
+  auto flagged = python_run(
+      "import fcntl, os, struct\n"
+      "fd = os.open('/', os.O_RDONLY | os.O_DIRECTORY)\n"
+      "flags = struct.unpack('i', fcntl.ioctl(fd, 0x80086601, bytes(4)))[0]\n"  // FS_IOC_GETFLAGS
+      "fcntl.ioctl(fd, 0x40086602, struct.pack('i', flags | 0x80))\n"           // SETFLAGS, NOATIME
+      "for i in range(400): open('/' + 'x' * 200 + str(i), 'w').close()\n"
+      "for i in range(400): os.unlink('/' + 'x' * 200 + str(i))\n"
+      "print(hex(struct.unpack('i', fcntl.ioctl(fd, 0x80086601, bytes(4)))[0] & 0x80), os.stat('/').st_size > 4096)\n");
+  ASSERT_EQ(flagged.exit_code, 0) << flagged.err;
+  if (flagged.out != "0x80 True\n") GTEST_SKIP() << "overlayfs here does not pass the flag on: " << flagged.out;
+  EXPECT_EQ(dir_entries(spares).size(), 1u) << "the directory of a box with a disk was not kept";
+  auto next = python_run(
+      "import fcntl, os, struct\n"
+      "fd = os.open('/', os.O_RDONLY | os.O_DIRECTORY)\n"
+      "print(hex(struct.unpack('i', fcntl.ioctl(fd, 0x80086601, bytes(4)))[0] & 0x80), os.stat('/').st_size)\n");
+  ASSERT_EQ(next.exit_code, 0) << next.err;
+  EXPECT_EQ(next.out, "0x0 4096\n");
+  expect_no_leftovers();
+}
+
+// Without a disk, what a box can set on its `/` that emptying does not undo (an
+// inode flag, the size of a directory once large) keeps its directory from being a
+// spare: it is removed.
+TEST_F(JailEscapeTest, ABoxWithoutADiskThatMarkedItsRootLeavesNoSpare) {
+  if (labels_every_file(home_)) GTEST_SKIP() << "no spares on a host that labels every file";
+  without_disks_ = true;
   std::string spares = home_ + "/tmp/spare-box-dirs";
   // Each marking box takes the spare a plain box leaves: a spare is kept, but not that one.
   auto leave_a_spare = [&] {

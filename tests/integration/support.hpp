@@ -21,7 +21,9 @@
 #include "common/io.hpp"
 #include "common/process.hpp"
 #include "core/runtime.hpp"
+#include "engine/jail/disk.hpp"
 #include "engine/jail/jail.hpp"
+#include "engine/spec.hpp"
 
 namespace boxlite::testing {
 
@@ -315,17 +317,19 @@ class BoxliteTest : public ::testing::Test {
     return c;
   }
 
-  // Nothing of this home may be left running, and no box directory may remain.
+  // Nothing of this home may be left running, and no box directory may remain, nor
+  // a loop device of a box's disk or a mount of the home's in this namespace.
   void expect_no_leftovers() {
     for (int i = 0; i < 100 && !processes_mentioning(home_).empty(); ++i) ::usleep(50000);
     EXPECT_TRUE(processes_mentioning(home_).empty())
         << "processes of " << home_ << " still running:" << describe_processes(processes_mentioning(home_));
     EXPECT_TRUE(dir_entries(home_ + "/boxes").empty()) << "box directories left in " << home_;
+    expect_no_loop_devices_or_mounts();
     for (const auto& e : dir_entries(home_ + "/tmp")) {
-      // The KVM probe's verdict, and where each jail shim mounts its box's root in
-      // its own namespace: it stays, empty.
-      if (e == "jail-root") {
-        EXPECT_TRUE(dir_entries(home_ + "/tmp/jail-root").empty()) << "files under " << home_ << "/tmp/jail-root";
+      // The KVM probe's verdict, and where each jail shim mounts its box's root and
+      // its disk in its own namespace: they stay, empty.
+      if (e == "jail-root" || e == "jail-disk") {
+        EXPECT_TRUE(dir_entries(home_ + "/tmp/" + e).empty()) << "files under " << home_ << "/tmp/" << e;
         continue;
       }
       // Removed jail boxes' directories kept for the next box: nothing of any box.
@@ -337,12 +341,35 @@ class BoxliteTest : public ::testing::Test {
     }
   }
 
-  // Each spare box directory holds an empty upper/ and work/, and nothing else.
+  // A box's disk is released (its loop device detached, engine/jail/disk.hpp) as the
+  // last reference to its file system goes, which may be a moment after its shim.
+  void expect_no_loop_devices_or_mounts() {
+    for (int i = 0; i < 100 && !loop_devices_under(home_).empty(); ++i) ::usleep(20000);
+    auto loops = loop_devices_under(home_);
+    EXPECT_TRUE(loops.empty()) << "loop devices of " << home_ << " left: " << ::testing::PrintToString(loops);
+    EXPECT_EQ(read_file("/proc/self/mountinfo").find(home_ + "/"), std::string::npos)
+        << "a mount under " << home_ << " remains";
+  }
+
+  // The loop devices whose backing file is (or was, deleted) under `dir`.
+  static std::vector<std::string> loop_devices_under(const std::string& dir) {
+    std::vector<std::string> out;
+    for (const auto& dev : dir_entries("/sys/block")) {
+      if (dev.rfind("loop", 0) != 0) continue;
+      auto backing = read_file_if_present("/sys/block/" + dev + "/loop/backing_file");
+      if (backing && backing->rfind(dir + "/", 0) == 0) out.push_back(dev + ": " + trim(*backing));
+    }
+    return out;
+  }
+
+  // Each spare box directory holds an empty upper/ and work/ (a box without a disk
+  // left it), or nothing at all.
   static void expect_only_empty_spares(const std::string& spares) {
     for (const auto& slot : dir_entries(spares)) {
       std::string dir = spares + "/" + slot;
       auto entries = dir_entries(dir);
       std::sort(entries.begin(), entries.end());
+      if (entries.empty()) continue;
       EXPECT_EQ(entries, (std::vector<std::string>{"upper", "work"})) << "in the spare " << dir;
       for (const char* layer : {"/upper", "/work"}) {
         EXPECT_TRUE(dir_entries(dir + layer).empty()) << "files under the spare " << dir << layer;
@@ -364,6 +391,33 @@ class BoxliteTest : public ::testing::Test {
   }
 
   std::string home_;
+};
+
+// A jail box's upper layer as the host reaches it, for as long as this lives: in
+// its directory (a box without a disk), through its running shim's mount namespace
+// (where its disk is mounted), or, stopped, its disk mounted here (detached, gone
+// with this object: drop it before the box starts again).
+class UpperLayer {
+ public:
+  explicit UpperLayer(Box& public_box) {
+    const auto& box = local(public_box);
+    const auto& spec = box.spec();
+    if (spec.jail_disk_bytes == 0) {
+      path_ = box.dir() + "/upper";
+      return;
+    }
+    if (pid_t shim = unix_listener_pid(engine::shim_socket_path(box.dir())); shim > 0) {
+      path_ = "/proc/" + std::to_string(shim) + "/root" + spec.jail_disk_mountpoint + "/" + engine::jail::kDiskUpperDir;
+      return;
+    }
+    disk_ = engine::jail::mount_disk(engine::jail::disk_image_path(box.dir()), {});
+    path_ = "/proc/self/fd/" + std::to_string(disk_.get()) + "/" + engine::jail::kDiskUpperDir;
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  UniqueFd disk_;
+  std::string path_;
 };
 
 // Base of the tests that must hold on both engines: the parameter sets

@@ -48,8 +48,7 @@ def test_skillbox_methods_are_execs_of_the_image_tools(image, monkeypatch, tmp_p
 
     async def main():
         with boxlite.Boxlite(boxlite.Options()) as rt:
-            # The jail engine has no disk to size: disk_size_gb=None there.
-            async with boxlite.SkillBox(runtime=rt, disk_size_gb=None, name=None) as box:
+            async with boxlite.SkillBox(runtime=rt, name=None) as box:
                 with pytest.raises(boxlite.ExecError, match="claude not found in the box.*boxlite-skillbox"):
                     await box.call("hello")
                 with pytest.raises(boxlite.ExecError, match="claude not found"):

@@ -97,6 +97,24 @@ TEST(SpareDirsTest, ARemovedBoxsDirectoryIsKeptEmptyAndTakenByTheNext) {
   EXPECT_LT(std::abs(::time(nullptr) - st.st_mtime), 60) << "the half-made sweep would take it for debris";
 }
 
+// A box with a disk (engine/jail/disk.hpp) has no layer directories: its writable
+// layer is in its image, which goes with the rest. Its directory is kept empty.
+TEST(SpareDirsTest, TheDirectoryOfABoxWithADiskIsKeptWithNothingInIt) {
+  ScratchDir home;
+  std::string spares = home.path() + "/tmp/spare-box-dirs";
+  std::string box = home.path() + "/boxes/disk";
+  make_dirs(box);
+  make_dirs(home.path() + "/tmp");
+  write_file_atomic(box + "/shim.json", "{}");
+  write_file_atomic(box + "/disk.ext4", "an image");
+  ASSERT_TRUE(remove_all_but_layers(box));
+  ASSERT_TRUE(keep_as_spare(spares, box));
+  EXPECT_TRUE(entries(spares + "/0").empty());
+  std::string next = home.path() + "/boxes/next";
+  ASSERT_TRUE(take_spare_box_dir(spares, next));
+  EXPECT_TRUE(entries(next).empty());
+}
+
 TEST(SpareDirsTest, NoMoreThanEightAreKept) {
   ScratchDir home;
   std::string spares = home.path() + "/tmp/spare-box-dirs";

@@ -32,6 +32,7 @@
 #include "common/in_root.hpp"
 #include "common/io.hpp"
 #include "common/trace.hpp"
+#include "engine/jail/disk.hpp"
 #include "engine/jail/seccomp.hpp"
 
 namespace boxlite::engine::jail {
@@ -142,8 +143,63 @@ void make_layer_dirs(const ShimSpec& spec, const std::string& upper, const std::
   }
 }
 
+// The overlay's upper and work directories: on the box's disk (disk.hpp), or, for a
+// box without one, in its directory on the host's file system.
+struct WritableLayer {
+  std::string upper, work;
+  UniqueFd disk;  // the disk's mount, attached to our namespace
+};
+
+// The box's disk, mounted: its image, or at its first start a new one (a copy of
+// the template), named in its directory only once it is mounted, so that a start
+// that failed before leaves none behind.
+UniqueFd mount_box_disk(const ShimSpec& spec) {
+  DiskMountOptions opts{.read_only = false, .ephemeral = spec.ephemeral};
+  std::string image = disk_image_path(spec.box_dir);
+  if (path_exists(image)) return mount_disk(image, opts);
+  const std::string& tmpl = spec.jail_disk_template;
+  if (tmpl.empty()) throw Error(ErrorKind::Engine, "the box's spec names no template for its disk");
+  if (!path_exists(tmpl)) ensure_disk_template(tmpl.substr(0, tmpl.rfind('/')), spec.jail_disk_bytes);  // removed since
+  UniqueFd file, disk;
+  if (take_warm_disk(tmpl, spec.ephemeral, file, disk)) {
+    // Made while the shim waited for its box, in the template's directory: on the
+    // box's file system but in an odd home (EXDEV), it is let go.
+    if (::linkat(file.get(), "", AT_FDCWD, image.c_str(), AT_EMPTY_PATH) == 0) {
+      trace("jail: warm disk taken");
+      return disk;
+    }
+    disk.reset();
+  }
+  file = new_disk_image(tmpl, spec.box_dir);
+  trace("jail: disk made");
+  opts.fill_from = tmpl;
+  disk = mount_disk(file.get(), image, opts);
+  link_disk_image(file.get(), image);
+  return disk;
+}
+
+WritableLayer writable_layer(const ShimSpec& spec) {
+  if (spec.jail_disk_bytes == 0) return {spec.box_dir + "/upper", spec.box_dir + "/work", {}};
+  if (spec.jail_disk_mountpoint.empty()) throw Error(ErrorKind::Engine, "the box's spec names no place for its disk");
+  UniqueFd disk = mount_box_disk(spec);
+  // Attached (before Linux 6.15 an overlay's layers must be on mounts of its
+  // namespace) at a name every shim of the home shares, each seeing only its own
+  // mount there; the paths below go through the mount itself, not that name.
+  const std::string& at = spec.jail_disk_mountpoint;
+  if (::mkdir(at.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorKind::Engine, "mkdir " + at);
+  if (::move_mount(disk.get(), "", AT_FDCWD, at.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
+    throw_errno(ErrorKind::Engine, "attach the box's disk at " + at);
+  std::string top = "/proc/self/fd/" + std::to_string(disk.get()) + "/";
+  // The workdir is scratch, and a copy of a running box's disk (a clone, a
+  // snapshot) has the volatile marker of an ephemeral box's mount in it, which
+  // overlayfs refuses: it goes (on the disk, so no block of the host is freed).
+  remove_tree(top + kDiskWorkDir + "/work");
+  return {top + kDiskUpperDir, top + kDiskWorkDir, std::move(disk)};
+}
+
 void mount_root(const ShimSpec& spec, const std::string& root) {
-  std::string upper = spec.box_dir + "/upper", work = spec.box_dir + "/work";
+  WritableLayer layer = writable_layer(spec);
+  const std::string &upper = layer.upper, &work = layer.work;
   make_layer_dirs(spec, upper, work);
   if (::mkdir(root.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorKind::Engine, "mkdir " + root);
   if (spec.lower_dirs.empty()) throw Error(ErrorKind::Engine, "jail: the image has no layers");
@@ -613,9 +669,14 @@ std::string root_mountpoint(const ShimSpec& spec) {
 }
 
 void enter_private_mount_namespace() {
+  // Once per process: a second unshare would copy the mounts a warm disk was made
+  // on, and its unnamed image could no longer be linked (EXDEV).
+  static bool entered = false;
+  if (entered) return;
   if (::unshare(CLONE_NEWNS) != 0) throw_errno(ErrorKind::Engine, "unshare mount namespace");
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
     throw_errno(ErrorKind::Engine, "make / private");
+  entered = true;
 }
 
 namespace {

@@ -65,8 +65,8 @@ class Zygote {
 // Where the shim mounts the box's root (ShimSpec::root_mountpoint).
 std::string root_mountpoint(const ShimSpec& spec);
 
-// Call once, early, in the shim: a private mount namespace, so the box's overlay
-// and every mount under it disappear with the shim, however it dies.
+// Early in the shim: a private mount namespace, so the box's overlay and every
+// mount under it disappear with the shim, however it dies. Later calls do nothing.
 void enter_private_mount_namespace();
 
 // Mounts the box root and starts the agent in its namespaces, its init cloned by
