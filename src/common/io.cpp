@@ -550,6 +550,12 @@ int64_t wall_clock_ms() {
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
+void set_send_buffer(int fd, int bytes) {
+  if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof bytes) != 0) {
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+  }
+}
+
 double now_ms() {
   timespec ts;
   ::clock_gettime(CLOCK_MONOTONIC, &ts);

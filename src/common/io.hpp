@@ -49,6 +49,9 @@ ssize_t recv_with_fds(int sock, void* data, size_t len, int* fds, size_t max_fds
 // it. False if a descriptor may be left open.
 bool close_descriptors_from(int first) noexcept;
 void set_nonblocking(int fd, bool on = true);
+// Lets a stream socket hold `bytes` unsent (SO_SNDBUFFORCE when privileged, else up
+// to net.core.wmem_max). Best effort: the default only means more, smaller writes.
+void set_send_buffer(int fd, int bytes);
 void set_cloexec(int fd, bool on = true);
 // mkdir -p.
 void make_dirs(const std::string& path, mode_t mode = 0755);

@@ -175,10 +175,9 @@ void ShimClient::reader_loop() {
   protocol::FrameDecoder dec;
   std::optional<Error> last_error;
   bool said_down = false;
-  char buf[65536];
   try {
     for (;;) {
-      ssize_t n = ::recv(fd_.get(), buf, sizeof buf, 0);
+      ssize_t n = dec.read_from(fd_.get());
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         // A shim that closes with our unread requests queued resets the connection.
@@ -188,7 +187,6 @@ void ShimClient::reader_loop() {
         }
         break;
       }
-      dec.feed(buf, static_cast<size_t>(n));
       while (auto f = dec.next()) {
         if (f->stream == 0) {
           if (f->type == FrameType::Error) {

@@ -28,6 +28,8 @@ struct ExecStream {
   std::optional<proto::ExecExit> exit;
   std::deque<OutputChunk> output;
   uint64_t stdin_credit = protocol::kInitialWindow;
+  // Output taken by the application whose credit is not sent back yet (execution.cpp).
+  uint32_t stdout_consumed = 0, stderr_consumed = 0;
   uint64_t history_bytes = 0;  // attach: leading output bytes replayed from the log
   bool stdin_closed = false;
   bool finished() const { return exit.has_value() || error.has_value(); }

@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include <utility>
+
 #include "core/client.hpp"
 
 namespace boxlite {
@@ -18,8 +20,18 @@ std::string Execution::id() const { return std::to_string(stream_->id); }
 int Execution::pid() const { return stream_->pid; }
 uint64_t Execution::history_bytes() const { return stream_->history_bytes; }
 
+namespace {
+// Output credit goes back in batches, not a frame per chunk: each Credit frame costs
+// a send here, a read and a write in the shim and a read in the guest. Below the
+// window, so what is held back can never stall the sender: with nothing in flight
+// the guest holds at least the window less one batch.
+constexpr uint32_t kCreditBatch = protocol::kInitialWindow / 4;
+static_assert(kCreditBatch > 0 && kCreditBatch < protocol::kInitialWindow);
+}  // namespace
+
 std::optional<OutputChunk> Execution::next_output() {
   OutputChunk chunk;
+  uint32_t grant = 0;
   {
     std::unique_lock lk(client_->mutex());
     stream_->cv.wait(lk, [&] { return !stream_->output.empty() || stream_->finished(); });
@@ -27,10 +39,14 @@ std::optional<OutputChunk> Execution::next_output() {
     chunk = std::move(stream_->output.front());
     stream_->output.pop_front();
     if (stream_->finished()) return chunk;  // no credit needed any more
+    uint32_t& consumed = chunk.stream == StreamKind::Stdout ? stream_->stdout_consumed : stream_->stderr_consumed;
+    consumed += static_cast<uint32_t>(chunk.data.size());
+    if (consumed < kCreditBatch) return chunk;
+    grant = std::exchange(consumed, 0);
   }
   proto::Credit c;
   c.set_channel(chunk.stream == StreamKind::Stdout ? proto::STDOUT : proto::STDERR);
-  c.set_bytes(static_cast<uint32_t>(chunk.data.size()));
+  c.set_bytes(grant);
   try {
     client_->send(stream_->id, FrameType::Credit, c.SerializeAsString());
   } catch (const Error&) {

@@ -9,12 +9,16 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <optional>
+#include <vector>
 
 #include "common/error.hpp"
 #include "common/io.hpp"
@@ -30,6 +34,15 @@ namespace {
 // Past this much unsent data toward the host, stop reading process output: the
 // channel itself is the bottleneck and must not grow a buffer without bound.
 constexpr size_t kChannelHighWater = 4u << 20;
+// Reads of one output pipe per wake-up while it stays full: each saves a trip
+// through epoll_wait; the bound keeps one exec from starving the others.
+constexpr int kReadsPerWake = 4;
+// A pipe read dry twice within kStreamingGapMs belongs to a process that streams
+// output: its next read waits kBatchDelayMs, so that one frame carries what it
+// wrote meanwhile instead of a frame (and a trip through the shim and the client)
+// per write. The first output after a quiet spell goes at once.
+constexpr double kStreamingGapMs = 1.0;
+constexpr double kBatchDelayMs = 0.1;
 constexpr uint32_t kCreditBatch = 32u << 10;
 constexpr uint32_t kMaxCredit = 64u << 20;
 constexpr int kTermGraceSecs = 2;
@@ -59,6 +72,10 @@ struct Exec {
   uint32_t out_credit = kInitialWindow;
   uint32_t err_credit = kInitialWindow;
   uint32_t out_events = 0, err_events = 0, in_events = 0;
+  // When each output pipe last read dry, and until when its next read waits (0: not waiting).
+  double out_dry_at = -1e9, err_dry_at = -1e9;
+  double out_resume_at = 0, err_resume_at = 0;
+  bool out_deepened = false, err_deepened = false;  // deepen_pipe tried
   std::string stdin_buf;
   bool stdin_eof = false;
   bool stdin_gone = false;  // the process closed its stdin; further input is dropped
@@ -113,11 +130,12 @@ void Agent::run() {
 
   epoll_event events[64];
   while (running_) {
-    int n = ::epoll_wait(epoll_.get(), events, 64, -1);
+    int n = wait_events(events, 64);
     if (n < 0) {
       if (errno == EINTR) continue;
       throw_errno(ErrorKind::Internal, "epoll_wait");
     }
+    resume_batched_output();
     for (int i = 0; i < n && running_; ++i) {
       auto src = static_cast<Source>(events[i].data.u64 >> 32);
       auto stream = static_cast<uint32_t>(events[i].data.u64);
@@ -144,11 +162,79 @@ void Agent::run() {
   }
 }
 
+// Waits for events, or until the first output pipe whose read waits is due.
+int Agent::wait_events(::epoll_event* events, int max) {
+  std::optional<double> due;
+  if (waiting_reads_ > 0) {
+    for (auto& [id, e] : execs_) {
+      for (double at : {e->out_resume_at, e->err_resume_at}) {
+        if (at > 0) due = std::min(due.value_or(at), at);
+      }
+    }
+    if (!due) waiting_reads_ = 0;  // none waits after all
+  }
+  if (!due) return ::epoll_wait(epoll_.get(), events, max, -1);
+  double left_ms = std::clamp(*due - now_ms(), 0.0, kBatchDelayMs);
+  timespec ts{0, static_cast<long>(left_ms * 1e6)};
+  int n = ::epoll_pwait2(epoll_.get(), events, max, &ts, nullptr);
+  if (n < 0 && errno == ENOSYS) {  // before Linux 5.11: millisecond timeouts
+    n = ::epoll_wait(epoll_.get(), events, max, static_cast<int>(std::ceil(left_ms)));
+  }
+  return n;
+}
+
+// Reads the output pipes whose wait is over.
+void Agent::resume_batched_output() {
+  if (waiting_reads_ == 0) return;
+  double now = now_ms();
+  std::vector<std::pair<uint32_t, Source>> due;
+  for (auto& [id, e] : execs_) {
+    if (e->out_resume_at > 0 && e->out_resume_at <= now) due.emplace_back(id, kStdout);
+    if (e->err_resume_at > 0 && e->err_resume_at <= now) due.emplace_back(id, kStderr);
+  }
+  for (auto [id, src] : due) {
+    auto it = execs_.find(id);
+    if (it == execs_.end()) continue;
+    Exec& e = *it->second;
+    (src == kStdout ? e.out_resume_at : e.err_resume_at) = 0;
+    --waiting_reads_;
+    on_output(e, src);
+  }
+}
+
 void Agent::send(uint32_t stream, FrameType type, std::string_view payload) {
-  bool was_high = outbuf_.size() > kChannelHighWater;
+  bool was_high = queued() > kChannelHighWater;
   protocol::append_frame(outbuf_, stream, type, payload);
   on_channel_writable();
-  if (!was_high && outbuf_.size() > kChannelHighWater) {
+  if (!was_high && queued() > kChannelHighWater) {
+    for (auto& [id, e] : execs_) update_output_interest(*e);
+  }
+}
+
+// Output goes straight from the read buffer to the channel when nothing is queued
+// before it (the usual case): one writev, no copy into the queue. What the channel
+// does not take is queued, in order.
+void Agent::send_output(uint32_t stream, FrameType type, std::string_view payload) {
+  if (queued() > 0) return send(stream, type, payload);
+  char header[protocol::kHeaderSize];
+  protocol::put_header(header, stream, type, payload.size());
+  iovec iov[2] = {{header, sizeof header}, {const_cast<char*>(payload.data()), payload.size()}};
+  ssize_t n;
+  while ((n = ::writev(channel_.get(), iov, 2)) < 0 && errno == EINTR) {
+  }
+  if (n < 0) {
+    if (errno != EAGAIN) {
+      running_ = false;  // host gone
+      return;
+    }
+    n = 0;
+  }
+  auto done = static_cast<size_t>(n);
+  if (done == sizeof header + payload.size()) return;
+  if (done < sizeof header) outbuf_.append(header + done, sizeof header - done);
+  outbuf_.append(payload.substr(done > sizeof header ? done - sizeof header : 0));
+  update_channel_interest();
+  if (queued() > kChannelHighWater) {
     for (auto& [id, e] : execs_) update_output_interest(*e);
   }
 }
@@ -156,33 +242,40 @@ void Agent::send(uint32_t stream, FrameType type, std::string_view payload) {
 void Agent::send_error(uint32_t stream, const Error& e) { send(stream, FrameType::Error, protocol::error_payload(e)); }
 
 void Agent::on_channel_writable() {
-  bool was_high = outbuf_.size() > kChannelHighWater;
-  while (!outbuf_.empty()) {
-    ssize_t n = ::write(channel_.get(), outbuf_.data(), outbuf_.size());
+  bool was_high = queued() > kChannelHighWater;
+  while (queued() > 0) {
+    ssize_t n = ::write(channel_.get(), outbuf_.data() + outbuf_sent_, queued());
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN) break;
       running_ = false;  // host gone
       return;
     }
-    outbuf_.erase(0, static_cast<size_t>(n));
+    outbuf_sent_ += static_cast<size_t>(n);
+  }
+  // What was sent leaves the queue once it is half of it: no move of the rest per write.
+  if (outbuf_sent_ == outbuf_.size()) {
+    outbuf_.clear();
+    outbuf_sent_ = 0;
+  } else if (outbuf_sent_ * 2 >= outbuf_.size()) {
+    outbuf_.erase(0, outbuf_sent_);
+    outbuf_sent_ = 0;
   }
   update_channel_interest();
-  if (was_high && outbuf_.size() <= kChannelHighWater) {
+  if (was_high && queued() <= kChannelHighWater) {
     for (auto& [id, e] : execs_) update_output_interest(*e);
   }
 }
 
 void Agent::update_channel_interest() {
-  bool want = !outbuf_.empty();
+  bool want = queued() > 0;
   if (want == channel_wants_out_) return;
   channel_wants_out_ = want;
   rewatch(channel_.get(), kChannel, 0, EPOLLIN | (want ? uint32_t{EPOLLOUT} : 0u));
 }
 
 void Agent::on_channel_readable() {
-  char buf[65536];
-  ssize_t n = ::read(channel_.get(), buf, sizeof buf);
+  ssize_t n = decoder_.read_from(channel_.get());
   if (n < 0) {
     if (errno == EAGAIN || errno == EINTR) return;
     std::fprintf(stderr, "boxlite-guest: channel read failed: %s\n", std::strerror(errno));
@@ -194,7 +287,6 @@ void Agent::on_channel_readable() {
     running_ = false;
     return;
   }
-  decoder_.feed(buf, static_cast<size_t>(n));
   while (running_) {
     auto frame = decoder_.next();
     if (!frame) break;
@@ -379,39 +471,69 @@ void Agent::start_exec(uint32_t stream, const proto::ExecRequest& req, bool main
 }
 
 void Agent::update_output_interest(Exec& e) {
-  bool channel_ok = outbuf_.size() <= kChannelHighWater;
-  auto update = [&](UniqueFd& fd, Source src, uint32_t credit, uint32_t& current) {
+  bool channel_ok = queued() <= kChannelHighWater;
+  auto update = [&](UniqueFd& fd, Source src, uint32_t credit, double resume_at, uint32_t& current) {
     if (!fd) return;
-    uint32_t want = (channel_ok && credit > 0) ? uint32_t{EPOLLIN} : 0u;
+    uint32_t want = (channel_ok && credit > 0 && resume_at == 0) ? uint32_t{EPOLLIN} : 0u;
     if (want == current) return;
     current = want;
     rewatch(fd.get(), src, e.stream, want);
   };
-  update(e.out, kStdout, e.out_credit, e.out_events);
-  update(e.err, kStderr, e.err_credit, e.err_events);
+  update(e.out, kStdout, e.out_credit, e.out_resume_at, e.out_events);
+  update(e.err, kStderr, e.err_credit, e.err_resume_at, e.err_events);
 }
 
 void Agent::on_output(Exec& e, Source src) {
   UniqueFd& fd = src == kStdout ? e.out : e.err;
   uint32_t& credit = src == kStdout ? e.out_credit : e.err_credit;
-  if (!fd || credit == 0) return;
-  char buf[kMaxChunk];
-  size_t want = std::min<size_t>(credit, sizeof buf);
-  ssize_t n = ::read(fd.get(), buf, want);
-  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-  if (n <= 0) {  // EOF, or EIO from a PTY whose last slave closed
-    unwatch(fd.get());
-    if (e.tty && e.in) {
-      unwatch(e.in.get());
-      e.in.reset();
+  // An event epoll reported before this pipe's read began to wait: the wait stands.
+  if ((src == kStdout ? e.out_resume_at : e.err_resume_at) > 0) return;
+  char* buf = read_buf_.get();
+  for (int round = 0; round < kReadsPerWake; ++round) {
+    if (!fd || credit == 0 || queued() > kChannelHighWater || !running_) break;
+    size_t want = std::min<size_t>(credit, kMaxChunk);
+    ssize_t n = ::read(fd.get(), buf, want);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) break;
+    if (n <= 0) {  // EOF, or EIO from a PTY whose last slave closed
+      unwatch(fd.get());
+      if (e.tty && e.in) {
+        unwatch(e.in.get());
+        e.in.reset();
+      }
+      fd.reset();
+      double& resume_at = src == kStdout ? e.out_resume_at : e.err_resume_at;
+      if (resume_at > 0) --waiting_reads_;
+      resume_at = 0;
+      maybe_finish(e);  // may end e
+      return;
     }
-    fd.reset();
-    maybe_finish(e);
-    return;
+    credit -= static_cast<uint32_t>(n);
+    send_output(e.stream, src == kStdout ? FrameType::Stdout : FrameType::Stderr,
+                std::string_view(buf, static_cast<size_t>(n)));
+    if (static_cast<size_t>(n) < want) {  // read dry
+      double now = now_ms();
+      double& dry_at = src == kStdout ? e.out_dry_at : e.err_dry_at;
+      if (now - dry_at < kStreamingGapMs) {
+        (src == kStdout ? e.out_resume_at : e.err_resume_at) = now + kBatchDelayMs;
+        ++waiting_reads_;
+        deepen_pipe(e, src);
+      }
+      dry_at = now;
+      break;
+    }
   }
-  credit -= static_cast<uint32_t>(n);
-  send(e.stream, src == kStdout ? FrameType::Stdout : FrameType::Stderr, std::string_view(buf, static_cast<size_t>(n)));
   update_output_interest(e);
+}
+
+// A streaming process's pipe holds a whole chunk, so that one read takes what it
+// wrote while its next read waited. Best effort: pipes are charged to the box's
+// user (pipe-user-pages-soft), and the default depth works too.
+void Agent::deepen_pipe(Exec& e, Source src) {
+  bool& deepened = src == kStdout ? e.out_deepened : e.err_deepened;
+  if (deepened || e.tty) return;
+  deepened = true;
+  ::fcntl((src == kStdout ? e.out : e.err).get(), F_SETPIPE_SZ, static_cast<int>(kMaxChunk));
 }
 
 void Agent::handle_credit(Exec& e, const protocol::Frame& f) {
@@ -561,6 +683,7 @@ void Agent::maybe_finish(Exec& e) {
   ex.set_timed_out(e.timed_out);
   uint32_t stream = e.stream;
   if (e.main) main_exited_ = true;
+  waiting_reads_ -= (e.out_resume_at > 0) + (e.err_resume_at > 0);
   if (e.in) unwatch(e.in.get());
   if (e.timer) unwatch(e.timer.get());
   execs_.erase(stream);  // e is gone from here on

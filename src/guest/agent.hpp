@@ -3,6 +3,7 @@
 // each exec's process, moving its stdio under per-stream credit.
 #pragma once
 
+#include <sys/epoll.h>
 #include <sys/types.h>
 
 #include <functional>
@@ -46,7 +47,9 @@ class Agent {
   void send_msg(uint32_t stream, protocol::FrameType type, const Msg& m) {
     send(stream, type, m.SerializeAsString());
   }
+  void send_output(uint32_t stream, protocol::FrameType type, std::string_view payload);
   void send_error(uint32_t stream, const Error& e);
+  size_t queued() const { return outbuf_.size() - outbuf_sent_; }
   void update_channel_interest();
 
   void handle_hello(const protocol::Frame& f);
@@ -59,7 +62,10 @@ class Agent {
   void handle_signal(Exec& e, const protocol::Frame& f);
   void handle_resize(Exec& e, const protocol::Frame& f);
 
+  int wait_events(::epoll_event* events, int max);
+  void resume_batched_output();
   void on_output(Exec& e, Source src);
+  void deepen_pipe(Exec& e, Source src);
   void on_stdin_writable(Exec& e);
   void on_timer(Exec& e);
   void on_sigchld();
@@ -71,7 +77,9 @@ class Agent {
   UniqueFd channel_;
   UniqueFd sigfd_;
   protocol::FrameDecoder decoder_;
-  std::string outbuf_;
+  std::unique_ptr<char[]> read_buf_ = std::make_unique<char[]>(protocol::kMaxChunk);  // on_output's
+  std::string outbuf_;  // frames for the host; the first outbuf_sent_ bytes have gone
+  size_t outbuf_sent_ = 0;
   bool channel_wants_out_ = false;
   bool hello_done_ = false;
   // How the first process started, whichever it is, gets its /proc, or (a jail's)
@@ -91,6 +99,7 @@ class Agent {
   proto::BoxConfig config_;
   std::map<uint32_t, std::unique_ptr<Exec>> execs_;
   std::map<pid_t, uint32_t> pids_;
+  int waiting_reads_ = 0;  // output pipes whose next read waits (on_output)
   std::function<void(const proto::BoxConfig&)> configure_;
   std::function<void()> power_off_;
 };

@@ -128,6 +128,7 @@ void Shim::accept_client() {
   auto c = std::make_unique<Client>();
   c->id = kFirstClient + next_client_++;
   c->fd = std::move(fd);
+  set_send_buffer(c->fd.get(), kClientSendBuffer);
   add_to_epoll(c->fd.get(), c->id);
   router_.add_client(c->id);
   clients_[c->id] = std::move(c);

@@ -5,6 +5,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -63,8 +64,7 @@ void Shim::flush_guest() {
 }
 
 void Shim::on_guest_readable() {
-  char buf[65536];
-  ssize_t n = ::read(guest_.get(), buf, sizeof buf);
+  ssize_t n = guest_decoder_.read_from(guest_.get());
   if (n < 0) {
     if (errno == EINTR || errno == EAGAIN) return;
     begin_stop(errno_text("read guest channel"));
@@ -77,7 +77,6 @@ void Shim::on_guest_readable() {
     begin_stop(kGuestClosed);
     return;
   }
-  guest_decoder_.feed(buf, static_cast<size_t>(n));
   try {
     while (auto f = guest_decoder_.next()) router_.on_guest_frame(*f);
   } catch (const Error& e) {
@@ -107,7 +106,30 @@ void Shim::guest_error(const Error& e) {
 
 void Shim::to_client(uint64_t client, uint32_t stream, FrameType type, std::string_view payload) {
   auto c = clients_.find(client);
-  if (c != clients_.end()) protocol::append_frame(c->second->out, stream, type, payload);
+  if (c == clients_.end()) return;
+  if (c->second->out.empty() && payload.size() >= kDirectSendBytes && payload.size() <= protocol::kMaxPayload) {
+    send_now(*c->second, stream, type, payload);
+    return;
+  }
+  protocol::append_frame(c->second->out, stream, type, payload);
+}
+
+// Output with nothing queued before it goes from where it is: only what the
+// socket does not take now is copied into the client's queue.
+void Shim::send_now(Client& c, uint32_t stream, FrameType type, std::string_view payload) {
+  char header[protocol::kHeaderSize];
+  protocol::put_header(header, stream, type, payload.size());
+  iovec iov[2] = {{header, sizeof header}, {const_cast<char*>(payload.data()), payload.size()}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
+  ssize_t n;
+  while ((n = ::sendmsg(c.fd.get(), &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+  }
+  if (n < 0 && errno != EAGAIN) return;  // the client is gone: its read side drops it
+  auto done = static_cast<size_t>(std::max<ssize_t>(n, 0));
+  if (done < sizeof header) c.out.append(header + done, sizeof header - done);
+  c.out.append(payload.substr(done > sizeof header ? done - sizeof header : 0));
 }
 
 void Shim::flush_client(Client& c) {
@@ -134,14 +156,12 @@ void Shim::flush_all() {
 }
 
 void Shim::on_client_readable(Client& c) {
-  char buf[65536];
-  ssize_t n = ::recv(c.fd.get(), buf, sizeof buf, 0);
+  ssize_t n = c.decoder.read_from(c.fd.get());
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
   if (n <= 0) {
     drop_client(c.id);
     return;
   }
-  c.decoder.feed(buf, static_cast<size_t>(n));
   uint64_t id = c.id;
   try {
     while (router_.has_client(id)) {
@@ -165,10 +185,14 @@ void Shim::drop_client(uint64_t id) {
 }
 
 void Shim::update_interest() {
-  epoll_event ev{};
-  ev.events = EPOLLIN | (guest_out_.empty() ? 0u : uint32_t{EPOLLOUT});
-  ev.data.u64 = kGuestKey;
-  ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, guest_.get(), &ev);
+  // Changed only when it changes: this runs on every turn of the loop.
+  if (bool want = !guest_out_.empty(); want != guest_wants_out_) {
+    guest_wants_out_ = want;
+    epoll_event ev{};
+    ev.events = EPOLLIN | (want ? uint32_t{EPOLLOUT} : 0u);
+    ev.data.u64 = kGuestKey;
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, guest_.get(), &ev);
+  }
   for (auto& [id, c] : clients_) {
     bool want = !c->out.empty();
     if (want == c->wants_out) continue;

@@ -55,6 +55,10 @@ class Shim final : private RouterSink {
   static constexpr int kMaxGuestErrorsLogged = 20;
   // A client that lets this much pile up unread is dropped rather than buffered further.
   static constexpr size_t kClientOutLimit = 64u << 20;
+  // Payloads at least this large go to a client without a copy into its queue (send_now).
+  static constexpr size_t kDirectSendBytes = 16u << 10;
+  // A client's socket holds four of the largest chunks, so that one send takes a whole one.
+  static constexpr int kClientSendBuffer = 4 * static_cast<int>(protocol::kMaxChunk);
   static constexpr double kStopTimeoutMs = 10000;
   static constexpr const char* kGuestClosed = "the guest closed its channel";
 
@@ -93,6 +97,7 @@ class Shim final : private RouterSink {
   void send_guest(uint32_t stream, protocol::FrameType type, std::string_view payload);
   void flush_guest();
   void flush_client(Client& c);
+  void send_now(Client& c, uint32_t stream, protocol::FrameType type, std::string_view payload);
   void flush_all();
   void on_guest_readable();
   void stop_listening_to_guest(const std::string& why);
@@ -128,6 +133,7 @@ class Shim final : private RouterSink {
   UniqueFd sigfd_;
   protocol::FrameDecoder guest_decoder_;
   std::string guest_out_;
+  bool guest_wants_out_ = false;  // its epoll registration asks for EPOLLOUT
   std::map<uint64_t, std::unique_ptr<Client>> clients_;
   uint64_t next_client_ = 1;
   // The main command's log: opened at its first output (a silent command leaves no file).

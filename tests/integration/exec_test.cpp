@@ -243,7 +243,7 @@ TEST_P(ExecTest, AnUnreadWriterIsHeldByBackpressure) {
   Execution e = box().exec(o);
   ::usleep(2000000);  // read nothing for 2 s
   int progress = std::stoi(sh("cat /tmp/progress").stdout_text);
-  // The window (256 KiB) plus pipe and channel buffers hold a few dozen chunks at most;
+  // The window (1 MiB) plus pipe and channel buffers hold a few dozen chunks at most;
   // without backpressure this would be tens of thousands.
   EXPECT_LT(progress, 200) << "the writer was not held back";
   e.kill();
