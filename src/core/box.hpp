@@ -47,7 +47,7 @@ class LocalBox final : public Box {
   // Box (boxlite/box.hpp documents each).
   const std::string& id() const override { return spec_.box_id; }
   const std::string& name() const override { return name_; }
-  EngineKind engine() const override { return spec_.engine; }
+  EngineKind engine() const override { return spec_.engine(); }
   BoxState state() override;
   const std::vector<std::string>& default_command() const override { return default_argv_; }
   bool main_tty() const override { return spec_.main_tty; }

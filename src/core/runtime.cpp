@@ -234,8 +234,10 @@ void apply_security(engine::ShimSpec& spec, const SecurityOptions& s) {
   spec.rlimit_nproc = s.max_processes.value_or(0);
   spec.rlimit_as = s.max_memory.value_or(0);
   spec.rlimit_cpu = s.max_cpu_time.value_or(0);
-  if (s.max_processes && *s.max_processes < static_cast<uint64_t>(spec.pids_limit)) {
-    spec.pids_limit = static_cast<int>(*s.max_processes);
+  // A jail's pids cgroup is its processes' limit too (a VM's agent sets its own).
+  if (auto* jail = spec.if_jail();
+      jail && s.max_processes && *s.max_processes < static_cast<uint64_t>(jail->pids_limit)) {
+    jail->pids_limit = static_cast<int>(*s.max_processes);
   }
 }
 
@@ -503,14 +505,16 @@ std::string LocalRuntime::resolve_accel(const std::string& requested) {
 
 void LocalRuntime::prepare_vm(engine::ShimSpec& spec, const BoxOptions& opts, const image::LocalImage& img) {
   prepare_vm_machine(spec, opts);
-  spec.disk_base = rootfs::ensure_base_ext4(layout_.root, img);
+  spec.vm().disk_base = rootfs::ensure_base_ext4(layout_.root, img);
 }
 
 // What a vm box needs from this machine (QEMU, kernel, initramfs, accelerator),
 // apart from its disk: also what an imported box gets.
 void LocalRuntime::prepare_vm_machine(engine::ShimSpec& spec, const BoxOptions& opts) {
-  spec.qemu = which("qemu-system-x86_64");
-  if (spec.qemu.empty()) {
+  engine::VmSpec& vm = spec.vm();
+  vm.guest_binary = core::libexec_dir() + "/boxlite-guest";
+  vm.qemu = which("qemu-system-x86_64");
+  if (vm.qemu.empty()) {
     throw Error(ErrorKind::Engine,
                 "qemu-system-x86_64 not found: install it with `apt-get install qemu-system-x86 qemu-utils` (or run "
                 "./scripts/setup)");
@@ -518,11 +522,11 @@ void LocalRuntime::prepare_vm_machine(engine::ShimSpec& spec, const BoxOptions& 
   if (which("qemu-img").empty())
     throw Error(ErrorKind::Engine, "qemu-img not found: install it with `apt-get install qemu-utils`");
   KernelChoice kernel = resolve_kernel(opts.kernel);
-  spec.kernel = kernel.kernel;
-  spec.acpi = kernel.acpi;
-  spec.tcg_cpu = kernel.tcg_cpu;
-  spec.initramfs = engine::vm::ensure_initramfs(layout_.kernel_cache(), spec.guest_binary, kernel.modules_dir);
-  spec.accel = resolve_accel(opts.accel);
+  vm.kernel = kernel.kernel;
+  vm.acpi = kernel.acpi;
+  vm.tcg_cpu = kernel.tcg_cpu;
+  vm.initramfs = engine::vm::ensure_initramfs(layout_.kernel_cache(), vm.guest_binary, kernel.modules_dir);
+  vm.accel = resolve_accel(opts.accel);
 }
 
 void LocalRuntime::prepare_jail(engine::ShimSpec& spec, const image::LocalImage& img) {
@@ -531,10 +535,11 @@ void LocalRuntime::prepare_jail(engine::ShimSpec& spec, const image::LocalImage&
                 "the jail engine needs root on this host (user namespaces with a mapped uid range and overlayfs); "
                 "see docs/jail.md for what an unprivileged user needs");
   }
-  spec.uid_offset = engine::jail::kDefaultUidOffset;
-  spec.pids_limit = engine::jail::kDefaultPidsLimit;
-  spec.lower_dirs = rootfs::ensure_overlay_layers(layout_.root, img, spec.uid_offset);
-  spec.root_mountpoint = layout_.jail_root_mountpoint();
+  engine::JailSpec& jail = spec.jail();
+  jail.uid_offset = engine::jail::kDefaultUidOffset;
+  jail.pids_limit = engine::jail::kDefaultPidsLimit;
+  jail.lower_dirs = rootfs::ensure_overlay_layers(layout_.root, img, jail.uid_offset);
+  jail.root_mountpoint = layout_.jail_root_mountpoint();
 }
 
 void LocalRuntime::prepare_jail_disk(engine::ShimSpec& spec, uint64_t bytes) {
@@ -543,9 +548,10 @@ void LocalRuntime::prepare_jail_disk(engine::ShimSpec& spec, uint64_t bytes) {
          "; its writable layer is a directory on the host's file system, which it can fill (docs/jail.md)");
     return;
   }
-  spec.jail_disk_bytes = bytes;
-  spec.jail_disk_mountpoint = layout_.jail_disk_mountpoint();
-  spec.jail_disk_template = engine::jail::ensure_disk_template(layout_.jail_disk_templates(), bytes);
+  engine::JailSpec& jail = spec.jail();
+  jail.disk_bytes = bytes;
+  jail.disk_mountpoint = layout_.jail_disk_mountpoint();
+  jail.disk_template = engine::jail::ensure_disk_template(layout_.jail_disk_templates(), bytes);
 }
 
 namespace {
@@ -671,10 +677,9 @@ std::shared_ptr<LocalBox> LocalRuntime::create_box(const BoxOptions& opts, const
   }
 
   engine::ShimSpec spec;
-  spec.engine = engine;
-  spec.guest_binary = core::libexec_dir() + "/boxlite-guest";
-  if (!path_exists(spec.guest_binary)) {
-    throw Error(ErrorKind::Config, "guest agent not found at " + spec.guest_binary + ": build the project first");
+  spec.set_engine(engine);
+  if (std::string agent = core::libexec_dir() + "/boxlite-guest"; !path_exists(agent)) {
+    throw Error(ErrorKind::Config, "guest agent not found at " + agent + ": build the project first");
   }
   if (engine == EngineKind::Vm) {
     prepare_vm(spec, opts, img);
@@ -720,8 +725,9 @@ std::shared_ptr<LocalBox> LocalRuntime::create_box(const BoxOptions& opts, const
   }
   if (engine == EngineKind::Vm) {
     double t_disk = now_ms();
-    spec.disk = spec.box_dir + "/disk.qcow2";
-    rootfs::create_overlay(spec.disk_base, spec.disk, disk_size_bytes(opts, spec.disk_base));
+    engine::VmSpec& vm = spec.vm();
+    vm.disk = spec.box_dir + "/disk.qcow2";
+    rootfs::create_overlay(vm.disk_base, vm.disk, disk_size_bytes(opts, vm.disk_base));
     timings["guest_rootfs_ms"] = static_cast<int64_t>(now_ms() - t_disk);
   }
   std::vector<std::string> argv = opts.entrypoint.empty() ? img.config.entrypoint : opts.entrypoint;

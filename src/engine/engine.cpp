@@ -6,7 +6,7 @@
 namespace boxlite::engine {
 
 std::unique_ptr<Engine> make_engine(const ShimSpec& spec, jail::Zygote zygote) {
-  switch (spec.engine) {
+  switch (spec.engine()) {
     case EngineKind::Vm:
       zygote.release();  // a VM box has no init of ours
       return vm::make_vm_engine(spec);

@@ -583,7 +583,7 @@ TEST_F(SnapshotTest, JailExportImportIntoAnotherHomeGivesIdenticalFiles) {
   make_dirs(other);
   Runtime rt2(RuntimeOptions{.home_dir = other});
   auto imported = rt2.import_box(path, "ji");
-  EXPECT_EQ(local(*imported).spec().engine, EngineKind::Jail);
+  EXPECT_EQ(local(*imported).spec().engine(), EngineKind::Jail);
   EXPECT_EQ(rt2.get_info("ji").engine, EngineKind::Jail);
   EXPECT_EQ(imported->state(), BoxState::Configured);
   EXPECT_EQ(sh(*imported, fingerprint), before);
@@ -820,7 +820,7 @@ TEST_P(LiveStorageTest, ExportOfARunningBoxImportsWithItsFiles) {
   {
     Runtime rt2(RuntimeOptions{.home_dir = other});
     auto imported = rt2.import_box(path, "imp");
-    EXPECT_EQ(engine_kind_name(local(*imported).spec().engine), GetParam());
+    EXPECT_EQ(engine_kind_name(local(*imported).spec().engine()), GetParam());
     EXPECT_EQ(sh(*imported, "cat /root/data; md5sum /root/r"), "v1\n" + sum);
     imported->stop();
     rt2.remove("imp");
@@ -989,7 +989,7 @@ TEST_F(JailDiskTest, ABoxMadeBeforeDisksStartsWithItsUpperDirectory) {
   auto old = rt_->get("old");
   ASSERT_TRUE(old);
   boxes_.push_back(old);
-  EXPECT_EQ(local(*old).spec().jail_disk_bytes, 0u);
+  EXPECT_EQ(local(*old).spec().jail().disk_bytes, 0u);
   EXPECT_EQ(sh(*old, "cat /from-before; echo new > /new; cat /new"), "old\nnew\n");
   EXPECT_TRUE(loop_devices_under(home_).empty()) << "a box without a disk got a loop device";
   old->stop();
@@ -1074,7 +1074,7 @@ TEST_F(JailDiskTest, ADisksSizeGoesWithItsSnapshotsClonesAndImports) {
   {
     Runtime rt2(RuntimeOptions{.home_dir = other});
     auto imported = rt2.import_box(path, "two-imported");
-    EXPECT_EQ(local(*imported).spec().jail_disk_bytes, 2ull << 30);
+    EXPECT_EQ(local(*imported).spec().jail().disk_bytes, 2ull << 30);
     EXPECT_EQ(sh(*imported, "cat /f"), "v2\n");
     EXPECT_TRUE(two_gib(disk_kib(*imported))) << disk_kib(*imported);
     imported->stop();
