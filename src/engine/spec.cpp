@@ -79,7 +79,8 @@ JailSpec jail_from_json(const nlohmann::json& j) {
 bool says_something(const nlohmann::json& j, const char* key) {
   if (!j.contains(key)) return false;
   const auto& v = j.at(key);
-  if (v.is_string() || v.is_array() || v.is_object()) return !v.empty();
+  if (v.is_string()) return !v.get_ref<const std::string&>().empty();
+  if (v.is_array() || v.is_object()) return !v.empty();
   if (v.is_number()) return v != 0;
   return !v.is_null();
 }
