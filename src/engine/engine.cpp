@@ -15,4 +15,11 @@ std::unique_ptr<Engine> make_engine(const ShimSpec& spec, jail::Zygote zygote) {
   return vm::make_vm_engine(spec);
 }
 
+std::unique_ptr<Engine> make_engine(EngineKind kind, const std::string& box_id) {
+  ShimSpec spec;
+  spec.set_engine(kind);
+  spec.box_id = box_id;
+  return make_engine(spec);
+}
+
 }  // namespace boxlite::engine
