@@ -682,8 +682,14 @@ if kind == "format-string": m["format"] = "1"
 if kind == "image-number": m["image"] = 5
 if kind == "argv-string": m["options"]["argv"] = "sh"
 if kind == "deep": m["spec"] = "DEEP"
+if kind == "jail-spec-as-vm": m["engine"] = m["spec"]["engine"] = "vm"
 if kind in ("data-file", "backing-file"):
+    # A vm export: a VM's spec (a jail's part gone, a VM's in its place) over a hostile disk.
     m["engine"] = m["spec"]["engine"] = "vm"
+    for k in ("lower_dirs", "root_mountpoint", "uid_offset", "pids_limit", "jail"): m["spec"].pop(k, None)
+    m["spec"].update({"accel": "tcg", "qemu": "qemu-system-x86_64", "kernel": "", "initramfs": "",
+                      "kernel_cmdline_extra": "", "acpi": False, "tcg_cpu": "max", "disk": "", "disk_base": "",
+                      "guest_binary": ""})
     disk = dst + ".qcow2"
     if kind == "data-file":
         # Made over a file of its own (create writes the data file), then pointed at the host's.
@@ -703,6 +709,7 @@ with tarfile.open(dst, "w") as t:
       {"format-string", "\"format\" is not an integer"},        {"image-number", "\"image\" is not a string"},
       {"argv-string", "argv is not a list of strings"},         {"deep", "nested deeper than 32 levels"},
       {"data-file", "its data lives in an external data file"}, {"backing-file", "it names a backing file"},
+      {"jail-spec-as-vm", "a vm box's spec sets the jail engine's lower_dirs"},
   };
   for (auto [kind, why] : cases) {
     std::string bad = home_ + "/bad-" + kind + ".boxlite";
