@@ -25,13 +25,14 @@
 #include "core/record_copy.hpp"
 #include "core/shim_launch.hpp"
 #include "core/spare_dirs.hpp"
-#include "engine/jail/jail.hpp"
+#include "engine/engine.hpp"
 #include "protocol/main_log.hpp"
 
 namespace boxlite {
 
 LocalBox::LocalBox(engine::ShimSpec spec, std::string name, std::vector<std::string> default_argv, bool auto_remove)
     : spec_(std::move(spec)),
+      engine_impl_(engine::make_engine(spec_)),
       name_(std::move(name)),
       default_argv_(std::move(default_argv)),
       auto_remove_(auto_remove) {}
@@ -39,6 +40,7 @@ LocalBox::LocalBox(engine::ShimSpec spec, std::string name, std::vector<std::str
 LocalBox::LocalBox(engine::ShimSpec spec, store::BoxRecord record, std::vector<std::string> default_argv,
                    std::shared_ptr<store::Store> store)
     : spec_(std::move(spec)),
+      engine_impl_(engine::make_engine(spec_)),
       name_(record.name),
       default_argv_(std::move(default_argv)),
       auto_remove_(record.auto_remove),
@@ -314,7 +316,7 @@ void LocalBox::start() {
   }
   trace("core: start checks");
   // (A handed shim's create primed it already.)
-  if (spec_.engine == EngineKind::Jail && !handed) engine::jail::prime_cgroup_attach();
+  if (!handed) engine_impl_->prepare_host();
   // The CLI's `run` started one already (core/shim_launch.hpp); else start it now.
   std::optional<core::ShimLaunch> launch = handed        ? std::optional(handed->take_launch())
                                            : early_shim_ ? early_shim_->take(record_.detach)
@@ -611,7 +613,7 @@ void LocalBox::stop_locked(int timeout_ms, bool record) {
     }
   }
   // What a killed shim would have retired (destroy() does it too).
-  if (killed && spec_.engine == EngineKind::Jail) engine::jail::remove_cgroups(spec_.box_id);
+  if (killed) engine_impl_->release();
   if (client_) {
     client_->close();
     client_.reset();
@@ -646,13 +648,13 @@ void LocalBox::destroy(bool reach_current_shim) {
   // documented error; auto_remove then leaves the box stopped). A jail box has none:
   // its clones copy its upper layer (Runtime::clone_jail), and a run's removal then
   // reads no row before it starts (the query was ~0.1 ms of every `run --rm`).
-  if (store_ && spec_.engine != EngineKind::Jail) check_no_clone_dependents(*store_, id());
+  if (store_ && engine_impl_->clones_depend_on_source()) check_no_clone_dependents(*store_, id());
   // A jail box whose shim said it is down (then hung up) has no process left: only
   // the shim's own exit is, and its upper layer and overlay workdir (still mounted
   // in the shim's namespace, but written by nothing) go meanwhile.
   std::atomic<int> layers_emptied{0};  // before the threads that count: they may outlive a throw
   std::jthread early_upper, early_work;
-  if (spec_.engine == EngineKind::Jail && client_) {
+  if (engine_impl_->reuses_box_dirs() && client_) {
     if (!client_->closed()) {
       try {
         client_->request_shutdown();  // as stop_locked() does; a box already down ignores it
@@ -662,7 +664,7 @@ void LocalBox::destroy(bool reach_current_shim) {
     // The shim hangs up right after it tells its clients the box is down.
     if (!client_->wait_closed(2000)) trace("core: destroy: the shim did not hang up in 2 s");
   }
-  bool early = spec_.engine == EngineKind::Jail && client_ && client_->box_down();
+  bool early = engine_impl_->reuses_box_dirs() && client_ && client_->box_down();
   // Its directory may be kept as a spare (core/spare_dirs.hpp) once we have reaped
   // its shim ourselves: the overlay holding upper/ and work/ then is no more. The
   // layers are emptied for that, not removed.
@@ -670,7 +672,7 @@ void LocalBox::destroy(bool reach_current_shim) {
   constexpr int kLayerDirs = 2;  // upper/ and work/, each emptied on a thread of its own
   // A box with a disk keeps its writable layer there (engine/jail/disk.hpp): its
   // image goes whole, with the rest of the directory.
-  bool layers_on_disk = spec_.jail_disk_bytes > 0;
+  bool layers_on_disk = spec_.if_jail() && spec_.jail().disk_bytes > 0;
   if (early) {
     trace("core: destroy: early removal");
     // Each on a thread: every directory freed waits for a discard on some hosts.
@@ -704,7 +706,7 @@ void LocalBox::destroy(bool reach_current_shim) {
   }
   trace("core: destroy: stopped");
   // The shim retires them; this covers a shim that was killed first.
-  if (spec_.engine == EngineKind::Jail) engine::jail::remove_cgroups(spec_.box_id);
+  engine_impl_->release();
   trace("core: destroy: cgroups");
   bool kept = as_spare && (layers_on_disk || layers_emptied == kLayerDirs) &&
               core::keep_as_spare(core::HomeLayout::of_box_dir(spec_.box_dir).spare_box_dirs(), spec_.box_dir);

@@ -25,6 +25,9 @@
 #include "store/store.hpp"
 
 namespace boxlite {
+namespace engine {
+class Engine;
+}
 
 class LocalBox final : public Box {
  public:
@@ -47,7 +50,7 @@ class LocalBox final : public Box {
   // Box (boxlite/box.hpp documents each).
   const std::string& id() const override { return spec_.box_id; }
   const std::string& name() const override { return name_; }
-  EngineKind engine() const override { return spec_.engine; }
+  EngineKind engine() const override { return spec_.engine(); }
   BoxState state() override;
   const std::vector<std::string>& default_command() const override { return default_argv_; }
   bool main_tty() const override { return spec_.main_tty; }
@@ -75,6 +78,8 @@ class LocalBox final : public Box {
   // The runtime's own: where the box lives and what its shim runs.
   const std::string& dir() const { return spec_.box_dir; }
   const engine::ShimSpec& spec() const { return spec_; }
+  // The box's engine, as the host side uses it (prepare_host, release, properties).
+  const engine::Engine& engine_impl() const { return *engine_impl_; }
   void set_counters(std::shared_ptr<core::RuntimeCounters> c) { counters_ = std::move(c); }
   // The runtime's early shim, which a start of this box may take.
   void set_early_shim(std::shared_ptr<core::EarlyShimSlot> slot) { early_shim_ = std::move(slot); }
@@ -117,6 +122,8 @@ class LocalBox final : public Box {
   Execution exec_builtin(const std::string& name, const std::vector<std::string>& args, bool stdin_open);
 
   engine::ShimSpec spec_;
+
+  std::unique_ptr<engine::Engine> engine_impl_;  // of spec_
   std::string name_;
   std::vector<std::string> default_argv_;
   bool auto_remove_;

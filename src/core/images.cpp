@@ -131,8 +131,8 @@ uint64_t LocalRuntime::prune_store(bool all, const std::set<std::string>* only) 
     used_refs.insert(r.image);
     try {
       auto spec = engine::read_spec(layout_.box_dir(r.id));
-      used_paths.insert(spec.disk_base);
-      for (const auto& l : spec.lower_dirs) used_paths.insert(l);
+      if (const auto* vm = spec.if_vm()) used_paths.insert(vm->disk_base);
+      if (const auto* jail = spec.if_jail()) used_paths.insert(jail->lower_dirs.begin(), jail->lower_dirs.end());
     } catch (const Error&) {
     }
   }

@@ -1,7 +1,5 @@
 #include "core/runtime.hpp"
 
-#include <dirent.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -27,16 +25,13 @@
 #include "common/trace.hpp"
 #include "core/home_config.hpp"
 #include "core/network.hpp"
+#include "core/plan.hpp"
 #include "core/record_copy.hpp"
 #include "core/shim_launch.hpp"
 #include "core/spare_dirs.hpp"
 #include "core/volumes.hpp"
-#include "engine/jail/disk.hpp"
-#include "engine/jail/jail.hpp"
-#include "engine/vm/initramfs.hpp"
-#include "engine/vm/qemu.hpp"
+#include "engine/engine.hpp"
 #include "image/oci_layout.hpp"
-#include "rootfs/rootfs.hpp"
 
 namespace boxlite {
 
@@ -59,81 +54,6 @@ std::string new_box_id() {
   return id;
 }
 
-struct KernelChoice {
-  std::string kernel;
-  std::string modules_dir;  // "" when everything is built in
-  bool acpi = false;
-  std::string tcg_cpu = "max";
-};
-
-// A dpkg -x tree of a Debian linux-image package: boot/vmlinuz-* and lib/modules/<ver>.
-KernelChoice kernel_from_tree(const std::string& dir) {
-  KernelChoice k;
-  std::unique_ptr<DIR, int (*)(DIR*)> boot(::opendir((dir + "/boot").c_str()), ::closedir);
-  if (boot) {
-    while (auto* e = ::readdir(boot.get())) {
-      std::string n = e->d_name;
-      if (n.rfind("vmlinuz-", 0) == 0) {
-        k.kernel = dir + "/boot/" + n;
-        k.modules_dir = dir + "/lib/modules/" + n.substr(8);
-      }
-    }
-  }
-  if (k.kernel.empty())
-    throw Error(ErrorKind::Config,
-                "kernel directory " + dir +
-                    " has no boot/vmlinuz-*: expected a `dpkg -x` tree of a Debian linux-image package");
-  if (!path_exists(k.modules_dir))
-    throw Error(ErrorKind::Config, "kernel directory " + dir + " has no " + k.modules_dir);
-  // Without virtio_mmio command-line devices (Debian's build) the kernel finds
-  // the devices through ACPI only.
-  std::string config_path = dir + "/boot/config-" + k.kernel.substr(k.kernel.rfind("vmlinuz-") + 8);
-  try {
-    k.acpi = read_file(config_path).find("CONFIG_VIRTIO_MMIO_CMDLINE_DEVICES=y") == std::string::npos;
-  } catch (const Error&) {
-    k.acpi = true;
-  }
-  k.tcg_cpu = "qemu64";
-  return k;
-}
-
-KernelChoice resolve_kernel(const std::string& requested) {
-  std::string lib = core::libexec_dir();
-  std::string want = requested.empty() ? env_or("BOXLITE_KERNEL", "") : requested;
-  if (want.empty()) {
-    std::string k = lib + "/kernel/vmlinux";
-    if (!path_exists(k))
-      throw Error(ErrorKind::Config, "guest kernel not found at " + k + ": run ./scripts/setup to build it");
-    return {k, ""};
-  }
-  if (want == "debian") {
-    std::string dir = lib + "/kernel/debian";
-    if (!path_exists(dir))
-      throw Error(ErrorKind::Config, "the Debian kernel is not installed at " + dir + ": run ./scripts/setup");
-    return kernel_from_tree(dir);
-  }
-  struct stat st;
-  if (::stat(want.c_str(), &st) != 0) throw Error(ErrorKind::Config, "kernel " + want + " does not exist");
-  if (S_ISDIR(st.st_mode)) return kernel_from_tree(want);
-  return {want, ""};
-}
-
-std::vector<std::string> env_list(const std::vector<std::string>& image_env, const EnvList& box_env) {
-  std::vector<std::string> out = image_env;
-  for (const auto& [k, v] : box_env) {
-    std::string kv = k + "=" + v;
-    bool replaced = false;
-    for (auto& e : out) {
-      if (e.compare(0, k.size() + 1, k + "=") == 0) {
-        e = kv;
-        replaced = true;
-      }
-    }
-    if (!replaced) out.push_back(kv);
-  }
-  return out;
-}
-
 // Removes a half-made box directory unless committed.
 struct DirGuard {
   std::string path;
@@ -148,98 +68,9 @@ struct DirGuard {
   }
 };
 
-using ProbeVerdict = std::pair<bool, std::string>;
-
-std::string host_boot_id() {
-  try {
-    return trim(read_file("/proc/sys/kernel/random/boot_id"));
-  } catch (const Error&) {
-    return "unknown";
-  }
-}
-
-std::optional<ProbeVerdict> load_probe_verdict(const std::string& path) {
-  std::string text;
-  try {
-    text = read_file(path);
-  } catch (const Error&) {
-    return std::nullopt;
-  }
-  auto lines = split(text, '\n');
-  if (lines.size() < 3 || lines[0] != host_boot_id()) return std::nullopt;
-  return ProbeVerdict{lines[1] == "usable", lines[2]};
-}
-
-void save_probe_verdict(const std::string& path, const ProbeVerdict& v) {
-  try {
-    write_file_atomic(path, host_boot_id() + "\n" + (v.first ? "usable" : "unusable") + "\n" + v.second + "\n");
-  } catch (const Error&) {
-    // Only a cache.
-  }
-}
-
-ProbeVerdict run_kvm_probe(const std::string& log_path) {
-  SpawnOptions so;
-  so.argv = {core::libexec_dir() + "/boxlite-shim", "--probe-kvm"};
-  so.stdout_path = log_path;
-  ::unlink(log_path.c_str());
-  Child probe = spawn(so);
-  std::optional<int> st = probe.wait_for(1000);
-  if (!st) {
-    probe.kill_now();
-    return {false, "the KVM probe guest did not finish within 1 s"};
-  }
-  std::string out;
-  try {
-    out = trim(read_file(log_path));
-  } catch (const Error&) {
-  }
-  bool usable = WIFEXITED(*st) && WEXITSTATUS(*st) == 0;
-  auto sp = out.find(' ', out.find(' ') + 1);
-  return {usable, sp == std::string::npos ? out : out.substr(sp + 1)};
-}
-
 }  // namespace
 
 std::string LocalRuntime::make_box_id() { return new_box_id(); }
-
-namespace {
-
-// The limits of a SecurityOptions that are set, by their documented names.
-std::vector<std::pair<const char*, uint64_t>> security_limits(const SecurityOptions& s) {
-  std::vector<std::pair<const char*, uint64_t>> out;
-  const std::pair<const char*, const std::optional<uint64_t>*> all[] = {{"max_open_files", &s.max_open_files},
-                                                                        {"max_file_size", &s.max_file_size},
-                                                                        {"max_processes", &s.max_processes},
-                                                                        {"max_memory", &s.max_memory},
-                                                                        {"max_cpu_time", &s.max_cpu_time}};
-  for (const auto& [name, v] : all) {
-    if (*v) out.emplace_back(name, **v);
-  }
-  return out;
-}
-
-// Every limit must be positive (nullopt is "no limit"). Both engines enforce them:
-// a jail's init sets them for the whole box, a VM's agent on each process it starts.
-void check_security(const SecurityOptions& s) {
-  for (const auto& [name, v] : security_limits(s)) {
-    if (v == 0) throw Error(ErrorKind::InvalidArgument, std::string("security ") + name + " must be > 0");
-  }
-}
-
-void apply_security(engine::ShimSpec& spec, const SecurityOptions& s) {
-  spec.seccomp = s.seccomp;
-  spec.rlimit_nofile = s.max_open_files.value_or(0);
-  spec.rlimit_fsize = s.max_file_size.value_or(0);
-  spec.rlimit_nproc = s.max_processes.value_or(0);
-  spec.rlimit_as = s.max_memory.value_or(0);
-  spec.rlimit_cpu = s.max_cpu_time.value_or(0);
-  if (s.max_processes && *s.max_processes < static_cast<uint64_t>(spec.pids_limit)) {
-    spec.pids_limit = static_cast<int>(*s.max_processes);
-  }
-}
-
-}  // namespace
 
 void validate_box_options(const BoxOptions& o) {
   if (o.image.empty() && o.rootfs_path.empty())
@@ -337,84 +168,6 @@ const std::shared_ptr<store::Store>& LocalRuntime::store() {
   return store_;
 }
 
-// A create killed between making the box directory and recording the box leaves a
-// directory nobody knows. A create spends milliseconds in that window, so one
-// older than a minute with no record is debris.
-// On the store's opener: store_, not store().
-void LocalRuntime::sweep_half_made_boxes() {
-  std::set<std::string> known;
-  for (const auto& r : store_->list()) {
-    known.insert(r.id);
-    // The removal of an auto_remove box's row is not synced (store.hpp): after a host
-    // crash the row can outlive the directory removed before it. Such a row is debris too.
-    forget_if_removed(r);
-  }
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(layout_.boxes().c_str()), ::closedir);
-  if (!dir) return;
-  time_t now = ::time(nullptr);
-  while (auto* e = ::readdir(dir.get())) {
-    std::string id = e->d_name;
-    if (id == "." || id == ".." || known.count(id)) continue;
-    std::string path = layout_.box_dir(id);
-    struct stat st;
-    // (A spare taken for a new box has its time set before it moves here.)
-    if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || now - st.st_mtime < 60) continue;
-    // A box in use is not half-made, whatever the store says (one replaced or
-    // truncated under a running box): never removed under its shim or a taker.
-    if (pid_t shim = unix_listener_pid(engine::shim_socket_path(path)); shim > 0) {
-      warn("box directory " + path + " has a running shim (pid " + std::to_string(shim) +
-           ") but no row in the store: left alone; stop the shim (kill " + std::to_string(shim) +
-           ") and it is removed later");
-      continue;
-    }
-    try {
-      FileLock lock = FileLock::try_acquire_directory(path);
-      if (!lock.held()) continue;
-      if (core::has_record_copy(path)) {
-        record_again(path);
-        continue;
-      }
-      remove_tree(path);
-    } catch (const Error& err) {
-      warn("could not remove the half-made box directory " + path + ": " + err.what());
-    }
-  }
-}
-
-// A kept box whose row was lost (the database replaced, truncated or deleted under
-// it) is no half-made box: its directory holds the copy of its row made once the row
-// was committed (core/record_copy.hpp). It is recorded again, stopped; under another
-// box's name now, it loses its name. A copy that cannot be read leaves the directory
-// alone: it is never swept.
-void LocalRuntime::record_again(const std::string& box_dir) {
-  store::BoxRecord r;
-  try {
-    r = core::read_record_copy(box_dir);
-    r.stopped_at_ms = wall_clock_ms();
-  } catch (const Error& err) {
-    warn("box directory " + box_dir + " has no row in the store and its " + core::kRecordCopyFile +
-         " cannot be read (" + err.what() + "): left alone; remove the directory if the box is not wanted");
-    return;
-  }
-  std::string label = r.name.empty() ? r.id : r.id + " (" + r.name + ")";
-  try {
-    // Another process may have recorded it since we listed the rows (we hold its lock now).
-    if (auto known = store_->find_exact(r.id); known && known->id == r.id) return;
-    if (!r.name.empty() && store_->find_exact(r.name)) {
-      warn("box " + label + ": its name now belongs to another box, so it is recorded again without one");
-      r.name.clear();
-      core::keep_record_copy(box_dir, r);
-    }
-    store_->insert(r);
-  } catch (const Error& err) {
-    warn("box " + label + " is missing from the store and could not be recorded again (" + err.what() +
-         "): its directory " + box_dir + " is left alone");
-    return;
-  }
-  warn("box " + label + " was missing from the store (was the database replaced?): recorded again, stopped, from " +
-       box_dir + "/" + core::kRecordCopyFile);
-}
-
 // <home>/config.json (core/home_config.hpp). An option beats the environment,
 // which beats this file.
 void LocalRuntime::load_home_config(bool registries_from_options) {
@@ -427,48 +180,27 @@ void LocalRuntime::load_home_config(bool registries_from_options) {
 }
 
 EngineKind LocalRuntime::default_engine() const {
-  if (const char* env = std::getenv("BOXLITE_ENGINE"); env && *env) return parse_engine_kind(env, "BOXLITE_ENGINE");
-  return config_engine_.value_or(kDefaultEngine);
+  return core::choose_engine(std::nullopt, env_or("BOXLITE_ENGINE", ""), config_engine_);
+}
+
+// The box's image, opened: a layout (a path, oci:..., or rootfs_path), or a registry
+// reference, pulled if missing. `recorded`: what the box's row names it by.
+image::LocalImage LocalRuntime::open_box_image(const BoxOptions& opts, std::string& recorded) {
+  std::string source = opts.rootfs_path.empty() ? opts.image : opts.rootfs_path;
+  struct stat st;
+  bool is_layout = source.rfind("oci:", 0) == 0 || ::stat(source.c_str(), &st) == 0 || !opts.rootfs_path.empty() ||
+                   source[0] == '/' || source[0] == '.';
+  recorded = source;
+  image::LocalImage img =
+      image::open_oci_layout(is_layout ? image::parse_layout_ref(source) : resolve_registry_image(source, recorded));
+  if (img.layers.empty()) {
+    throw Error(ErrorKind::Image, "image " + recorded + " has no layers: there is no file in it to run");
+  }
+  return img;
 }
 
 std::string LocalRuntime::default_accel() const {
   return env_or("BOXLITE_ACCEL", config_accel_.empty() ? "auto" : config_accel_);
-}
-
-HostInfo LocalRuntime::host_info() {
-  HostInfo h;
-  h.version = BOXLITE_VERSION_STRING;
-  h.home = layout_.root;
-  h.default_engine = default_engine();
-  const std::string vm_name(engine_kind_name(EngineKind::Vm)), jail_name(engine_kind_name(EngineKind::Jail));
-  EngineStatus vm{vm_name, true, ""};
-  if (which("qemu-system-x86_64").empty()) {
-    vm = {vm_name, false, "qemu-system-x86_64 not found (apt-get install qemu-system-x86 qemu-utils)"};
-  } else {
-    try {
-      resolve_kernel("");
-    } catch (const Error& e) {
-      vm = {vm_name, false, e.what()};
-    }
-  }
-  EngineStatus jail{jail_name, true, "weaker isolation than vm (shared kernel); used only when asked for"};
-  if (::geteuid() != 0) {
-    jail = {jail_name, false, "needs root on this host (see docs/jail.md)"};
-  } else if (read_file("/proc/filesystems").find("overlay") == std::string::npos) {
-    jail = {jail_name, false, "the kernel has no overlayfs"};
-  } else if (std::string why = engine::jail::namespaces_refused(); !why.empty()) {
-    jail = {jail_name, false, why};
-  }
-  h.engines = {vm, jail};
-  std::string probe = layout_.tmp() + "/kvm-probe";
-  auto verdict = load_probe_verdict(probe);
-  if (!verdict) {
-    verdict = run_kvm_probe(layout_.tmp() + "/kvm-probe.log");
-    save_probe_verdict(probe, *verdict);
-  }
-  h.accelerators = {{"kvm", verdict->first, verdict->first ? "" : verdict->second},
-                    {"tcg", !which("qemu-system-x86_64").empty(), "software emulation: the same VM isolation, slower"}};
-  return h;
 }
 
 void LocalRuntime::warn(const std::string& msg) const {
@@ -481,73 +213,6 @@ void LocalRuntime::warn(const std::string& msg) const {
   }
 }
 
-std::string LocalRuntime::resolve_accel(const std::string& requested) {
-  std::string want = requested.empty() ? default_accel() : requested;
-  if (want == "tcg") return "tcg";
-  // The probe runs in a child with a deadline (a broken KVM can hang KVM_RUN) and
-  // its verdict is kept per host boot, so only the first box after a boot pays it.
-  static std::mutex mu;
-  static std::optional<std::pair<bool, std::string>> cached;
-  std::lock_guard lk(mu);
-  if (!cached) cached = load_probe_verdict(layout_.tmp() + "/kvm-probe");
-  if (!cached) {
-    cached = run_kvm_probe(layout_.tmp() + "/kvm-probe.log");
-    save_probe_verdict(layout_.tmp() + "/kvm-probe", *cached);
-  }
-  if (cached->first) return "kvm";
-  if (want == "kvm")
-    throw Error(ErrorKind::UnsupportedEngine, "accel=kvm requested but KVM is not usable: " + cached->second);
-  warn("KVM is not usable (" + cached->second + "); using QEMU TCG software emulation: the same VM isolation, slower");
-  return "tcg";
-}
-
-void LocalRuntime::prepare_vm(engine::ShimSpec& spec, const BoxOptions& opts, const image::LocalImage& img) {
-  prepare_vm_machine(spec, opts);
-  spec.disk_base = rootfs::ensure_base_ext4(layout_.root, img);
-}
-
-// What a vm box needs from this machine (QEMU, kernel, initramfs, accelerator),
-// apart from its disk: also what an imported box gets.
-void LocalRuntime::prepare_vm_machine(engine::ShimSpec& spec, const BoxOptions& opts) {
-  spec.qemu = which("qemu-system-x86_64");
-  if (spec.qemu.empty()) {
-    throw Error(ErrorKind::Engine,
-                "qemu-system-x86_64 not found: install it with `apt-get install qemu-system-x86 qemu-utils` (or run "
-                "./scripts/setup)");
-  }
-  if (which("qemu-img").empty())
-    throw Error(ErrorKind::Engine, "qemu-img not found: install it with `apt-get install qemu-utils`");
-  KernelChoice kernel = resolve_kernel(opts.kernel);
-  spec.kernel = kernel.kernel;
-  spec.acpi = kernel.acpi;
-  spec.tcg_cpu = kernel.tcg_cpu;
-  spec.initramfs = engine::vm::ensure_initramfs(layout_.kernel_cache(), spec.guest_binary, kernel.modules_dir);
-  spec.accel = resolve_accel(opts.accel);
-}
-
-void LocalRuntime::prepare_jail(engine::ShimSpec& spec, const image::LocalImage& img) {
-  if (::geteuid() != 0) {
-    throw Error(ErrorKind::UnsupportedEngine,
-                "the jail engine needs root on this host (user namespaces with a mapped uid range and overlayfs); "
-                "see docs/jail.md for what an unprivileged user needs");
-  }
-  spec.uid_offset = engine::jail::kDefaultUidOffset;
-  spec.pids_limit = engine::jail::kDefaultPidsLimit;
-  spec.lower_dirs = rootfs::ensure_overlay_layers(layout_.root, img, spec.uid_offset);
-  spec.root_mountpoint = layout_.jail_root_mountpoint();
-}
-
-void LocalRuntime::prepare_jail_disk(engine::ShimSpec& spec, uint64_t bytes) {
-  if (std::string why = engine::jail::disks_unavailable(); !why.empty()) {
-    warn("disk_size_gb is not enforced for jail box " + spec.box_id + ": " + why +
-         "; its writable layer is a directory on the host's file system, which it can fill (docs/jail.md)");
-    return;
-  }
-  spec.jail_disk_bytes = bytes;
-  spec.jail_disk_mountpoint = layout_.jail_disk_mountpoint();
-  spec.jail_disk_template = engine::jail::ensure_disk_template(layout_.jail_disk_templates(), bytes);
-}
-
 namespace {
 
 // Docker's rule for names: they appear in paths, URLs and shell commands.
@@ -558,23 +223,6 @@ void validate_name(const std::string& name) {
   if (!ok)
     throw Error(ErrorKind::InvalidArgument,
                 "invalid box name '" + name + "': use [a-zA-Z0-9][a-zA-Z0-9_.-]* (at most 128)");
-}
-
-// The root disk's size: disk_size_gb GiB, or the default; never below the base
-// image (the overlay cannot be smaller than what it holds).
-uint64_t disk_size_bytes(const BoxOptions& opts, const std::string& base) {
-  uint64_t bytes = opts.disk_size_gb.value_or(kDefaultDiskSizeGb) << 30;
-  struct stat st;
-  if (::stat(base.c_str(), &st) == 0 && bytes < static_cast<uint64_t>(st.st_size)) {
-    if (opts.disk_size_gb) {
-      throw Error(ErrorKind::InvalidArgument, "disk_size_gb=" + std::to_string(*opts.disk_size_gb) +
-                                                  " is smaller than the image's root file system (" +
-                                                  std::to_string((static_cast<uint64_t>(st.st_size) >> 20) + 1) +
-                                                  " MiB)");
-    }
-    return 0;  // the base's own size
-  }
-  return bytes;
 }
 
 }  // namespace
@@ -647,70 +295,49 @@ std::shared_ptr<LocalBox> LocalRuntime::create_counted(const BoxOptions& opts, c
   }
 }
 
+// Creating a box reads validate -> plan -> act: the options are checked, planned into
+// a spec with no I/O (core/plan.hpp), and then the machine prepares what the plan
+// needs (prepare.cpp), the box's directory is made and its row recorded.
 std::shared_ptr<LocalBox> LocalRuntime::create_box(const BoxOptions& opts, const std::string& name, bool start_now) {
   validate_box_options(opts);
   validate_name(name);
   if (!name.empty() && store()->find_exact(name))
     throw Error(ErrorKind::AlreadyExists, "box name '" + name + "' is already in use");
-  EngineKind engine = opts.engine ? *opts.engine : default_engine();
-  check_security(opts.security);
+  core::check_security(opts.security);
+  EngineKind kind = core::choose_engine(opts.engine, env_or("BOXLITE_ENGINE", ""), config_engine_);
+  engine::make_engine(kind, "")->prepare_host();  // overlaps what follows
 
-  if (engine == EngineKind::Jail) engine::jail::prime_cgroup_attach();
   double create_started_ms = now_ms();
-  std::string source = opts.rootfs_path.empty() ? opts.image : opts.rootfs_path;
-  struct stat st;
-  bool is_layout = source.rfind("oci:", 0) == 0 || ::stat(source.c_str(), &st) == 0 || !opts.rootfs_path.empty() ||
-                   source[0] == '/' || source[0] == '.';
-  std::string recorded = source;
-  image::LocalImage img =
-      image::open_oci_layout(is_layout ? image::parse_layout_ref(source) : resolve_registry_image(source, recorded));
+  std::string recorded;
+  image::LocalImage img = open_box_image(opts, recorded);
   nlohmann::json timings;
   trace("core: image opened");
-  if (img.layers.empty()) {
-    throw Error(ErrorKind::Image, "image " + recorded + " has no layers: there is no file in it to run");
-  }
+  std::string id = new_box_id();
+  core::BoxPlan plan = core::plan_box(opts, {kind, id, layout_.box_dir(id), img.config});
+  engine::ShimSpec& spec = plan.spec;
+  std::shared_ptr<const engine::Engine> box_engine = engine::make_engine(spec);
 
-  engine::ShimSpec spec;
-  spec.engine = engine;
-  spec.guest_binary = core::libexec_dir() + "/boxlite-guest";
-  if (!path_exists(spec.guest_binary)) {
-    throw Error(ErrorKind::Config, "guest agent not found at " + spec.guest_binary + ": build the project first");
+  if (std::string agent = core::libexec_dir() + "/boxlite-guest"; !path_exists(agent)) {
+    throw Error(ErrorKind::Config, "guest agent not found at " + agent + ": build the project first");
   }
-  if (engine == EngineKind::Vm) {
-    prepare_vm(spec, opts, img);
-  } else {
-    prepare_jail(spec, img);
-  }
+  prepare_engine_part(spec, opts, img, plan.disk_bytes);
   double t_image = now_ms();
   trace("core: image prepared");
   timings["image_prepare_ms"] = static_cast<int64_t>(t_image - create_started_ms);
-  spec.box_id = new_box_id();
-  spec.box_dir = layout_.box_dir(spec.box_id);
-  if (engine == EngineKind::Jail) prepare_jail_disk(spec, opts.disk_size_gb.value_or(kDefaultDiskSizeGb) << 30);
   DirGuard guard{spec.box_dir};
-  bool spare = engine == EngineKind::Jail && core::take_spare_box_dir(layout_.spare_box_dirs(), spec.box_dir);
+  bool spare = box_engine->reuses_box_dirs() && core::take_spare_box_dir(layout_.spare_box_dirs(), spec.box_dir);
   if (!spare && ::mkdir(spec.box_dir.c_str(), 0700) != 0) {
     throw_errno(ErrorKind::Storage, "create box directory " + spec.box_dir);
   }
-  spec.cpus = opts.cpus.value_or(1);
-  spec.memory_mib = opts.memory_mib.value_or(1024);
-  apply_security(spec, opts.security);
-  spec.boot_timeout_secs = opts.boot_timeout_secs;
-  spec.hostname = spec.box_id;
-  spec.env = env_list(img.config.env, opts.env);
-  spec.working_dir = opts.working_dir.empty() ? img.config.working_dir : opts.working_dir;
-  spec.user = opts.user.empty() ? img.config.user : opts.user;
   timings["filesystem_setup_ms"] = static_cast<int64_t>(now_ms() - t_image);
-  spec.net = make_net_config(opts);
-  for (const auto& v : opts.volumes) {
+  for (auto& v : spec.volumes) {
     // Resolved now: a symlink swapped later cannot redirect the share.
     std::error_code ec;
     auto host = std::filesystem::canonical(v.host_path, ec);
     if (ec) throw Error(ErrorKind::InvalidArgument, "volume host path '" + v.host_path + "': " + ec.message());
-    spec.volumes.push_back({host.string(), v.guest_path, v.read_only});
+    v.host_path = host.string();
   }
-  for (auto& e : secret_env(spec.net)) spec.env.push_back(std::move(e));  // placeholders only
-  if (!spec.net.secrets.empty() && spec.net.enabled) {
+  if (plan.needs_secrets_ca) {
     HomeCa ca = ensure_home_ca(layout_.root);
     spec.net.ca_cert = ca.cert;
     spec.net.ca_key = ca.key;
@@ -718,22 +345,9 @@ std::shared_ptr<LocalBox> LocalRuntime::create_box(const BoxOptions& opts, const
   if (spec.net.enabled && !path_exists(spec.net.binary)) {
     throw Error(ErrorKind::Config, "boxlite-net not found at " + spec.net.binary + ": build the project first");
   }
-  if (engine == EngineKind::Vm) {
-    double t_disk = now_ms();
-    spec.disk = spec.box_dir + "/disk.qcow2";
-    rootfs::create_overlay(spec.disk_base, spec.disk, disk_size_bytes(opts, spec.disk_base));
-    timings["guest_rootfs_ms"] = static_cast<int64_t>(now_ms() - t_disk);
-  }
-  std::vector<std::string> argv = opts.entrypoint.empty() ? img.config.entrypoint : opts.entrypoint;
-  const auto& cmd = opts.cmd.empty() && opts.entrypoint.empty() ? img.config.cmd : opts.cmd;
-  argv.insert(argv.end(), cmd.begin(), cmd.end());
-  if (argv.empty()) argv = {"sh"};
-  spec.main_argv = argv;
-  spec.main_tty = opts.main_tty;
-  spec.main_stdin = opts.main_stdin;
-  spec.ephemeral = opts.auto_remove;
-  spec.main_rows = opts.main_rows;
-  spec.main_cols = opts.main_cols;
+  double t_disk = now_ms();
+  if (make_writable_layer(spec, opts)) timings["guest_rootfs_ms"] = static_cast<int64_t>(now_ms() - t_disk);
+  const std::vector<std::string>& argv = spec.main_argv;
   // A box removed when it stops need not survive a host crash: no fsync.
   engine::write_spec(spec);
   trace("core: spec written");
@@ -745,9 +359,7 @@ std::shared_ptr<LocalBox> LocalRuntime::create_box(const BoxOptions& opts, const
   // recorded, or never started) leaves its cgroups: they go after it.
   std::optional<core::ShimLaunch> early = start_now ? early_shim_->take(opts.detach) : std::nullopt;
   FileLock early_lock = early ? FileLock::acquire_directory(spec.box_dir) : FileLock();
-  auto after_stop = [id = spec.box_id, jail = engine == EngineKind::Jail] {
-    if (jail) engine::jail::remove_cgroups(id);
-  };
+  auto after_stop = [box_engine] { box_engine->release(); };
   struct DropHanded {  // the insert failed: the shim handed the box goes
     const std::string& dir;
     bool committed = false;
@@ -764,7 +376,7 @@ std::shared_ptr<LocalBox> LocalRuntime::create_box(const BoxOptions& opts, const
   rec.id = spec.box_id;
   rec.name = name;
   rec.image = recorded;  // a registry image as its normalized reference
-  rec.engine = engine;
+  rec.engine = kind;
   rec.state = BoxState::Configured;
   rec.created_at_ms = wall_clock_ms();
   rec.auto_remove = opts.auto_remove;
@@ -778,48 +390,6 @@ std::shared_ptr<LocalBox> LocalRuntime::create_box(const BoxOptions& opts, const
   if (early) core::hand_and_keep(spec.box_dir, std::move(*early), std::move(early_lock), after_stop);
   guard.committed = true;
   return track(std::make_shared<LocalBox>(spec, rec, argv, store()));
-}
-
-// A box's directory is made before its row and, but for a jail box's destroy (which
-// forgets the row while its shim exits, and records it again if the directory then
-// cannot be removed), removed before it, so an auto_remove box without one is on its
-// way out: removed by its shim (boxlite-shim: its owner exited without removing it),
-// by a destroy that has yet to forget it, or before a host crash lost the unsynced
-// removal of its row. A directory whose row went first is swept as half-made once a
-// minute old (sweep_half_made_boxes).
-bool LocalRuntime::forget_if_removed(const store::BoxRecord& r) {
-  struct stat st;
-  if (!r.auto_remove || ::lstat(layout_.box_dir(r.id).c_str(), &st) == 0 || errno != ENOENT) return false;
-  try {
-    store_->remove(r.id, /*durable=*/false);  // store_: the opener's sweep calls this too
-  } catch (const Error& err) {
-    warn("could not forget the removed box " + r.id + ": " + err.what());
-  }
-  return true;
-}
-
-bool LocalRuntime::reconcile(store::BoxRecord& r) {
-  if (forget_if_removed(r)) return false;
-  std::string dir = layout_.box_dir(r.id);
-  if (r.state != BoxState::Running) return true;
-  if (core::is_shim_of(r.shim_pid, dir)) return true;
-  r.state = BoxState::Stopped;
-  r.stop_reason = "the box's shim was killed";
-  r.stopped_at_ms = wall_clock_ms();
-  if (auto exit = engine::read_exit_record(dir); exit && exit->stopped_at_ms >= r.started_at_ms) {
-    if (!exit->reason.empty()) r.stop_reason = exit->reason;
-    r.stopped_at_ms = exit->stopped_at_ms;
-    r.main_exit_code = exit->main_exit_code;
-  }
-  r.shim_pid = 0;
-  // A killed shim could not retire the jail's cgroups; its processes died with it.
-  if (r.engine == EngineKind::Jail) engine::jail::remove_cgroups(r.id);
-  try {
-    store()->update(r);
-  } catch (const Error&) {
-    // Removed meanwhile.
-  }
-  return true;
 }
 
 std::shared_ptr<LocalBox> LocalRuntime::box_from_record(const store::BoxRecord& r) {
@@ -938,7 +508,7 @@ void LocalRuntime::remove(const std::string& id_or_name, bool force) {
     // A half-made or unreadable box: remove what there is.
   }
   if (core::is_shim_of(r->shim_pid, layout_.box_dir(r->id))) ::kill(r->shim_pid, SIGKILL);
-  if (r->engine == EngineKind::Jail) engine::jail::remove_cgroups(r->id);
+  engine::make_engine(r->engine, r->id)->release();
   remove_tree(layout_.box_dir(r->id));
   store()->remove(r->id, /*durable=*/!r->auto_remove);
 }

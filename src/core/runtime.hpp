@@ -121,6 +121,15 @@ class LocalRuntime {
   void set_warning_sink(std::function<void(const std::string&)> sink) { warn_ = std::move(sink); }
 
  private:
+  // Preparation (prepare.cpp): what this machine gives a planned box (core/plan.hpp).
+  // Its engine's part: a VM's machine and base disk, a jail's image layers and the
+  // disk of `disk_bytes` for what it writes. Before its directory exists.
+  void prepare_engine_part(engine::ShimSpec& spec, const BoxOptions& opts, const image::LocalImage& img,
+                           uint64_t disk_bytes);
+  // In the box's directory, once made: a VM's qcow2 overlay (true). A jail's disk is
+  // made at its first start (false).
+  bool make_writable_layer(engine::ShimSpec& spec, const BoxOptions& opts);
+  image::LocalImage open_box_image(const BoxOptions& opts, std::string& recorded);
   std::string resolve_accel(const std::string& requested);
   void prepare_vm(engine::ShimSpec& spec, const BoxOptions& opts, const image::LocalImage& img);
   void prepare_jail(engine::ShimSpec& spec, const image::LocalImage& img);
@@ -145,6 +154,7 @@ class LocalRuntime {
   void warn(const std::string& msg) const;
 
   void load_home_config(bool registries_from_options);
+  // Reconciliation (reconcile.cpp).
   void sweep_half_made_boxes();
   void record_again(const std::string& box_dir);
   // BOXLITE_ENGINE, else the home config's, else vm (an unknown name: InvalidArgument).

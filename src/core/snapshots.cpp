@@ -271,7 +271,7 @@ SnapshotInfo info_of(const LocalBox& b, const nlohmann::json& j) {
   struct stat st {};
   if (has_jail_disk(b)) {
     if (::stat(jail_disk_snapshot(b, s.id).c_str(), &st) == 0) s.size_bytes = static_cast<uint64_t>(st.st_blocks) * 512;
-  } else if (b.spec().engine == EngineKind::Jail) {
+  } else if (b.spec().engine() == EngineKind::Jail) {
     s.size_bytes = tree_bytes(snapshots_dir(b) + "/" + s.id + ".upper");
   } else if (::stat((snapshots_dir(b) + "/" + s.id + ".qcow2").c_str(), &st) == 0) {
     s.size_bytes = static_cast<uint64_t>(st.st_blocks) * 512;
@@ -290,7 +290,7 @@ void validate_snapshot_name(const std::string& name) {
 // The lock that keeps a start (in any process) out while the disk changes.
 FileLock lock_box_dir(LocalBox& b) { return core::lock_box_directory(b.dir()); }
 
-bool is_jail(const LocalBox& b) { return b.spec().engine == EngineKind::Jail; }
+bool is_jail(const LocalBox& b) { return b.spec().engine() == EngineKind::Jail; }
 
 // A jail's snapshot is a copy of its overlay's upper directory (O(data), unlike
 // the vm's O(1) chain): <box>/snapshots/<id>.upper.
@@ -322,7 +322,7 @@ SnapshotInfo SnapshotHandle::create(const std::string& name) {
   uint64_t vsize = 0;
   if (has_jail_disk(local(box_))) {
     copy_jail_disk(local(box_), jail_disk_snapshot(local(box_), id));
-    vsize = local(box_).spec().jail_disk_bytes;
+    vsize = local(box_).spec().jail().disk_bytes;
   } else if (is_jail(local(box_))) {
     copy_jail_upper(local(box_), jail_snapshot(local(box_), id));
     vsize = tree_bytes(jail_snapshot(local(box_), id));
@@ -510,15 +510,18 @@ void copy_jail_upper(LocalBox& b, const std::string& to) {
   with_jail_frozen(b, [&] { disk::copy_tree(upper, to); });
 }
 
-bool has_jail_disk(const LocalBox& b) { return b.spec().engine == EngineKind::Jail && b.spec().jail_disk_bytes > 0; }
+bool has_jail_disk(const LocalBox& b) {
+  const auto* jail = b.spec().if_jail();
+  return jail && jail->disk_bytes > 0;
+}
 
 void copy_jail_disk(LocalBox& b, const std::string& to) {
   std::string image = engine::jail::disk_image_path(b.dir());
   pid_t shim = unix_listener_pid(engine::shim_socket_path(b.dir()));
   if (shim <= 0) {  // stopped: the image is all there is (never started: an empty disk, the template)
-    const std::string& tmpl = b.spec().jail_disk_template;
+    const std::string& tmpl = b.spec().jail().disk_template;
     if (!path_exists(image)) {
-      engine::jail::ensure_disk_template(tmpl.substr(0, tmpl.rfind('/')), b.spec().jail_disk_bytes);
+      engine::jail::ensure_disk_template(tmpl.substr(0, tmpl.rfind('/')), b.spec().jail().disk_bytes);
       image = tmpl;
     }
     engine::jail::copy_disk_image(image, to);
@@ -527,7 +530,7 @@ void copy_jail_disk(LocalBox& b, const std::string& to) {
   // Frozen, the box writes nothing; what it wrote is still in its disk's page
   // cache, in the shim's mount namespace, until synced into the image we copy.
   with_jail_frozen(b, [&] {
-    engine::jail::sync_running_disk(shim, b.spec().jail_disk_mountpoint);
+    engine::jail::sync_running_disk(shim, b.spec().jail().disk_mountpoint);
     engine::jail::copy_disk_image(image, to);
   });
 }

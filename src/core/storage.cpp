@@ -307,7 +307,7 @@ void check_upper_layer(const std::string& tar_path, const std::string& archive_n
 // uid offset ("<layer hex>"), which identify the image across homes.
 nlohmann::json layer_ids(const engine::ShimSpec& spec) {
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& d : spec.lower_dirs) {
+  for (const auto& d : spec.jail().lower_dirs) {
     std::string name = d.substr(d.rfind('/') + 1);
     out.push_back(name.substr(0, name.rfind('-')));
   }
@@ -436,7 +436,6 @@ BoxOptions copy_exported_box(engine::ShimSpec& spec, const engine::ShimSpec& exp
   spec.main_stdin = exported.main_stdin;
   spec.main_rows = exported.main_rows;
   spec.main_cols = exported.main_cols;
-  spec.guest_binary = core::libexec_dir() + "/boxlite-guest";
   BoxOptions machine;
   machine.network.mode = exported.net.enabled ? "enabled" : "disabled";
   machine.network.allow_net = exported.net.allow_net;
@@ -472,12 +471,12 @@ std::shared_ptr<LocalBox> LocalRuntime::clone_box(LocalBox& source, const std::s
   std::string name = requested_name.empty() ? clone_name_for(*store(), source) : requested_name;
   validate_new_name(*store(), name);
   FileLock lock = core::lock_box_directory(source.dir());
-  if (source.spec().engine == EngineKind::Jail) return clone_jail(source, name, detach);
+  if (source.spec().engine() == EngineKind::Jail) return clone_jail(source, name, detach);
   auto rec = store()->find(source.id());
   if (!rec) throw Error(ErrorKind::NotFound, "No such box: " + source.id());
 
   engine::ShimSpec spec = clone_spec(source);
-  spec.disk = spec.box_dir + "/" + kDiskName;
+  spec.vm().disk = spec.box_dir + "/" + kDiskName;
   PathGuard guard{spec.box_dir};
   if (::mkdir(spec.box_dir.c_str(), 0700) != 0) throw_errno(ErrorKind::Storage, "create box directory " + spec.box_dir);
   // The source's disk as it is now becomes a frozen layer both disks grow over:
@@ -486,7 +485,7 @@ std::shared_ptr<LocalBox> LocalRuntime::clone_box(LocalBox& source, const std::s
   make_dirs(source.dir() + "/snapshots", 0700);
   std::string frozen = engine::clone_backing_path(source.dir(), spec.box_id);
   freeze_box_disk(source, frozen);
-  disk::create_overlay_on(frozen, "qcow2", spec.disk, disk::virtual_size(frozen));
+  disk::create_overlay_on(frozen, "qcow2", spec.vm().disk, disk::virtual_size(frozen));
   engine::write_spec(spec);
 
   store::BoxRecord r = clone_record(*rec, spec.box_id, name, detach);
@@ -571,7 +570,7 @@ void LocalRuntime::release_clones(const std::string& id, bool force) {
     FileLock lock = core::lock_box_directory(spec.box_dir);
     // Safe-mode rebase onto the image's base: the clone keeps every byte it sees,
     // and nothing of it lives in the source's directory any more.
-    disk::rebase(spec.disk, spec.disk_base, "raw");
+    disk::rebase(spec.vm().disk, spec.vm().disk_base, "raw");
     // Independent now: no longer a dependent of the source (Box::destroy checks).
     store::BoxRecord r = c;
     try {
@@ -590,7 +589,7 @@ std::string LocalRuntime::export_box(LocalBox& box, const std::string& dest_dir)
     throw Error(ErrorKind::InvalidArgument, "export destination '" + dest_dir + "' is not an existing directory");
   }
   FileLock lock = core::lock_box_directory(box.dir());
-  if (box.spec().engine == EngineKind::Jail) return export_jail(box, dest_dir);
+  if (box.spec().engine() == EngineKind::Jail) return export_jail(box, dest_dir);
   std::string dest = dest_dir + "/" + (box.name().empty() ? box.id() : box.name()) + ".boxlite";
   make_dirs(layout_.tmp());
   std::string flat = layout_.tmp() + "/export-" + random_hex(6) + ".qcow2";
@@ -618,13 +617,13 @@ std::string LocalRuntime::write_export(LocalBox& box, const std::string& dest, c
   spec.volumes.clear();      // host paths mean nothing elsewhere
   auto rec = store()->find(box.id());
   nlohmann::json manifest = {{"format", kExportFormat},
-                             {"engine", engine_kind_name(spec.engine)},
+                             {"engine", engine_kind_name(spec.engine())},
                              {"box_id", box.id()},
                              {"name", box.name()},
                              {"image", rec ? rec->image : ""},
                              {"options", rec ? nlohmann::json::parse(rec->options_json) : nlohmann::json::object()},
                              {"spec", nlohmann::json::parse(engine::spec_to_json(spec))}};
-  if (spec.engine == EngineKind::Jail) manifest["image_layers"] = layer_ids(spec);
+  if (spec.engine() == EngineKind::Jail) manifest["image_layers"] = layer_ids(spec);
   std::string manifest_file = data_file + ".json";
   PathGuard manifest_guard{manifest_file};
   write_file_atomic(manifest_file, manifest.dump(2), 0600);
@@ -672,7 +671,7 @@ std::string LocalRuntime::export_jail(LocalBox& box, const std::string& dest_dir
   }
   std::string layer = base + ".tar";
   PathGuard layer_guard{layer};
-  write_upper_layer(upper, layer, box.spec().uid_offset);
+  write_upper_layer(upper, layer, box.spec().jail().uid_offset);
   return write_export(box, dest, kUpperName, layer);
 }
 
@@ -699,7 +698,7 @@ std::string LocalRuntime::export_jail_disk(LocalBox& box, const std::string& des
   }
   std::string layer = base + ".tar";
   PathGuard layer_guard{layer};
-  write_upper_layer(upper, layer, box.spec().uid_offset);
+  write_upper_layer(upper, layer, box.spec().jail().uid_offset);
   return write_export(box, dest, kUpperName, layer);
 }
 
@@ -763,19 +762,20 @@ std::shared_ptr<LocalBox> LocalRuntime::import_box(const std::string& path, cons
   }
   // The archive records the engine: a jail export makes a jail box, a vm one a vm box.
   if (have_upper) {
-    if (exported.engine != EngineKind::Jail)
+    if (exported.engine() != EngineKind::Jail)
       throw Error(ErrorKind::InvalidArgument, "import: " + path + ": an upper layer in a " +
-                                                  std::string(engine_kind_name(exported.engine)) + " export");
-    spec.engine = EngineKind::Jail;
+                                                  std::string(engine_kind_name(exported.engine())) + " export");
+    spec.set_engine(EngineKind::Jail);
     copy_exported_box(spec, exported);
     // The size of the disk it had, from an untrusted manifest: 0 (an export made
     // before jail boxes had disks) gets the default.
-    if (exported.jail_disk_bytes % (1ull << 30) != 0 || exported.jail_disk_bytes > (kMaxDiskSizeGb << 30)) {
-      throw Error(ErrorKind::InvalidArgument,
-                  "import: " + path + ": invalid manifest: the disk size " + std::to_string(exported.jail_disk_bytes) +
-                      " is not a whole number of GiB up to " + std::to_string(kMaxDiskSizeGb));
+    uint64_t disk_bytes = exported.jail().disk_bytes;
+    if (disk_bytes % (1ull << 30) != 0 || disk_bytes > (kMaxDiskSizeGb << 30)) {
+      throw Error(ErrorKind::InvalidArgument, "import: " + path + ": invalid manifest: the disk size " +
+                                                  std::to_string(disk_bytes) + " is not a whole number of GiB up to " +
+                                                  std::to_string(kMaxDiskSizeGb));
     }
-    spec.jail_disk_bytes = exported.jail_disk_bytes;
+    spec.jail().disk_bytes = disk_bytes;
     check_upper_layer(upper_tar, path);
     auto box = import_jail(spec, manifest, name, upper_tar, detach);
     guard.committed = true;
@@ -803,12 +803,12 @@ std::shared_ptr<LocalBox> LocalRuntime::import_box(const std::string& path, cons
     throw Error(ErrorKind::InvalidArgument, "import: " + path + ": the disk is not a self-contained qcow2 image");
   }
 
-  if (exported.engine != EngineKind::Vm)
+  if (exported.engine() != EngineKind::Vm)
     throw Error(ErrorKind::InvalidArgument,
-                "import: " + path + ": a disk in a " + std::string(engine_kind_name(exported.engine)) + " export");
-  spec.engine = EngineKind::Vm;
+                "import: " + path + ": a disk in a " + std::string(engine_kind_name(exported.engine())) + " export");
+  spec.set_engine(EngineKind::Vm);
   BoxOptions machine = copy_exported_box(spec, exported);
-  spec.disk = disk_path;
+  spec.vm().disk = disk_path;
   prepare_vm_machine(spec, machine);
   spec.ephemeral = false;  // an imported box is kept until removed
   engine::write_spec(spec);
@@ -854,23 +854,24 @@ std::shared_ptr<LocalBox> LocalRuntime::import_jail(engine::ShimSpec spec, const
                                       "the box's files would land on another root file system");
   }
   image::OverlayOptions o;
-  o.uid_offset = o.gid_offset = spec.uid_offset;
+  o.uid_offset = o.gid_offset = spec.jail().uid_offset;
   o.max_bytes = image::max_image_bytes();
   // The box gets a disk of the size it had (the default for an export made before
   // jail boxes had disks), and its upper layer is unpacked onto it: a layer larger
   // than the disk fails here, as it would have in the box.
-  uint64_t disk_bytes = spec.jail_disk_bytes ? spec.jail_disk_bytes : kDefaultDiskSizeGb << 30;
-  spec.jail_disk_bytes = 0;  // unless this host gives it one
+  engine::JailSpec& jail = spec.jail();
+  uint64_t disk_bytes = jail.disk_bytes ? jail.disk_bytes : kDefaultDiskSizeGb << 30;
+  jail.disk_bytes = 0;  // unless this host gives it one
   prepare_jail_disk(spec, disk_bytes);
   UniqueFd disk;
   std::string upper = spec.box_dir + "/upper";
-  if (spec.jail_disk_bytes > 0) {
+  if (jail.disk_bytes > 0) {
     std::string image = engine::jail::disk_image_path(spec.box_dir);
-    engine::jail::copy_disk_image(spec.jail_disk_template, image);
+    engine::jail::copy_disk_image(jail.disk_template, image);
     disk = engine::jail::mount_disk(image, {});
     upper = "/proc/self/fd/" + std::to_string(disk.get()) + "/" + engine::jail::kDiskUpperDir;
   }
-  if (::mkdir(upper.c_str(), 0755) != 0 || ::chown(upper.c_str(), spec.uid_offset, spec.uid_offset) != 0)
+  if (::mkdir(upper.c_str(), 0755) != 0 || ::chown(upper.c_str(), jail.uid_offset, jail.uid_offset) != 0)
     throw_errno(ErrorKind::Storage, "create the box's upper layer " + upper);
   try {
     image::extract_layer_for_overlay(upper, upper_tar, o);

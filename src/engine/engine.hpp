@@ -84,11 +84,21 @@ class Engine {
   // Whether the box's start takes a disk the shim made before it knew its box (a
   // jail's warm disk, engine/jail/disk.hpp); one an engine does not take is let go.
   virtual bool takes_warm_disk() const { return false; }
+  // Whether a clone grows over its source's disk (a VM's qcow2 chain), so that the
+  // source cannot go while its clones need it. A jail's clone copies what it wrote.
+  virtual bool clones_depend_on_source() const { return false; }
+  // Whether box directories are reused: a box whose shim said it is down is removed
+  // while its shim exits, nothing writing its layers any more, and its directory
+  // kept as a spare that a new box takes (core/spare_dirs.hpp). A jail's are.
+  virtual bool reuses_box_dirs() const { return false; }
 };
 
 // The engine of `spec`'s box. `zygote`: what a jail box's init is cloned from (the
 // shim starts it before it knows its box); without one, a jail engine can do all but
 // start.
 std::unique_ptr<Engine> make_engine(const ShimSpec& spec, jail::Zygote zygote = {});
+// The engine of a box known by its kind and id alone (a store row), for what needs
+// no more of its spec: prepare_host(), release() and the properties.
+std::unique_ptr<Engine> make_engine(EngineKind kind, const std::string& box_id);
 
 }  // namespace boxlite::engine

@@ -583,7 +583,7 @@ TEST_F(SnapshotTest, JailExportImportIntoAnotherHomeGivesIdenticalFiles) {
   make_dirs(other);
   Runtime rt2(RuntimeOptions{.home_dir = other});
   auto imported = rt2.import_box(path, "ji");
-  EXPECT_EQ(local(*imported).spec().engine, EngineKind::Jail);
+  EXPECT_EQ(local(*imported).spec().engine(), EngineKind::Jail);
   EXPECT_EQ(rt2.get_info("ji").engine, EngineKind::Jail);
   EXPECT_EQ(imported->state(), BoxState::Configured);
   EXPECT_EQ(sh(*imported, fingerprint), before);
@@ -682,8 +682,14 @@ if kind == "format-string": m["format"] = "1"
 if kind == "image-number": m["image"] = 5
 if kind == "argv-string": m["options"]["argv"] = "sh"
 if kind == "deep": m["spec"] = "DEEP"
+if kind == "jail-spec-as-vm": m["engine"] = m["spec"]["engine"] = "vm"
 if kind in ("data-file", "backing-file"):
+    # A vm export: a VM's spec (a jail's part gone, a VM's in its place) over a hostile disk.
     m["engine"] = m["spec"]["engine"] = "vm"
+    for k in ("lower_dirs", "root_mountpoint", "uid_offset", "pids_limit", "jail"): m["spec"].pop(k, None)
+    m["spec"].update({"accel": "tcg", "qemu": "qemu-system-x86_64", "kernel": "", "initramfs": "",
+                      "kernel_cmdline_extra": "", "acpi": False, "tcg_cpu": "max", "disk": "", "disk_base": "",
+                      "guest_binary": ""})
     disk = dst + ".qcow2"
     if kind == "data-file":
         # Made over a file of its own (create writes the data file), then pointed at the host's.
@@ -703,6 +709,7 @@ with tarfile.open(dst, "w") as t:
       {"format-string", "\"format\" is not an integer"},        {"image-number", "\"image\" is not a string"},
       {"argv-string", "argv is not a list of strings"},         {"deep", "nested deeper than 32 levels"},
       {"data-file", "its data lives in an external data file"}, {"backing-file", "it names a backing file"},
+      {"jail-spec-as-vm", "a vm box's spec sets the jail engine's lower_dirs"},
   };
   for (auto [kind, why] : cases) {
     std::string bad = home_ + "/bad-" + kind + ".boxlite";
@@ -820,7 +827,7 @@ TEST_P(LiveStorageTest, ExportOfARunningBoxImportsWithItsFiles) {
   {
     Runtime rt2(RuntimeOptions{.home_dir = other});
     auto imported = rt2.import_box(path, "imp");
-    EXPECT_EQ(engine_kind_name(local(*imported).spec().engine), GetParam());
+    EXPECT_EQ(engine_kind_name(local(*imported).spec().engine()), GetParam());
     EXPECT_EQ(sh(*imported, "cat /root/data; md5sum /root/r"), "v1\n" + sum);
     imported->stop();
     rt2.remove("imp");
@@ -989,7 +996,7 @@ TEST_F(JailDiskTest, ABoxMadeBeforeDisksStartsWithItsUpperDirectory) {
   auto old = rt_->get("old");
   ASSERT_TRUE(old);
   boxes_.push_back(old);
-  EXPECT_EQ(local(*old).spec().jail_disk_bytes, 0u);
+  EXPECT_EQ(local(*old).spec().jail().disk_bytes, 0u);
   EXPECT_EQ(sh(*old, "cat /from-before; echo new > /new; cat /new"), "old\nnew\n");
   EXPECT_TRUE(loop_devices_under(home_).empty()) << "a box without a disk got a loop device";
   old->stop();
@@ -1074,7 +1081,7 @@ TEST_F(JailDiskTest, ADisksSizeGoesWithItsSnapshotsClonesAndImports) {
   {
     Runtime rt2(RuntimeOptions{.home_dir = other});
     auto imported = rt2.import_box(path, "two-imported");
-    EXPECT_EQ(local(*imported).spec().jail_disk_bytes, 2ull << 30);
+    EXPECT_EQ(local(*imported).spec().jail().disk_bytes, 2ull << 30);
     EXPECT_EQ(sh(*imported, "cat /f"), "v2\n");
     EXPECT_TRUE(two_gib(disk_kib(*imported))) << disk_kib(*imported);
     imported->stop();

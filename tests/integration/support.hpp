@@ -401,13 +401,13 @@ class UpperLayer {
  public:
   explicit UpperLayer(Box& public_box) {
     const auto& box = local(public_box);
-    const auto& spec = box.spec();
-    if (spec.jail_disk_bytes == 0) {
+    const auto& spec = box.spec().jail();
+    if (spec.disk_bytes == 0) {
       path_ = box.dir() + "/upper";
       return;
     }
     if (pid_t shim = unix_listener_pid(engine::shim_socket_path(box.dir())); shim > 0) {
-      path_ = "/proc/" + std::to_string(shim) + "/root" + spec.jail_disk_mountpoint + "/" + engine::jail::kDiskUpperDir;
+      path_ = "/proc/" + std::to_string(shim) + "/root" + spec.disk_mountpoint + "/" + engine::jail::kDiskUpperDir;
       return;
     }
     disk_ = engine::jail::mount_disk(engine::jail::disk_image_path(box.dir()), {});

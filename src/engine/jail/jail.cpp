@@ -99,7 +99,7 @@ std::string mountpoint_layer(const std::string& parent, unsigned uid_offset, boo
 // The layer holding the image's entry at `path` (relative to the root): the top
 // one that has it, the entry in `st`; "" if none has it (a whiteout: none below).
 std::string layer_showing(const ShimSpec& spec, const std::string& path, struct stat& st) {
-  for (auto it = spec.lower_dirs.rbegin(); it != spec.lower_dirs.rend(); ++it) {
+  for (auto it = spec.jail().lower_dirs.rbegin(); it != spec.jail().lower_dirs.rend(); ++it) {
     if (::lstat((*it + "/" + path).c_str(), &st) == 0) return S_ISCHR(st.st_mode) && st.st_rdev == 0 ? "" : *it;
     if (errno != ENOENT) return "";
   }
@@ -119,7 +119,7 @@ bool etc_layer_fits_image(const ShimSpec& spec) {
   std::string layer = layer_showing(spec, "etc", st);
   if (layer.empty()) return true;
   if (S_ISDIR(st.st_mode)) {
-    return st.st_uid == spec.uid_offset && st.st_gid == spec.uid_offset && (st.st_mode & 07777) == 0755;
+    return st.st_uid == spec.jail().uid_offset && st.st_gid == spec.jail().uid_offset && (st.st_mode & 07777) == 0755;
   }
   if (!S_ISLNK(st.st_mode)) return true;
   char target[4096];
@@ -138,7 +138,8 @@ bool etc_layer_fits_image(const ShimSpec& spec) {
 void make_layer_dirs(const ShimSpec& spec, const std::string& upper, const std::string& work) {
   for (const auto& d : {upper, work}) {
     if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorKind::Engine, "mkdir " + d);
-    if (::chown(d.c_str(), spec.uid_offset, spec.uid_offset) != 0) throw_errno(ErrorKind::Engine, "chown " + d);
+    if (::chown(d.c_str(), spec.jail().uid_offset, spec.jail().uid_offset) != 0)
+      throw_errno(ErrorKind::Engine, "chown " + d);
     if (::chmod(d.c_str(), 0755) != 0) throw_errno(ErrorKind::Engine, "chmod " + d);
   }
 }
@@ -157,9 +158,10 @@ UniqueFd mount_box_disk(const ShimSpec& spec) {
   DiskMountOptions opts{.read_only = false, .ephemeral = spec.ephemeral};
   std::string image = disk_image_path(spec.box_dir);
   if (path_exists(image)) return mount_disk(image, opts);
-  const std::string& tmpl = spec.jail_disk_template;
+  const std::string& tmpl = spec.jail().disk_template;
   if (tmpl.empty()) throw Error(ErrorKind::Engine, "the box's spec names no template for its disk");
-  if (!path_exists(tmpl)) ensure_disk_template(tmpl.substr(0, tmpl.rfind('/')), spec.jail_disk_bytes);  // removed since
+  if (!path_exists(tmpl))
+    ensure_disk_template(tmpl.substr(0, tmpl.rfind('/')), spec.jail().disk_bytes);  // removed since
   UniqueFd file, disk;
   if (take_warm_disk(tmpl, spec.ephemeral, file, disk)) {
     // Made while the shim waited for its box, in the template's directory: on the
@@ -179,13 +181,13 @@ UniqueFd mount_box_disk(const ShimSpec& spec) {
 }
 
 WritableLayer writable_layer(const ShimSpec& spec) {
-  if (spec.jail_disk_bytes == 0) return {spec.box_dir + "/upper", spec.box_dir + "/work", {}};
-  if (spec.jail_disk_mountpoint.empty()) throw Error(ErrorKind::Engine, "the box's spec names no place for its disk");
+  if (spec.jail().disk_bytes == 0) return {spec.box_dir + "/upper", spec.box_dir + "/work", {}};
+  if (spec.jail().disk_mountpoint.empty()) throw Error(ErrorKind::Engine, "the box's spec names no place for its disk");
   UniqueFd disk = mount_box_disk(spec);
   // Attached (before Linux 6.15 an overlay's layers must be on mounts of its
   // namespace) at a name every shim of the home shares, each seeing only its own
   // mount there; the paths below go through the mount itself, not that name.
-  const std::string& at = spec.jail_disk_mountpoint;
+  const std::string& at = spec.jail().disk_mountpoint;
   if (::mkdir(at.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorKind::Engine, "mkdir " + at);
   if (::move_mount(disk.get(), "", AT_FDCWD, at.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
     throw_errno(ErrorKind::Engine, "attach the box's disk at " + at);
@@ -202,16 +204,18 @@ void mount_root(const ShimSpec& spec, const std::string& root) {
   const std::string &upper = layer.upper, &work = layer.work;
   make_layer_dirs(spec, upper, work);
   if (::mkdir(root.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(ErrorKind::Engine, "mkdir " + root);
-  if (spec.lower_dirs.empty()) throw Error(ErrorKind::Engine, "jail: the image has no layers");
+  if (spec.jail().lower_dirs.empty()) throw Error(ErrorKind::Engine, "jail: the image has no layers");
   // The options must fit in a page: with the layers in one directory (the layer
   // cache), name them relative to it, which fits ~60 layers instead of ~40.
-  std::string parent = spec.lower_dirs.front().substr(0, spec.lower_dirs.front().rfind('/'));
+  std::string parent = spec.jail().lower_dirs.front().substr(0, spec.jail().lower_dirs.front().rfind('/'));
   bool shared_parent = true;
-  for (const auto& d : spec.lower_dirs) shared_parent = shared_parent && d.substr(0, d.rfind('/')) == parent;
+  for (const auto& d : spec.jail().lower_dirs) shared_parent = shared_parent && d.substr(0, d.rfind('/')) == parent;
   std::vector<std::string> lowers;
-  std::string mountpoints = mountpoint_layer(parent, spec.uid_offset, spec.net.enabled && etc_layer_fits_image(spec));
+  std::string mountpoints =
+      mountpoint_layer(parent, spec.jail().uid_offset, spec.net.enabled && etc_layer_fits_image(spec));
   lowers.push_back(shared_parent ? mountpoints.substr(mountpoints.rfind('/') + 1) : mountpoints);
-  for (auto it = spec.lower_dirs.rbegin(); it != spec.lower_dirs.rend(); ++it) {  // overlay wants the top first
+  for (auto it = spec.jail().lower_dirs.rbegin(); it != spec.jail().lower_dirs.rend();
+       ++it) {  // overlay wants the top first
     lowers.push_back(shared_parent ? it->substr(it->rfind('/') + 1) : *it);
   }
   std::string opts = "lowerdir=" + join(lowers, ":") + ",upperdir=" + upper + ",workdir=" + work;
@@ -301,7 +305,8 @@ void mount_tmp(const ShimSpec& spec, const std::string& root) {
   if (!root_fd) throw_errno(ErrorKind::Engine, "open " + root);
   UniqueFd tmp = make_dirs_in_root(root_fd.get(), "/tmp", ErrorKind::Engine);
   std::string at = "/proc/self/fd/" + std::to_string(tmp.get());
-  std::string opts = "mode=1777,uid=" + std::to_string(spec.uid_offset) + ",gid=" + std::to_string(spec.uid_offset);
+  std::string opts =
+      "mode=1777,uid=" + std::to_string(spec.jail().uid_offset) + ",gid=" + std::to_string(spec.jail().uid_offset);
   if (::mount("tmpfs", at.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
     throw_errno(ErrorKind::Engine, "mount the box's /tmp");
 }
@@ -343,7 +348,7 @@ bool bind_etc_files(const ShimSpec& spec, const std::string& root) {
     if (fd) {  // else kept from an earlier start, with whatever the box wrote into it
       try {
         write_all(fd.get(), f.text.data(), f.text.size());
-        if (::fchown(fd.get(), spec.uid_offset, spec.uid_offset) != 0 || ::fchmod(fd.get(), 0644) != 0)
+        if (::fchown(fd.get(), spec.jail().uid_offset, spec.jail().uid_offset) != 0 || ::fchmod(fd.get(), 0644) != 0)
           throw_errno(ErrorKind::Engine, "own " + source);
       } catch (...) {
         ::unlink(source.c_str());  // not to be taken for a complete one at the next start
@@ -417,8 +422,8 @@ void mount_volumes(const ShimSpec& spec, const std::string& root, std::vector<st
     }
     struct stat st;
     if (::stat(v.host_path.c_str(), &st) != 0) throw_errno(ErrorKind::Engine, "stat volume " + v.host_path);
-    UniqueFd ns =
-        make_idmap_userns(volume_id_map(spec.uid_offset, st.st_uid), volume_id_map(spec.uid_offset, st.st_gid));
+    UniqueFd ns = make_idmap_userns(volume_id_map(spec.jail().uid_offset, st.st_uid),
+                                    volume_id_map(spec.jail().uid_offset, st.st_gid));
     mount_attr idmap{};
     idmap.attr_set = MOUNT_ATTR_IDMAP;
     idmap.userns_fd = static_cast<uint64_t>(ns.get());
@@ -533,7 +538,7 @@ CgroupPlan prepare_cgroups(const ShimSpec& spec) {
       write_proc(dir + "/memory.max", std::to_string(mem));
       write_proc(dir + "/memory.swap.max", "0");
     });
-    try_limit("pids", [&] { write_proc(dir + "/pids.max", std::to_string(spec.pids_limit)); });
+    try_limit("pids", [&] { write_proc(dir + "/pids.max", std::to_string(spec.jail().pids_limit)); });
     try_limit("cpu", [&] { write_proc(dir + "/cpu.max", std::to_string(quota) + " 100000"); });
     return plan;
   }
@@ -560,7 +565,7 @@ CgroupPlan prepare_cgroups(const ShimSpec& spec) {
   v1("memory", {{"memory.memsw.limit_in_bytes", "-1"},
                 {"memory.limit_in_bytes", std::to_string(mem)},
                 {"memory.memsw.limit_in_bytes", std::to_string(mem)}});
-  v1("pids", {{"pids.max", std::to_string(spec.pids_limit)}});
+  v1("pids", {{"pids.max", std::to_string(spec.jail().pids_limit)}});
   v1("cpu", {{"cpu.cfs_period_us", "100000"}, {"cpu.cfs_quota_us", std::to_string(quota)}});
   return plan;
 }
@@ -665,7 +670,7 @@ pid_t Zygote::clone_init(const InitParams& params, const std::string& root, cons
 }
 
 std::string root_mountpoint(const ShimSpec& spec) {
-  return spec.root_mountpoint.empty() ? spec.box_dir + "/rootfs" : spec.root_mountpoint;
+  return spec.jail().root_mountpoint.empty() ? spec.box_dir + "/rootfs" : spec.jail().root_mountpoint;
 }
 
 void enter_private_mount_namespace() {
@@ -774,7 +779,7 @@ Jail start(const ShimSpec& spec, Zygote& zygote, const std::function<void(int)>&
     throw_errno(ErrorKind::Engine, "release the box init", err);
   };
 
-  std::string map = "0 " + std::to_string(spec.uid_offset) + " " + std::to_string(kUidCount) + "\n";
+  std::string map = "0 " + std::to_string(spec.jail().uid_offset) + " " + std::to_string(kUidCount) + "\n";
   write_proc("/proc/" + std::to_string(pid) + "/uid_map", map);
   write_proc("/proc/" + std::to_string(pid) + "/gid_map", map);
   release_init('g');

@@ -22,6 +22,7 @@ namespace boxlite::engine::jail {
 inline constexpr unsigned kUidCount = 65536;
 inline constexpr unsigned kDefaultUidOffset = 1u << 20;
 inline constexpr int kDefaultPidsLimit = 4096;
+// A spec's jail part starts with them too (JailSpec's defaults; tests/unit/plan_test.cpp).
 
 struct Jail {
   Child init;                         // the box's PID 1 (the guest agent)

@@ -52,6 +52,7 @@ class JailEngine final : public Engine {
   void prepare_shim_process() const override { enter_private_mount_namespace(); }
   std::string mounted_root() const override { return root_mountpoint(spec_); }
   bool takes_warm_disk() const override { return true; }
+  bool reuses_box_dirs() const override { return true; }
 
  private:
   ShimSpec spec_;

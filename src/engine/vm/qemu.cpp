@@ -49,20 +49,21 @@ std::string box_mac(const std::string& box_id) {
 }  // namespace
 
 std::vector<std::string> qemu_argv(const ShimSpec& s) {
+  const VmSpec& vm = s.vm();
   std::string cmdline = "console=ttyS0 quiet reboot=t panic=-1 lpj=1000000 tsc=reliable no_timer_check i8042.noaux";
-  if (s.accel == "tcg") {
+  if (vm.accel == "tcg") {
     static const std::string khz = host_tsc_khz();
     if (!khz.empty()) cmdline += " tsc_early_khz=" + khz;
   }
-  if (!s.kernel_cmdline_extra.empty()) cmdline += " " + s.kernel_cmdline_extra;
+  if (!vm.kernel_cmdline_extra.empty()) cmdline += " " + vm.kernel_cmdline_extra;
   std::vector<std::string> a = {
-      s.qemu,
+      vm.qemu,
       "-M",
-      std::string("microvm,acpi=") + (s.acpi ? "on" : "off") + ",x-option-roms=off,isa-serial=on,rtc=on",
+      std::string("microvm,acpi=") + (vm.acpi ? "on" : "off") + ",x-option-roms=off,isa-serial=on,rtc=on",
       "-accel",
-      s.accel,
+      vm.accel,
       "-cpu",
-      s.accel == "kvm" ? "host" : s.tcg_cpu,
+      vm.accel == "kvm" ? "host" : vm.tcg_cpu,
       "-smp",
       std::to_string(s.cpus),
       "-m",
@@ -72,9 +73,9 @@ std::vector<std::string> qemu_argv(const ShimSpec& s) {
       "-nographic",
       "-no-reboot",
       "-kernel",
-      s.kernel,
+      vm.kernel,
       "-initrd",
-      s.initramfs,
+      vm.initramfs,
       "-append",
       cmdline,
       // The serial console goes to QEMU's stdout, which the shim points at console.log.
@@ -88,7 +89,7 @@ std::vector<std::string> qemu_argv(const ShimSpec& s) {
       "-device",
       std::string("virtserialport,chardev=agent,name=") + kAgentPortName,
       "-drive",
-      "id=root,file=" + s.disk + ",format=qcow2,if=none,discard=unmap",
+      "id=root,file=" + vm.disk + ",format=qcow2,if=none,discard=unmap",
       "-device",
       std::string("virtio-blk-device,drive=root,serial=") + kRootDiskSerial,
       "-device",

@@ -126,6 +126,7 @@ class VmEngine final : public Engine {
                 "box " + spec_.box_id + ": a VM's disk is frozen through QEMU, not its processes");
   }
   void thaw() const override {}
+  bool clones_depend_on_source() const override { return true; }
 
  private:
   ShimSpec spec_;
