@@ -706,9 +706,12 @@ with tarfile.open(dst, "w") as t:
         i = tarfile.TarInfo(name); i.size = len(blob); t.addfile(i, io.BytesIO(blob))
 )";
   const std::pair<const char*, const char*> cases[] = {
-      {"format-string", "\"format\" is not an integer"},        {"image-number", "\"image\" is not a string"},
-      {"argv-string", "argv is not a list of strings"},         {"deep", "nested deeper than 32 levels"},
-      {"data-file", "its data lives in an external data file"}, {"backing-file", "it names a backing file"},
+      {"format-string", "\"format\" is not an integer"},
+      {"image-number", "\"image\" is not a string"},
+      {"argv-string", "argv is not a list of strings"},
+      {"deep", "nested deeper than 32 levels"},
+      {"data-file", "its data lives in an external data file"},
+      {"backing-file", "it names a backing file"},
       {"jail-spec-as-vm", "a vm box's spec sets the jail engine's lower_dirs"},
   };
   for (auto [kind, why] : cases) {
